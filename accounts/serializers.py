@@ -1,0 +1,66 @@
+from rest_framework import serializers
+
+from iam.fields import Boolean, Email, JsonObject, Name, String, Tags, Url, Uuid
+
+from .models import Account
+
+
+class AccountSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Account
+        fields = [
+            "id",
+            "email",
+            "name",
+            "description",
+            "avatar_url",
+            "enabled",
+            "verified",
+            "tags",
+            "meta",
+            "created_at",
+            "updated_at",
+        ]
+
+
+class AccountBriefSerializer(serializers.ModelSerializer):
+    """The account inside register and login responses (SPEC 2)."""
+
+    class Meta:
+        model = Account
+        fields = ["id", "email", "name", "verified", "enabled"]
+
+
+class AccountRef(serializers.Serializer):
+    id = Uuid(required=False)
+    email = Email(required=False)
+
+    def validate(self, attrs: dict) -> dict:
+        if "id" not in attrs and "email" not in attrs:
+            raise serializers.ValidationError({"id": serializers.ErrorDetail("id or email required", code="iam")})
+        return attrs
+
+
+class AccountCreateRequest(serializers.Serializer):
+    email = Email()
+    password = String()
+    name = Name()
+    description = String(required=False, allow_null=True, allow_blank=True, max_length=4096)
+    avatar_url = Url(required=False, allow_null=True)
+    tags = Tags(required=False)
+    meta = JsonObject(required=False)
+
+
+class AccountUpdateRequest(AccountRef):
+    name = Name(required=False)
+    description = String(required=False, allow_null=True, allow_blank=True, max_length=4096)
+    avatar_url = Url(required=False, allow_null=True)
+    enabled = Boolean(required=False)
+    verified = Boolean(required=False)
+    tags = Tags(required=False)
+    meta = JsonObject(required=False)
+
+
+class AccountDeleted(serializers.Serializer):
+    id = serializers.UUIDField()
+    email = serializers.EmailField()

@@ -1,0 +1,105 @@
+from typing import Any
+
+from django.contrib.auth.password_validation import validate_password
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.db.models import F
+
+from iam import events
+from iam.errors import ApiError
+from iam.services import apply_changes
+
+from .models import Account, normalize_email
+from .state import forget_account
+
+UPDATABLE = ("name", "description", "avatar_url", "enabled", "verified", "tags", "meta")
+
+
+def check_password_rules(password: str, account: Account | None = None) -> None:
+    """CONTRACT 12: Django's validators; the message names the rule broken."""
+    try:
+        validate_password(password, account)
+    except ValidationError as exc:
+        code = exc.error_list[0].code
+        messages = {
+            "password_too_short": "password must have at least 8 characters",
+            "password_too_common": "password is too common",
+        }
+        raise ApiError(400, messages.get(code, exc.messages[0].lower().rstrip(".")), "password") from exc
+
+
+def email_taken(email: str) -> bool:
+    return Account.objects.filter(email=normalize_email(email)).exists()
+
+
+def create_account(
+    *,
+    email: str,
+    name: str,
+    password: str | None,
+    description: str | None = None,
+    avatar_url: str | None = None,
+    tags: list[str] | None = None,
+    meta: dict | None = None,
+    verified: bool = False,
+    is_superuser: bool = False,
+    actor: Account | None = None,
+) -> Account:
+    """Creates the account row only; `authn.services.create_password_account` adds its credential."""
+    account = Account(
+        email=normalize_email(email),
+        name=name,
+        description=description,
+        avatar_url=avatar_url,
+        tags=tags or [],
+        meta=meta or {},
+        verified=verified,
+        is_superuser=is_superuser,
+        created_by=actor,
+    )
+    if password is None:
+        account.set_unusable_password()
+    else:
+        account.set_password(password)
+    account.save(force_insert=True)
+    return account
+
+
+@transaction.atomic
+def update_account(account: Account, *, changes: dict[str, Any], actor: Account | None) -> Account:
+    flags_changed = any(name in changes and changes[name] != getattr(account, name) for name in ("enabled", "verified"))
+    fields = apply_changes(account, changes, fields=UPDATABLE)
+    account.updated_by = actor
+    account.save(update_fields=[*fields, "updated_by"])
+    forget_account(account.pk)
+    if flags_changed:
+        events.emit("account.updated", resource=("account", account.pk), account_ids=[account.pk])
+    return account
+
+
+@transaction.atomic
+def set_password(account: Account, password: str) -> None:
+    """A new password ends every session (CONTRACT 5)."""
+    account.set_password(password)
+    account.save(update_fields=["password"])
+    end_sessions(account)
+
+
+def end_sessions(account: Account) -> int:
+    """Increments the session version in the database: every token issued before fails from now on."""
+    Account.objects.filter(pk=account.pk).update(session_version=F("session_version") + 1)
+    account.refresh_from_db(fields=["session_version"])
+    forget_account(account.pk)
+    events.emit("session.revoked", resource=("account", account.pk), account_ids=[account.pk])
+    return account.session_version
+
+
+@transaction.atomic
+def delete_account(account: Account, *, actor: Account | None) -> dict:
+    summary = {"id": str(account.pk), "email": account.email}
+    account_id = account.pk
+    # Resolved before the delete: the memberships that name the workspaces go with the account.
+    events.emit("account.deleted", resource=("account", account_id), account_ids=[account_id])
+    account.delete()  # CONTRACT 6: memberships and credentials cascade
+    forget_account(account_id)
+    return summary

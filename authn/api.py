@@ -1,0 +1,77 @@
+from rest_framework.request import Request
+
+from accounts.services import end_sessions
+from iam.api import Endpoint
+from iam.errors import AUTHENTICATION_REQUIRED, ApiError
+from tenancy.state import find_workspace, root_workspace
+
+from . import services, sessions, tokens
+from .authentication import SessionTokenAuthentication
+from .serializers import LoginRequest, RegisterRequest, Revoked, SessionSerializer, SessionWithAccount
+from .throttling import client_ip
+from .tokens import TokenError
+
+
+def credential_workspace(request: Request):
+    """CONTRACT 3: the root workspace, unless the request names one with `X-Workspace`."""
+    ref = request.headers.get("X-Workspace", "").strip()
+    if not ref:
+        return root_workspace()
+    workspace = find_workspace(ref)
+    if workspace is None:
+        raise ApiError(404, "workspace not found", "X-Workspace")
+    return workspace
+
+
+def session_payload(account, session: dict) -> dict:
+    return SessionWithAccount({**session, "account": account}).data
+
+
+class Register(Endpoint):
+    public = True
+    request_serializer = RegisterRequest
+    response_serializer = SessionWithAccount
+
+    def handle(self, request: Request, data: dict) -> dict:
+        account, session = services.register(
+            email=data["email"],
+            password=data["password"],
+            name=data.get("name"),
+            workspace=credential_workspace(request),
+        )
+        return session_payload(account, session)
+
+
+class Login(Endpoint):
+    public = True
+    request_serializer = LoginRequest
+    response_serializer = SessionWithAccount
+
+    def handle(self, request: Request, data: dict) -> dict:
+        if not data.get("email") or not data.get("password"):
+            raise ApiError(400, "email and password required")
+        account, session = services.login(email=data["email"], password=data["password"], ip=client_ip(request))
+        return session_payload(account, session)
+
+
+class Refresh(Endpoint):
+    authentication_classes = [SessionTokenAuthentication]
+    response_serializer = SessionSerializer
+
+    def handle(self, request: Request, data: dict) -> dict:
+        account, claims = request.user, request.auth
+        if claims["type"] == tokens.ACCESS:
+            return sessions.issue_session(account)
+        try:
+            return sessions.rotate(account, claims)
+        except TokenError as exc:
+            raise ApiError(401, AUTHENTICATION_REQUIRED) from exc
+
+
+class Revoke(Endpoint):
+    authentication_classes = [SessionTokenAuthentication]
+    response_serializer = Revoked
+
+    def handle(self, request: Request, data: dict) -> dict:
+        end_sessions(request.user)
+        return {"account_id": str(request.user.pk), "revoked": True}

@@ -1,0 +1,73 @@
+import uuid
+
+from django.db import models
+from django.db.models import Q
+
+from iam.models import Resource
+from tenancy.models import WorkspaceScopedQuerySet
+
+
+class Credential(Resource):
+    """Links an account to an authentication method (SPEC 2). The password hash itself is Django's
+    `Account.password`; this row says whether password login is usable (`revoked` stops it) and when it
+    was last used."""
+
+    class Kind(models.TextChoices):
+        PASSWORD = "password"
+        OAUTH = "oauth"
+        SSO = "sso"
+        API_KEY = "api_key"
+
+    class Provider(models.TextChoices):
+        LOCAL = "local"
+        IDP_A = "idp_a"
+        IDP_B = "idp_b"
+
+    class Status(models.TextChoices):
+        ACTIVE = "active"
+        REVOKED = "revoked"
+        PENDING = "pending"
+
+    account = models.ForeignKey("accounts.Account", on_delete=models.CASCADE, related_name="credentials")
+    workspace = models.ForeignKey("tenancy.Workspace", on_delete=models.CASCADE, related_name="credentials")
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    provider = models.CharField(max_length=16, choices=Provider.choices)
+    status = models.CharField(max_length=16, choices=Status.choices)
+    provider_id = models.CharField(max_length=255, null=True, blank=True)
+    email = models.EmailField(max_length=254, null=True, blank=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+
+    objects = WorkspaceScopedQuerySet.as_manager()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["provider", "provider_id"],
+                condition=Q(provider_id__isnull=False),
+                name="credential_unique_provider_id",
+            ),
+            models.UniqueConstraint(
+                fields=["account"], condition=Q(kind="password"), name="credential_one_password"
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["workspace", "created_at", "id"], name="credential_created"),
+            models.Index(fields=["account", "kind"], name="credential_account"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind}/{self.provider} of {self.account_id}"
+
+
+class RefreshToken(models.Model):
+    """One row per issued refresh token: rotation marks it used, and a used one presented again is reuse
+    (RFC 9700 4.14), which ends every session of the account."""
+
+    jti = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    account = models.ForeignKey("accounts.Account", on_delete=models.CASCADE, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField(db_index=True)
+    used_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return str(self.jti)

@@ -1,0 +1,53 @@
+"""Failure counters in fixed windows (CONTRACT 13). They live in the cache: when it is down the limits
+fail open and say so in the log, rather than locking every user out."""
+
+import hashlib
+import math
+import time
+from datetime import timedelta
+
+from django.conf import settings
+from rest_framework.request import Request
+from rest_framework.throttling import BaseThrottle
+
+from iam import cache
+
+
+def client_ip(request: Request) -> str:
+    return BaseThrottle().get_ident(request)  # honours REST_FRAMEWORK["NUM_PROXIES"]
+
+
+def _key(scope: str, value: str) -> str:
+    return f"throttle:{scope}:{hashlib.sha256(value.encode()).hexdigest()[:32]}"
+
+
+class Window:
+    def __init__(self, scope: str, limit: int, window: timedelta):
+        self.scope = scope
+        self.limit = limit
+        self.seconds = int(window.total_seconds())
+
+    def retry_after(self, value: str) -> int | None:
+        """Seconds until the window passes, when the limit is reached; None otherwise."""
+        key = _key(self.scope, value)
+        found = cache.get_many([key, f"{key}:start"])
+        if found.get(key, 0) < self.limit:
+            return None
+        started = found.get(f"{key}:start", time.time())
+        return max(1, math.ceil(started + self.seconds - time.time()))
+
+    def hit(self, value: str) -> int | None:
+        key = _key(self.scope, value)
+        cache.add(f"{key}:start", time.time(), self.seconds)
+        return cache.incr(key, self.seconds)
+
+    def reset(self, value: str) -> None:
+        key = _key(self.scope, value)
+        cache.delete_many([key, f"{key}:start"])
+
+
+login_failures_by_email = Window(
+    "login-email", settings.IAM_LOGIN_FAILURES_PER_EMAIL, settings.IAM_LOGIN_FAILURE_WINDOW
+)
+login_failures_by_ip = Window("login-ip", settings.IAM_LOGIN_FAILURES_PER_IP, settings.IAM_LOGIN_FAILURE_WINDOW)
+emails_by_address = Window("emails", settings.IAM_EMAILS_PER_ADDRESS_PER_HOUR, timedelta(hours=1))

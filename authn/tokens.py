@@ -1,0 +1,63 @@
+"""JWTs (CONTRACT 5): one algorithm accepted, the issuer checked, every claim required, and the `type`
+checked against what the caller expects, so a reset token never opens an API call."""
+
+import uuid
+from datetime import datetime, timedelta
+
+import jwt
+from django.conf import settings
+from django.utils import timezone
+
+ACCESS = "access"
+REFRESH = "refresh"
+PASSWORD_RESET = "PasswordReset"
+ACCOUNT_CONFIRM = "AccountConfirm"
+
+REQUIRED_CLAIMS = ["sub", "type", "sv", "iat", "exp", "jti", "iss"]
+
+
+class TokenError(Exception):
+    def __init__(self, reason: str):  # "invalid_token" | "token_expired"
+        super().__init__(reason)
+        self.reason = reason
+
+
+def issue(
+    account_id: uuid.UUID, *, type: str, session_version: int, lifetime: timedelta, jti: uuid.UUID | None = None
+) -> tuple[str, datetime]:
+    now = timezone.now()
+    expires_at = now + lifetime
+    claims = {
+        "sub": str(account_id),
+        "type": type,
+        "sv": session_version,
+        "iat": int(now.timestamp()),
+        "exp": int(expires_at.timestamp()),
+        "jti": str(jti or uuid.uuid4()),
+        "iss": settings.IAM_JWT_ISSUER,
+    }
+    token = jwt.encode(claims, settings.IAM_JWT_SIGNING_KEY, algorithm=settings.IAM_JWT_ALGORITHM)
+    return token, expires_at
+
+
+def decode(token: str, *, types: set[str] | frozenset[str]) -> dict:
+    try:
+        claims = jwt.decode(
+            token,
+            settings.IAM_JWT_SIGNING_KEY,
+            algorithms=[settings.IAM_JWT_ALGORITHM],
+            issuer=settings.IAM_JWT_ISSUER,
+            options={"require": REQUIRED_CLAIMS},
+        )
+    except jwt.ExpiredSignatureError as exc:
+        raise TokenError("token_expired") from exc
+    except jwt.PyJWTError as exc:
+        raise TokenError("invalid_token") from exc
+    if claims.get("type") not in types or not isinstance(claims.get("sv"), int):
+        raise TokenError("invalid_token")
+    try:
+        claims["sub"] = uuid.UUID(str(claims["sub"]))
+        claims["jti"] = uuid.UUID(str(claims["jti"]))
+    except ValueError as exc:
+        raise TokenError("invalid_token") from exc
+    return claims

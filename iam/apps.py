@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class IamConfig(AppConfig):
+    name = "iam"
+    verbose_name = "IAM platform"

@@ -1,0 +1,75 @@
+"""Cache access that never fails a request: the cache only speeds reading state that lives in the
+database, so when it is down we log and answer from the database (CONTRACT 5)."""
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from django.core.cache import cache
+from django.db import transaction
+
+logger = logging.getLogger(__name__)
+
+MISSING = object()
+
+
+def get(key: str) -> Any:
+    try:
+        return cache.get(key, MISSING)
+    except Exception:
+        logger.warning("cache unavailable: get %s", key.split(":", 1)[0], exc_info=True)
+        return MISSING
+
+
+def get_many(keys: list[str]) -> dict[str, Any]:
+    try:
+        return cache.get_many(keys)
+    except Exception:
+        logger.warning("cache unavailable: get_many", exc_info=True)
+        return {}
+
+
+def set(key: str, value: Any, timeout: int) -> None:  # noqa: A001
+    try:
+        cache.set(key, value, timeout)
+    except Exception:
+        logger.warning("cache unavailable: set", exc_info=True)
+
+
+def add(key: str, value: Any, timeout: int) -> None:
+    try:
+        cache.add(key, value, timeout)
+    except Exception:
+        logger.warning("cache unavailable: add", exc_info=True)
+
+
+def delete_many(keys: list[str]) -> None:
+    try:
+        cache.delete_many(keys)
+    except Exception:
+        logger.error("cache unavailable: could not purge %d keys", len(keys), exc_info=True)
+
+
+def new_generation() -> int:
+    """A value never used before for a generation key, even after the cache lost it."""
+    return time.time_ns()
+
+
+def incr(key: str, timeout: int) -> int | None:
+    """Counter for throttles; None when the cache is down (callers fail open and log)."""
+    try:
+        cache.add(key, 0, timeout)
+        return cache.incr(key)
+    except ValueError:
+        return None
+    except Exception:
+        logger.warning("cache unavailable: incr", exc_info=True)
+        return None
+
+
+def around_commit(purge: Callable[[], None]) -> None:
+    """Runs a purge now and again after commit: the first keeps this request from reading what it just
+    changed, the second drops what a concurrent request cached from the old rows before the commit."""
+    purge()
+    transaction.on_commit(purge)

@@ -1,0 +1,75 @@
+"""The one error path: code raises `ApiError`; this handler and `JsonErrorsMiddleware` render every failure
+as CONTRACT 1's flat body `{"success": false, "status": <int>, "message": "<text>"[, "field": "<name>"]}`."""
+
+import logging
+
+from django.core.exceptions import PermissionDenied, RequestDataTooBig
+from django.http import Http404, JsonResponse
+from rest_framework import exceptions
+
+logger = logging.getLogger(__name__)
+
+AUTHENTICATION_REQUIRED = "Authentication required or invalid credentials."  # SPEC 7
+MALFORMED_JSON = "Malformed JSON syntax."  # SPEC 7
+INVALID_STRUCTURE = "Invalid JSON structure."  # SPEC 7
+
+STATUS_MESSAGES = {
+    400: "bad request",
+    401: AUTHENTICATION_REQUIRED,
+    403: "permission denied",
+    404: "not found",
+    405: "method not allowed",
+    413: "request body too large",
+    415: "unsupported media type",
+    429: "too many requests",
+    500: "internal server error",
+    503: "service unavailable",
+}
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, message: str, field: str | None = None, headers: dict | None = None):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.field = field
+        self.headers = headers or {}
+
+
+def error_response(status: int, message: str, field: str | None = None, headers: dict | None = None) -> JsonResponse:
+    body: dict = {"success": False, "status": status, "message": message}
+    if field:
+        body["field"] = field
+    response = JsonResponse(body, status=status)
+    for name, value in (headers or {}).items():
+        response[name] = value
+    return response
+
+
+def _from_drf(exc: exceptions.APIException) -> ApiError:
+    if isinstance(exc, exceptions.NotAuthenticated | exceptions.AuthenticationFailed):
+        return ApiError(401, AUTHENTICATION_REQUIRED, headers={"WWW-Authenticate": 'Bearer realm="iam"'})
+    if isinstance(exc, exceptions.ParseError):
+        return ApiError(400, MALFORMED_JSON)
+    if isinstance(exc, exceptions.Throttled):
+        return ApiError(429, STATUS_MESSAGES[429], headers={"Retry-After": str(int(exc.wait or 1))})
+    if isinstance(exc, exceptions.ValidationError):
+        return ApiError(400, INVALID_STRUCTURE)
+    status = exc.status_code
+    return ApiError(status, STATUS_MESSAGES.get(status, str(exc.detail).lower()))
+
+
+def exception_handler(exc: Exception, context: dict) -> JsonResponse | None:
+    if isinstance(exc, ApiError):
+        error = exc
+    elif isinstance(exc, RequestDataTooBig):
+        error = ApiError(413, STATUS_MESSAGES[413])
+    elif isinstance(exc, Http404):
+        error = ApiError(404, STATUS_MESSAGES[404])
+    elif isinstance(exc, PermissionDenied):
+        error = ApiError(403, STATUS_MESSAGES[403])
+    elif isinstance(exc, exceptions.APIException):
+        error = _from_drf(exc)
+    else:
+        return None  # unexpected: Django logs it and JsonErrorsMiddleware renders the 500
+    return error_response(error.status, error.message, error.field, error.headers)

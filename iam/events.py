@@ -1,0 +1,61 @@
+"""Authorization-change events (CONTRACT 8), recorded through the outbox in the caller's transaction.
+
+`emit()` writes one `push.event` outbox message per affected workspace; the clients app handles that
+topic by fanning the event out to each client endpoint of the workspace (one delivery per client, each
+with its own retries and recorded attempts). Apps below `clients` can emit without importing it."""
+
+import uuid
+from collections.abc import Callable, Iterable
+from uuid import UUID
+
+from django.utils import timezone
+
+from iam import outbox
+
+KINDS = frozenset(
+    {
+        "membership.created",
+        "membership.updated",
+        "membership.deleted",
+        "role.updated",
+        "role.deleted",
+        "permission.updated",
+        "permission.deleted",
+        "account.updated",
+        "account.deleted",
+        "session.revoked",
+        "project.deleted",
+        "workspace.updated",
+        "workspace.deleted",
+        "client.secret_rotated",
+    }
+)
+
+# Set by rbac at start-up: the workspaces in which the given accounts hold memberships. Account events go
+# to the clients of all of them (CONTRACT 8), and accounts must not import rbac to find them.
+account_workspaces: Callable[[Iterable[UUID]], set[UUID]] = lambda account_ids: set()  # noqa: E731
+
+
+def emit(
+    kind: str,
+    *,
+    resource: tuple[str, UUID],
+    account_ids: Iterable[UUID],
+    workspace_ids: Iterable[UUID] | None = None,
+) -> None:
+    """Records the event for each workspace (`None`: every workspace of the accounts)."""
+    assert kind in KINDS, kind
+    accounts = sorted({str(account_id) for account_id in account_ids})
+    targets = set(workspace_ids) if workspace_ids is not None else account_workspaces(accounts)
+    occurred_at = timezone.now().isoformat().replace("+00:00", "Z")
+    for workspace_id in sorted(targets, key=str):
+        outbox.enqueue(
+            "push.event",
+            {
+                "id": str(uuid.uuid4()),
+                "type": kind,
+                "workspace_id": str(workspace_id),
+                "occurred_at": occurred_at,
+                "data": {"account_ids": accounts, "resource": {"type": resource[0], "id": str(resource[1])}},
+            },
+        )

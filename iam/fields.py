@@ -1,0 +1,169 @@
+"""Strict request fields. DRF's own fields coerce (`1` becomes `"1"`, `"yes"` becomes `True`); CONTRACT 1
+wants a field of the wrong type refused, so these accept exactly one JSON type each."""
+
+import json
+import re
+import uuid
+from typing import Any
+
+from django.core.validators import EmailValidator, URLValidator
+from django.utils.dateparse import parse_datetime
+from rest_framework import serializers
+
+META_MAX_BYTES = 16 * 1024  # CONTRACT 12
+SCHEMA_VERSION_MAX = 32
+TAGS_MAX = 50
+TAG_MAX_LENGTH = 64
+NAME_MAX_LENGTH = 255
+EMAIL_MAX_LENGTH = 254
+SLUG_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
+PERMISSION_NAME_RE = re.compile(r"^(\*|(\*|[A-Za-z0-9_.-]+):(\*|[A-Za-z0-9_.-]+))$")
+PERMISSION_NAME_MAX = 128
+
+
+class Invalid(serializers.ValidationError):
+    """A validation failure whose message is already CONTRACT's wording: shown as is."""
+
+    def __init__(self, message: str):
+        super().__init__(message, code="iam")
+
+
+class String(serializers.CharField):
+    def __init__(self, **kwargs):
+        kwargs.setdefault("trim_whitespace", False)
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class Name(String):
+    def __init__(self, **kwargs):
+        kwargs.setdefault("max_length", NAME_MAX_LENGTH)
+        super().__init__(**kwargs)
+
+
+class Email(String):
+    default_error_messages = {"invalid": "invalid e-mail address"}
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("max_length", EMAIL_MAX_LENGTH)
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data: Any) -> str:
+        value = super().to_internal_value(data).strip().lower()
+        try:
+            EmailValidator()(value)
+        except Exception:
+            self.fail("invalid")
+        return value
+
+
+class Url(String):
+    def __init__(self, **kwargs):
+        kwargs.setdefault("max_length", 2048)
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data: Any) -> str:
+        value = super().to_internal_value(data)
+        try:
+            URLValidator(schemes=["http", "https"])(value)
+        except Exception:
+            self.fail("invalid")
+        return value
+
+
+class Slug(String):
+    def to_internal_value(self, data: Any) -> str:
+        value = super().to_internal_value(data)
+        if not SLUG_RE.match(value):
+            self.fail("invalid")
+        return value
+
+
+class PermissionName(String):
+    def __init__(self, **kwargs):
+        kwargs.setdefault("max_length", PERMISSION_NAME_MAX)
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data: Any) -> str:
+        value = super().to_internal_value(data)
+        if not PERMISSION_NAME_RE.match(value):
+            self.fail("invalid")
+        return value
+
+
+class Boolean(serializers.BooleanField):
+    def to_internal_value(self, data: Any) -> bool:
+        if not isinstance(data, bool):
+            self.fail("invalid")
+        return data
+
+
+class Integer(serializers.IntegerField):
+    def to_internal_value(self, data: Any) -> int:
+        if isinstance(data, bool) or not isinstance(data, int):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class Uuid(serializers.UUIDField):
+    def to_internal_value(self, data: Any) -> uuid.UUID:
+        if not isinstance(data, str):
+            self.fail("invalid", value=data)
+        return super().to_internal_value(data)
+
+
+class UuidList(serializers.ListField):
+    child = Uuid()
+
+    def to_internal_value(self, data: Any) -> list[uuid.UUID]:
+        values = super().to_internal_value(data)
+        return list(dict.fromkeys(values))  # duplicates name the same record once
+
+
+class DateTime(serializers.DateTimeField):
+    def to_internal_value(self, value: Any):
+        if not isinstance(value, str) or parse_datetime(value) is None:
+            self.fail("invalid", format="RFC 3339")
+        return super().to_internal_value(value)
+
+
+class Tags(serializers.ListField):
+    child = String(min_length=1, max_length=TAG_MAX_LENGTH)
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("max_length", TAGS_MAX)
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data: Any) -> list[str]:
+        return list(dict.fromkeys(super().to_internal_value(data)))
+
+
+class JsonObject(serializers.Field):
+    """`meta` and `config`: an object of at most 16 KiB carrying a string `schema_version` (CONTRACT 12)."""
+
+    default_error_messages = {"invalid": "must be an object"}
+
+    def __init__(self, *, require_schema_version: bool = True, **kwargs):
+        self.require_schema_version = require_schema_version
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data: Any) -> dict:
+        if not isinstance(data, dict):
+            raise Invalid(f"{self.field_name} must be an object")
+        if len(json.dumps(data, separators=(",", ":")).encode()) > META_MAX_BYTES:
+            raise Invalid(f"{self.field_name} must be at most 16 KiB")
+        version = data.get("schema_version")
+        if version is None and not self.require_schema_version:
+            return data
+        if not isinstance(version, str) or not version:
+            raise Invalid(f"{self.field_name}.schema_version required")
+        if len(version) > SCHEMA_VERSION_MAX:
+            raise Invalid(f"{self.field_name}.schema_version must be at most {SCHEMA_VERSION_MAX} characters")
+        return data
+
+    def to_representation(self, value: Any) -> Any:
+        return value

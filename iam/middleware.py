@@ -1,0 +1,40 @@
+
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse
+
+from iam.errors import STATUS_MESSAGES, error_response
+
+
+class JsonErrorsMiddleware:
+    """Renders every error that did not come from our exception handler (Django's 404 and 500 pages, a
+    body over the size limit) as CONTRACT 1's flat JSON, so an API client never receives an HTML page.
+    The admin keeps its HTML."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+        self.admin_prefix = "/admin/"
+        self.max_body = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        if self._declared_length(request) > self.max_body:
+            return error_response(413, STATUS_MESSAGES[413])
+        response = self.get_response(request)
+        if response.status_code < 400 or request.path.startswith(self.admin_prefix):
+            return response
+        if response.get("Content-Type", "").startswith("application/json"):
+            return response
+        status = response.status_code
+        rendered = error_response(status, STATUS_MESSAGES.get(status, "error"))
+        for header in ("Allow", "Retry-After", "WWW-Authenticate"):
+            if header in response:
+                rendered[header] = response[header]
+        return rendered
+
+    @staticmethod
+    def _declared_length(request: HttpRequest) -> int:
+        try:
+            return int(request.META.get("CONTENT_LENGTH") or 0)
+        except ValueError:
+            return 0
+
+

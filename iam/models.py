@@ -1,0 +1,48 @@
+import uuid
+
+from django.db import models
+from django.utils import timezone
+
+
+class Resource(models.Model):
+    """What every SPEC resource has: a UUID, tags, meta and timestamps."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    tags = models.JSONField(default=list, blank=True)
+    meta = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+    updated_at = models.DateTimeField(null=True, blank=True, editable=False)
+
+    class Meta:
+        abstract = True
+
+
+class OutboxMessage(models.Model):
+    """Work owed by a committed change (an e-mail, a push delivery), written in the change's transaction
+    and carried out after commit by a Celery worker; the beat sweeper re-dispatches what a broker or worker
+    outage left behind (see iam/outbox.py)."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        DONE = "done"
+        FAILED = "failed"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    topic = models.CharField(max_length=64)
+    payload = models.JSONField(default=dict)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    attempts = models.PositiveIntegerField(default=0)
+    next_attempt_at = models.DateTimeField(default=timezone.now)
+    deadline = models.DateTimeField()
+    last_error = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+    processed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["status", "next_attempt_at"], name="outbox_due"),
+            models.Index(fields=["topic", "created_at"], name="outbox_topic"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.topic} {self.id} ({self.status})"

@@ -1,0 +1,128 @@
+"""The durable outbox. A service function calls `enqueue()` inside its transaction: the message commits
+with the change or not at all. After commit it is published to Celery; when the broker is down the
+publish is skipped (the request still succeeds) and `sweep()`, run by beat, publishes it later. A worker
+runs the topic's handler under a row lock, so a message published twice is still processed once at a
+time; failures are retried with exponential backoff until the message's deadline."""
+
+import logging
+from collections.abc import Callable
+from datetime import timedelta
+
+from django.db import transaction
+from django.utils import timezone
+
+from iam.models import OutboxMessage
+
+logger = logging.getLogger(__name__)
+
+Handler = Callable[[OutboxMessage], None]
+_handlers: dict[str, Handler] = {}
+
+FIRST_RETRY_SECONDS = 5
+MAX_RETRY_SECONDS = 3600
+SWEEP_GRACE = timedelta(seconds=30)
+SWEEP_BATCH = 500
+
+
+class RetryLater(Exception):  # noqa: N818 - reads as an instruction at the raise site
+    """A temporary failure (timeout, 5xx, SMTP 4xx): try again after a backoff."""
+
+
+class Undeliverable(Exception):  # noqa: N818
+    """A permanent failure: retrying cannot help."""
+
+
+def handler(topic: str) -> Callable[[Handler], Handler]:
+    def register(func: Handler) -> Handler:
+        _handlers[topic] = func
+        return func
+
+    return register
+
+
+def enqueue(topic: str, payload: dict, *, within: timedelta = timedelta(hours=24)) -> OutboxMessage:
+    now = timezone.now()
+    message = OutboxMessage.objects.create(topic=topic, payload=payload, next_attempt_at=now, deadline=now + within)
+    transaction.on_commit(lambda: publish(message.pk))
+    return message
+
+
+def publish(message_id, *, countdown: float | None = None) -> None:
+    from iam.tasks import process_outbox_message
+
+    try:
+        process_outbox_message.apply_async(args=[str(message_id)], countdown=countdown, retry=False)
+    except Exception:
+        # Broker down: the message is safe in the database and the sweeper will publish it.
+        logger.warning("outbox: broker unavailable, message %s left for the sweeper", message_id, exc_info=True)
+
+
+def backoff(attempts: int) -> timedelta:
+    return timedelta(seconds=min(FIRST_RETRY_SECONDS * 2 ** (attempts - 1), MAX_RETRY_SECONDS))
+
+
+def process(message_id) -> str:
+    """Runs one message if it is pending and due. Returns what happened, for logs and tests."""
+    with transaction.atomic():
+        message = (
+            OutboxMessage.objects.select_for_update(skip_locked=True)
+            .filter(pk=message_id, status=OutboxMessage.Status.PENDING)
+            .first()
+        )
+        if message is None:
+            return "skipped"
+        now = timezone.now()
+        if message.next_attempt_at > now:
+            return "not-due"
+        func = _handlers.get(message.topic)
+        message.attempts += 1
+        try:
+            if func is None:
+                raise Undeliverable(f"no handler for topic {message.topic}")
+            func(message)
+        except Undeliverable as exc:
+            return _finish(message, OutboxMessage.Status.FAILED, str(exc))
+        except Exception as exc:
+            if not isinstance(exc, RetryLater):
+                logger.exception("outbox: %s %s failed", message.topic, message.pk)
+            retry_at = now + backoff(message.attempts)
+            if retry_at > message.deadline:
+                return _finish(message, OutboxMessage.Status.FAILED, f"gave up: {exc}")
+            message.next_attempt_at = retry_at
+            message.last_error = str(exc)[:2000]
+            message.save(update_fields=["attempts", "next_attempt_at", "last_error"])
+            delay = (retry_at - now).total_seconds()
+            transaction.on_commit(lambda: publish(message.pk, countdown=delay))
+            return "retry"
+        return _finish(message, OutboxMessage.Status.DONE, "")
+
+
+def _finish(message: OutboxMessage, status: str, error: str) -> str:
+    message.status = status
+    message.last_error = error[:2000]
+    message.processed_at = timezone.now()
+    message.save(update_fields=["attempts", "status", "last_error", "processed_at"])
+    return status
+
+
+def retry(message: OutboxMessage) -> None:
+    """Puts a failed message back in the queue (the admin's 'retry' action)."""
+    now = timezone.now()
+    OutboxMessage.objects.filter(pk=message.pk).update(
+        status=OutboxMessage.Status.PENDING, next_attempt_at=now, deadline=max(message.deadline, now + timedelta(hours=24))
+    )
+    transaction.on_commit(lambda: publish(message.pk))
+
+
+def sweep() -> int:
+    """Publishes messages that are due and were not processed: a publish lost to a broker outage, a worker
+    that died, a retry whose delayed publish failed."""
+    cutoff = timezone.now() - SWEEP_GRACE
+    due = list(
+        OutboxMessage.objects.filter(status=OutboxMessage.Status.PENDING, next_attempt_at__lte=cutoff)
+        .order_by("next_attempt_at")
+        .values_list("pk", flat=True)[:SWEEP_BATCH]
+    )
+    for message_id in due:
+        publish(message_id)
+    return len(due)

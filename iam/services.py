@@ -1,0 +1,26 @@
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from django.db import IntegrityError, models, transaction
+from django.utils import timezone
+
+from iam.errors import ApiError
+
+
+def apply_changes(instance: models.Model, changes: Mapping[str, Any], *, fields: Iterable[str]) -> list[str]:
+    """Sets the given fields (update semantics of SPEC 1: only what is sent changes; `tags` replaces)
+    and `updated_at`. Returns the names to pass to `save(update_fields=...)`."""
+    changed = [name for name in fields if name in changes]
+    for name in changed:
+        setattr(instance, name, changes[name])
+    instance.updated_at = timezone.now()
+    return [*changed, "updated_at"]
+
+
+def save_unique(instance: models.Model, *, conflict: str, field: str, **save_kwargs: Any) -> None:
+    """Saves, turning a uniqueness race the earlier check could not see into CONTRACT's 409."""
+    try:
+        with transaction.atomic():
+            instance.save(**save_kwargs)
+    except IntegrityError as exc:
+        raise ApiError(409, conflict, field) from exc

@@ -1,0 +1,85 @@
+from django.db import models
+from django.db.models import Q
+
+from iam.models import Resource
+from tenancy.models import WorkspaceScopedQuerySet
+
+
+class Permission(Resource):
+    workspace = models.ForeignKey("tenancy.Workspace", on_delete=models.CASCADE, related_name="permissions")
+    name = models.CharField(max_length=128)
+    code = models.CharField(max_length=128, null=True, blank=True)
+    description = models.TextField(null=True, blank=True)
+
+    objects = WorkspaceScopedQuerySet.as_manager()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["workspace", "name"], name="permission_unique_name"),
+            models.UniqueConstraint(
+                fields=["workspace", "code"], condition=Q(code__isnull=False), name="permission_unique_code"
+            ),
+        ]
+        indexes = [models.Index(fields=["workspace", "created_at", "id"], name="permission_created")]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Role(Resource):
+    workspace = models.ForeignKey("tenancy.Workspace", on_delete=models.CASCADE, related_name="roles")
+    name = models.CharField(max_length=255)
+    description = models.TextField(null=True, blank=True)
+    permissions = models.ManyToManyField(Permission, related_name="roles", blank=True)
+
+    objects = WorkspaceScopedQuerySet.as_manager()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["workspace", "name"], name="role_unique_name")]
+        indexes = [models.Index(fields=["workspace", "created_at", "id"], name="role_created")]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Membership(Resource):
+    class Scope(models.TextChoices):
+        WORKSPACE = "workspace"
+        PROJECT = "project"
+
+    class Status(models.TextChoices):
+        INVITED = "invited"
+        ACTIVE = "active"
+        SUSPENDED = "suspended"
+
+    account = models.ForeignKey("accounts.Account", on_delete=models.CASCADE, related_name="memberships")
+    workspace = models.ForeignKey("tenancy.Workspace", on_delete=models.CASCADE, related_name="memberships")
+    project = models.ForeignKey(
+        "tenancy.Project", null=True, blank=True, on_delete=models.CASCADE, related_name="memberships"
+    )
+    scope = models.CharField(max_length=16, choices=Scope.choices)
+    status = models.CharField(max_length=16, choices=Status.choices)
+    roles = models.ManyToManyField(Role, related_name="memberships", blank=True)
+
+    objects = WorkspaceScopedQuerySet.as_manager()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["account", "workspace"], condition=Q(scope="workspace"), name="membership_unique_workspace"
+            ),
+            models.UniqueConstraint(
+                fields=["account", "project"], condition=Q(scope="project"), name="membership_unique_project"
+            ),
+            models.CheckConstraint(
+                condition=Q(scope="workspace", project__isnull=True) | Q(scope="project", project__isnull=False),
+                name="membership_scope_project",
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["workspace", "created_at", "id"], name="membership_created"),
+            models.Index(fields=["account", "workspace", "status"], name="membership_account"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.account_id} in {self.workspace_id} ({self.scope}, {self.status})"

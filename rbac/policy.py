@@ -1,0 +1,131 @@
+"""The one authorization check (CONTRACT 4): does this account hold this permission in this workspace,
+for this project. Every endpoint asks it through its `permission` declaration, and `clients/validate`
+reads the same grants. The grants of an (account, workspace) pair are cached under the workspace's
+authorization generation, which every change to memberships, roles, permissions or projects bumps."""
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from uuid import UUID
+
+from django.conf import settings
+
+from accounts.models import Account
+from iam import cache
+from iam.errors import ApiError
+from tenancy.models import Workspace
+from tenancy.state import authz_generation, root_workspace
+
+from .models import Membership
+
+
+def matches(granted: str, wanted: str) -> bool:
+    """`resource:action`, `resource:*`, `*:action` and `*` (SPEC 2)."""
+    if granted == "*" or granted == wanted:
+        return True
+    granted_resource, _, granted_action = granted.partition(":")
+    wanted_resource, _, wanted_action = wanted.partition(":")
+    return granted_resource in ("*", wanted_resource) and granted_action in ("*", wanted_action)
+
+
+def allows(granted: Iterable[str], wanted: str) -> bool:
+    return any(matches(name, wanted) for name in granted)
+
+
+@dataclass(frozen=True)
+class Grants:
+    """What the account's active memberships in one workspace give it."""
+
+    member: bool = False
+    roles: frozenset[str] = frozenset()
+    permissions: frozenset[str] = frozenset()
+    project_roles: dict[str, frozenset[str]] = field(default_factory=dict)
+    project_permissions: dict[str, frozenset[str]] = field(default_factory=dict)
+
+    def allows(self, permission: str, project_id: UUID | str | None = None) -> bool:
+        if allows(self.permissions, permission):
+            return True
+        return project_id is not None and allows(self.project_permissions.get(str(project_id), ()), permission)
+
+    def allows_in_some_project(self, permission: str) -> bool:
+        return any(allows(names, permission) for names in self.project_permissions.values())
+
+
+def _load_grants(account_id: UUID, workspace_id: UUID) -> Grants:
+    memberships = {
+        membership_id: (scope, project_id)
+        for membership_id, scope, project_id in Membership.objects.filter(
+            account_id=account_id, workspace_id=workspace_id, status=Membership.Status.ACTIVE
+        ).values_list("id", "scope", "project_id")
+    }
+    if not memberships:
+        return Grants()
+    roles: set[str] = set()
+    permissions: set[str] = set()
+    project_roles: dict[str, set[str]] = {}
+    project_permissions: dict[str, set[str]] = {}
+    rows = Membership.roles.through.objects.filter(membership_id__in=memberships).values_list(
+        "membership_id", "role__name", "role__permissions__name"
+    )
+    for membership_id, role, permission in rows:
+        scope, project_id = memberships[membership_id]
+        if scope == Membership.Scope.WORKSPACE:
+            role_set, permission_set = roles, permissions
+        else:
+            role_set = project_roles.setdefault(str(project_id), set())
+            permission_set = project_permissions.setdefault(str(project_id), set())
+        role_set.add(role)
+        if permission is not None:
+            permission_set.add(permission)
+    return Grants(
+        member=True,
+        roles=frozenset(roles),
+        permissions=frozenset(permissions),
+        project_roles={key: frozenset(value) for key, value in project_roles.items()},
+        project_permissions={key: frozenset(value) for key, value in project_permissions.items()},
+    )
+
+
+def grants(account_id: UUID, workspace_id: UUID) -> Grants:
+    key = f"grants:{workspace_id}:{authz_generation(workspace_id)}:{account_id}"
+    found = cache.get(key)
+    if found is cache.MISSING:
+        found = _load_grants(account_id, workspace_id)
+        cache.set(key, found, settings.IAM_AUTH_CACHE_SECONDS)
+    return found
+
+
+def has_permission(
+    account: Account, workspace: Workspace, permission: str, *, project_id: UUID | str | None = None
+) -> bool:
+    if account.is_superuser:  # operators pass every check (CONTRACT 4)
+        return True
+    return grants(account.pk, workspace.pk).allows(permission, project_id)
+
+
+def require(
+    account: Account, workspace: Workspace, permission: str, *, project_id: UUID | str | None = None
+) -> None:
+    if not has_permission(account, workspace, permission, project_id=project_id):
+        raise ApiError(403, f"missing permission {permission}")
+
+
+def require_in(account: Account, workspaces: Iterable[Workspace], permission: str) -> None:
+    """Held in any of the workspaces (a workspace itself, or the root workspace for global resources)."""
+    if not any(has_permission(account, workspace, permission) for workspace in workspaces):
+        raise ApiError(403, f"missing permission {permission}")
+
+
+def has_global_permission(account: Account, permission: str) -> bool:
+    """Permissions on global resources are granted by roles in the root workspace (CONTRACT 3)."""
+    return has_permission(account, root_workspace(), permission)
+
+
+def require_global(account: Account, permission: str) -> None:
+    if not has_global_permission(account, permission):
+        raise ApiError(403, f"missing permission {permission}")
+
+
+def workspaces_of(account_ids: Iterable[UUID | str]) -> set[UUID]:
+    return set(
+        Membership.objects.filter(account_id__in=list(account_ids)).values_list("workspace_id", flat=True).distinct()
+    )

@@ -1,0 +1,69 @@
+"""Workspace resolution for `X-Workspace` (CONTRACT 2), cached by id and by slug."""
+
+import uuid
+
+from django.conf import settings
+
+from iam import cache
+
+from .models import Workspace
+
+
+def _key(ref: str) -> str:
+    return f"workspace:{ref}"
+
+
+def find_workspace(ref: str) -> Workspace | None:
+    """`ref` is a UUID or a slug."""
+    ref = ref.strip()
+    try:
+        lookup = {"pk": uuid.UUID(ref)}
+        ref = str(lookup["pk"])
+    except ValueError:
+        lookup = {"slug": ref.lower()}
+        ref = ref.lower()
+    key = _key(ref)
+    workspace = cache.get(key)
+    if workspace is cache.MISSING:
+        workspace = Workspace.objects.filter(**lookup).first()
+        if workspace is not None:
+            cache.set(key, workspace, settings.IAM_AUTH_CACHE_SECONDS)
+    return workspace
+
+
+def forget_workspace(workspace: Workspace, *, old_slug: str | None = None) -> None:
+    keys = [_key(str(workspace.pk)), _key(workspace.slug)]
+    if old_slug:
+        keys.append(_key(old_slug))
+    cache.around_commit(lambda: cache.delete_many(keys))
+
+
+def root_workspace() -> Workspace:
+    """CONTRACT 3. `bootstrap` gives it its owner role; this only makes sure the row exists."""
+    workspace = find_workspace(settings.IAM_ROOT_WORKSPACE)
+    if workspace is None:
+        workspace, _ = Workspace.objects.get_or_create(
+            slug=settings.IAM_ROOT_WORKSPACE, defaults={"name": "Root", "config": {"schema_version": "1"}}
+        )
+    return workspace
+
+
+def _generation_key(workspace_id) -> str:
+    return f"authz-generation:{workspace_id}"
+
+
+def authz_generation(workspace_id) -> int:
+    """A stamp that every cached authorization answer of the workspace carries; bumping it drops them all
+    at once. A lost key (eviction, cache restart) starts a fresh, never-used generation."""
+    key = _generation_key(workspace_id)
+    generation = cache.get(key)
+    if generation is cache.MISSING:
+        generation = cache.new_generation()
+        cache.set(key, generation, None)
+    return generation
+
+
+def forget_authorization(workspace_id) -> None:
+    """Call inside the transaction that changes who may do what in the workspace."""
+    key = _generation_key(workspace_id)
+    cache.around_commit(lambda: cache.set(key, cache.new_generation(), None))

@@ -1,0 +1,119 @@
+import json
+import os
+
+import pytest
+from django.core.cache import cache
+from django.test import Client
+
+from accounts.models import Account
+from authn.sessions import issue_session
+from tests.factories import AccountFactory, MembershipFactory, RoleFactory, WorkspaceFactory
+from tenancy.state import root_workspace
+
+
+def pytest_configure(config):
+    # CI sets CI=true: a service that is not there must fail the run, never skip it.
+    if os.environ.get("CI") and not os.environ.get("REDIS_URL"):
+        raise pytest.UsageError("CI runs need REDIS_URL (and DATABASE_URL) pointing at the real services")
+
+
+class ApiClient(Client):
+    """POSTs JSON bodies; `as_account()` adds a Bearer token and `in_workspace()` the X-Workspace header."""
+
+    def __init__(self, token: str | None = None, workspace: str | None = None, **kwargs):
+        super().__init__(**kwargs)
+        self.token = token
+        self.workspace = workspace
+
+    def _headers(self, headers: dict | None) -> dict:
+        merged = {}
+        if self.token:
+            merged["Authorization"] = f"Bearer {self.token}"
+        if self.workspace:
+            merged["X-Workspace"] = self.workspace
+        merged.update(headers or {})
+        return merged
+
+    def call(self, path: str, body=None, *, headers: dict | None = None, raw: bytes | str | None = None):
+        data = raw if raw is not None else json.dumps({} if body is None else body)
+        return self.post(path, data=data, content_type="application/json", headers=self._headers(headers))
+
+    def in_workspace(self, workspace) -> "ApiClient":
+        return ApiClient(self.token, str(getattr(workspace, "pk", workspace)))
+
+
+def ok(response) -> dict:
+    body = response.json()
+    assert response.status_code == 200, body
+    assert body["success"] is True and body["status"] == 200, body
+    return body["data"]
+
+
+def err(response, status: int, message: str | None = None) -> dict:
+    body = response.json()
+    assert response.status_code == status, body
+    assert body["success"] is False and body["status"] == status, body
+    assert set(body) <= {"success", "status", "message", "field"}, body
+    if message is not None:
+        assert body["message"] == message, body
+    return body
+
+
+def token_for(account: Account) -> str:
+    return issue_session(account)["access_token"]
+
+
+def client_for(account: Account, workspace=None) -> ApiClient:
+    return ApiClient(token_for(account), str(workspace.pk) if workspace is not None else None)
+
+
+@pytest.fixture(autouse=True)
+def _clean_cache():
+    cache.clear()
+    yield
+    cache.clear()
+
+
+@pytest.fixture
+def api(db) -> ApiClient:
+    return ApiClient()
+
+
+@pytest.fixture
+def root(db):
+    return root_workspace()
+
+
+@pytest.fixture
+def operator(db) -> Account:
+    return AccountFactory(is_superuser=True, email="operator@example.com")
+
+
+@pytest.fixture
+def operator_api(operator) -> ApiClient:
+    return client_for(operator)
+
+
+@pytest.fixture
+def account(db) -> Account:
+    return AccountFactory()
+
+
+@pytest.fixture
+def account_api(account) -> ApiClient:
+    return client_for(account)
+
+
+@pytest.fixture
+def member_of(db):
+    """`member_of(workspace, "projects:*", ...)`: an account with an active workspace-scope membership
+    whose role holds those permissions, and its API client acting in that workspace."""
+
+    def make(workspace=None, *permissions: str, account: Account | None = None, **membership):
+        workspace = workspace or WorkspaceFactory()
+        account = account or AccountFactory()
+        role = RoleFactory(workspace=workspace, permissions=list(permissions))
+        MembershipFactory(account=account, workspace=workspace, roles=[role], **membership)
+        return account, client_for(account, workspace)
+
+    return make
