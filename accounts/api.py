@@ -28,7 +28,10 @@ def find_account(ref: dict) -> Account:
 
 
 def is_self(request: Request, ref: dict) -> bool:
-    return ref.get("id", request.user.pk) == request.user.pk and ref.get("email", request.user.email) == request.user.email
+    return (
+        ref.get("id", request.user.pk) == request.user.pk
+        and ref.get("email", request.user.email) == request.user.email
+    )
 
 
 class AccountCreate(Endpoint):

@@ -61,5 +61,7 @@ class Account(Resource, AbstractBaseUser):
     def get_session_auth_hash(self) -> str:
         # Admin sessions end with the API's sessions: revocation and password changes bump the version.
         return salted_hmac(
-            "accounts.Account.get_session_auth_hash", f"{self.password}:{self.session_version}", algorithm="sha256"
+            "accounts.Account.get_session_auth_hash",
+            f"{self.password}:{self.session_version}",
+            algorithm="sha256",
         ).hexdigest()

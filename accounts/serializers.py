@@ -37,7 +37,9 @@ class AccountRef(serializers.Serializer):
 
     def validate(self, attrs: dict) -> dict:
         if "id" not in attrs and "email" not in attrs:
-            raise serializers.ValidationError({"id": serializers.ErrorDetail("id or email required", code="iam")})
+            raise serializers.ValidationError(
+                {"id": serializers.ErrorDetail("id or email required", code="iam")}
+            )
         return attrs
 
 

@@ -67,7 +67,9 @@ def create_account(
 
 @transaction.atomic
 def update_account(account: Account, *, changes: dict[str, Any], actor: Account | None) -> Account:
-    flags_changed = any(name in changes and changes[name] != getattr(account, name) for name in ("enabled", "verified"))
+    flags_changed = any(
+        name in changes and changes[name] != getattr(account, name) for name in ("enabled", "verified")
+    )
     fields = apply_changes(account, changes, fields=UPDATABLE)
     account.updated_by = actor
     account.save(update_fields=[*fields, "updated_by"])

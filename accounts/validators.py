@@ -9,7 +9,9 @@ class MaximumLengthValidator:
 
     def validate(self, password: str, user=None) -> None:
         if len(password) > self.max_length:
-            raise ValidationError(f"password must have at most {self.max_length} characters", code="password_too_long")
+            raise ValidationError(
+                f"password must have at most {self.max_length} characters", code="password_too_long"
+            )
 
     def get_help_text(self) -> str:
         return f"Your password must contain at most {self.max_length} characters."

@@ -50,7 +50,9 @@ class Login(Endpoint):
     def handle(self, request: Request, data: dict) -> dict:
         if not data.get("email") or not data.get("password"):
             raise ApiError(400, "email and password required")
-        account, session = services.login(email=data["email"], password=data["password"], ip=client_ip(request))
+        account, session = services.login(
+            email=data["email"], password=data["password"], ip=client_ip(request)
+        )
         return session_payload(account, session)
 
 

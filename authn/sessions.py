@@ -33,7 +33,9 @@ def issue_session(account: Account) -> dict:
     return {"access_token": access_token, "refresh_token": refresh_token}
 
 
-def authenticate_token(token: str, *, types: frozenset[str] = frozenset({tokens.ACCESS})) -> tuple[Account, dict]:
+def authenticate_token(
+    token: str, *, types: frozenset[str] = frozenset({tokens.ACCESS})
+) -> tuple[Account, dict]:
     """Decodes and checks a token against the account's current state: the hot path of every
     authenticated request and of `clients/validate`, free of queries while the account is cached."""
     claims = tokens.decode(token, types=types)

@@ -49,5 +49,7 @@ class Window:
 login_failures_by_email = Window(
     "login-email", settings.IAM_LOGIN_FAILURES_PER_EMAIL, settings.IAM_LOGIN_FAILURE_WINDOW
 )
-login_failures_by_ip = Window("login-ip", settings.IAM_LOGIN_FAILURES_PER_IP, settings.IAM_LOGIN_FAILURE_WINDOW)
+login_failures_by_ip = Window(
+    "login-ip", settings.IAM_LOGIN_FAILURES_PER_IP, settings.IAM_LOGIN_FAILURE_WINDOW
+)
 emails_by_address = Window("emails", settings.IAM_EMAILS_PER_ADDRESS_PER_HOUR, timedelta(hours=1))

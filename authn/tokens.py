@@ -23,7 +23,12 @@ class TokenError(Exception):
 
 
 def issue(
-    account_id: uuid.UUID, *, type: str, session_version: int, lifetime: timedelta, jti: uuid.UUID | None = None
+    account_id: uuid.UUID,
+    *,
+    type: str,
+    session_version: int,
+    lifetime: timedelta,
+    jti: uuid.UUID | None = None,
 ) -> tuple[str, datetime]:
     now = timezone.now()
     expires_at = now + lifetime

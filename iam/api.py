@@ -67,7 +67,9 @@ def validation_error(serializer: serializers.Serializer) -> ApiError:
         unit = "items" if _is_list_field(serializer, field) else "characters"
         return ApiError(400, _MESSAGES[code].format(field=label, limit=f"{limit} {unit}"), field or None)
     if code in ("max_value", "min_value"):
-        return ApiError(400, _MESSAGES[code].format(field=label, limit=_limit_from(serializer, field, code)), field)
+        return ApiError(
+            400, _MESSAGES[code].format(field=label, limit=_limit_from(serializer, field, code)), field
+        )
     if code in _MESSAGES:
         return ApiError(400, _MESSAGES[code].format(field=label, limit=""), field or None)
     if not field:
@@ -190,7 +192,7 @@ def _parse_filter_value(name: str, field: models.Field, value: Any) -> Any:
         raise ApiError(400, f"invalid value for filter field: {name}", name) from exc
     if internal == "DateTimeField" and parsed is None:
         raise ApiError(400, f"invalid value for filter field: {name}", name)
-    if getattr(target, "case_insensitive", False) or internal == "EmailField":
+    if isinstance(target, models.EmailField):
         parsed = parsed.lower()
     return parsed
 

@@ -30,7 +30,7 @@ def get_many(keys: list[str]) -> dict[str, Any]:
         return {}
 
 
-def set(key: str, value: Any, timeout: int) -> None:  # noqa: A001
+def set(key: str, value: Any, timeout: int) -> None:
     try:
         cache.set(key, value, timeout)
     except Exception:

@@ -23,10 +23,16 @@ def _to_list(raw: str) -> list[str]:
     return [item.strip() for item in raw.split(",") if item.strip()]
 
 
-_PARSERS: dict[type, Callable[[str], Any]] = {bool: _to_bool, int: int, float: float, str: str, list: _to_list}
+_PARSERS: dict[type, Callable[[str], Any]] = {
+    bool: _to_bool,
+    int: int,
+    float: float,
+    str: str,
+    list: _to_list,
+}
 
 
-def env(key: str, default: Any = None, type: type = str) -> Any:  # noqa: A002 - mirrors Sentry's env()
+def env(key: str, default: Any = None, type: type = str) -> Any:
     raw = os.environ.get(key)
     if raw is None:
         return default

@@ -36,7 +36,9 @@ class ApiError(Exception):
         self.headers = headers or {}
 
 
-def error_response(status: int, message: str, field: str | None = None, headers: dict | None = None) -> JsonResponse:
+def error_response(
+    status: int, message: str, field: str | None = None, headers: dict | None = None
+) -> JsonResponse:
     body: dict = {"success": False, "status": status, "message": message}
     if field:
         body["field"] = field

@@ -8,6 +8,8 @@ from typing import Any
 
 from django.core.validators import EmailValidator, URLValidator
 from django.utils.dateparse import parse_datetime
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 META_MAX_BYTES = 16 * 1024  # CONTRACT 12
@@ -142,6 +144,7 @@ class Tags(serializers.ListField):
         return list(dict.fromkeys(super().to_internal_value(data)))
 
 
+@extend_schema_field(OpenApiTypes.OBJECT)
 class JsonObject(serializers.Field):
     """`meta` and `config`: an object of at most 16 KiB carrying a string `schema_version` (CONTRACT 12)."""
 

@@ -31,9 +31,9 @@ class HasTags(Expression):
 
     def as_sql(self, compiler, connection):
         column, params = compiler.compile(self.column)
-        probes = " AND ".join(
-            f"EXISTS (SELECT 1 FROM json_each({column}) WHERE json_each.value = %s)" for _ in self.tags
-        )
+        # `column` is the compiled, quoted column reference; the tags travel as parameters.
+        probe = f"EXISTS (SELECT 1 FROM json_each({column}) WHERE json_each.value = %s)"  # noqa: S608
+        probes = " AND ".join([probe] * len(self.tags))
         return f"({probes})", [value for tag in self.tags for value in (*params, tag)]
 
     def as_postgresql(self, compiler, connection):

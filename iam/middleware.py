@@ -1,4 +1,3 @@
-
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 
@@ -36,5 +35,3 @@ class JsonErrorsMiddleware:
             return int(request.META.get("CONTENT_LENGTH") or 0)
         except ValueError:
             return 0
-
-

@@ -24,11 +24,11 @@ SWEEP_GRACE = timedelta(seconds=30)
 SWEEP_BATCH = 500
 
 
-class RetryLater(Exception):  # noqa: N818 - reads as an instruction at the raise site
+class RetryLater(Exception):
     """A temporary failure (timeout, 5xx, SMTP 4xx): try again after a backoff."""
 
 
-class Undeliverable(Exception):  # noqa: N818
+class Undeliverable(Exception):
     """A permanent failure: retrying cannot help."""
 
 
@@ -42,7 +42,9 @@ def handler(topic: str) -> Callable[[Handler], Handler]:
 
 def enqueue(topic: str, payload: dict, *, within: timedelta = timedelta(hours=24)) -> OutboxMessage:
     now = timezone.now()
-    message = OutboxMessage.objects.create(topic=topic, payload=payload, next_attempt_at=now, deadline=now + within)
+    message = OutboxMessage.objects.create(
+        topic=topic, payload=payload, next_attempt_at=now, deadline=now + within
+    )
     transaction.on_commit(lambda: publish(message.pk))
     return message
 
@@ -54,7 +56,9 @@ def publish(message_id, *, countdown: float | None = None) -> None:
         process_outbox_message.apply_async(args=[str(message_id)], countdown=countdown, retry=False)
     except Exception:
         # Broker down: the message is safe in the database and the sweeper will publish it.
-        logger.warning("outbox: broker unavailable, message %s left for the sweeper", message_id, exc_info=True)
+        logger.warning(
+            "outbox: broker unavailable, message %s left for the sweeper", message_id, exc_info=True
+        )
 
 
 def backoff(attempts: int) -> timedelta:
@@ -109,7 +113,9 @@ def retry(message: OutboxMessage) -> None:
     """Puts a failed message back in the queue (the admin's 'retry' action)."""
     now = timezone.now()
     OutboxMessage.objects.filter(pk=message.pk).update(
-        status=OutboxMessage.Status.PENDING, next_attempt_at=now, deadline=max(message.deadline, now + timedelta(hours=24))
+        status=OutboxMessage.Status.PENDING,
+        next_attempt_at=now,
+        deadline=max(message.deadline, now + timedelta(hours=24)),
     )
     transaction.on_commit(lambda: publish(message.pk))
 

@@ -73,7 +73,8 @@ TEMPLATES = [
 
 DATABASES = {
     "default": dj_database_url.parse(
-        env("DATABASE_URL", f"sqlite:///{BASE_DIR / 'db.sqlite3'}"), conn_max_age=env("DB_CONN_MAX_AGE", 60, int)
+        env("DATABASE_URL", f"sqlite:///{BASE_DIR / 'db.sqlite3'}"),
+        conn_max_age=env("DB_CONN_MAX_AGE", 60, int),
     )
 }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
@@ -124,7 +125,9 @@ SECURE_CONTENT_TYPE_NOSNIFF = True
 SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SECURE = env("SESSION_COOKIE_SECURE", not DEBUG, bool)
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
-SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if env("IAM_BEHIND_PROXY", False, bool) else None
+SECURE_PROXY_SSL_HEADER = (
+    ("HTTP_X_FORWARDED_PROTO", "https") if env("IAM_BEHIND_PROXY", False, bool) else None
+)
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["authn.authentication.BearerAuthentication"],
@@ -134,7 +137,7 @@ REST_FRAMEWORK = {
     "EXCEPTION_HANDLER": "iam.errors.exception_handler",
     "UNAUTHENTICATED_USER": None,
     "NUM_PROXIES": env("IAM_NUM_PROXIES", None, int),
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "iam.schema.EndpointSchema",
 }
 
 SPECTACULAR_SETTINGS = {
@@ -142,13 +145,14 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Multi-tenant identity and access management. See SPEC.md and CONTRACT.md.",
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
-    "COMPONENT_SPLIT_REQUEST": True,
 }
 
 # E-mail (CONTRACT 9).
 EMAIL_BACKEND = env(
     "EMAIL_BACKEND",
-    "django.core.mail.backends.console.EmailBackend" if not TESTING else "django.core.mail.backends.locmem.EmailBackend",
+    "django.core.mail.backends.console.EmailBackend"
+    if not TESTING
+    else "django.core.mail.backends.locmem.EmailBackend",
 )
 EMAIL_FILE_PATH = env("EMAIL_FILE_PATH", str(BASE_DIR / "var" / "mail"))
 EMAIL_HOST = env("EMAIL_HOST", "localhost")

@@ -66,13 +66,16 @@ class Membership(Resource):
     class Meta:
         constraints = [
             models.UniqueConstraint(
-                fields=["account", "workspace"], condition=Q(scope="workspace"), name="membership_unique_workspace"
+                fields=["account", "workspace"],
+                condition=Q(scope="workspace"),
+                name="membership_unique_workspace",
             ),
             models.UniqueConstraint(
                 fields=["account", "project"], condition=Q(scope="project"), name="membership_unique_project"
             ),
             models.CheckConstraint(
-                condition=Q(scope="workspace", project__isnull=True) | Q(scope="project", project__isnull=False),
+                condition=Q(scope="workspace", project__isnull=True)
+                | Q(scope="project", project__isnull=False),
                 name="membership_scope_project",
             ),
         ]

@@ -44,7 +44,9 @@ class Grants:
     def allows(self, permission: str, project_id: UUID | str | None = None) -> bool:
         if allows(self.permissions, permission):
             return True
-        return project_id is not None and allows(self.project_permissions.get(str(project_id), ()), permission)
+        return project_id is not None and allows(
+            self.project_permissions.get(str(project_id), ()), permission
+        )
 
     def allows_in_some_project(self, permission: str) -> bool:
         return any(allows(names, permission) for names in self.project_permissions.values())
@@ -127,5 +129,7 @@ def require_global(account: Account, permission: str) -> None:
 
 def workspaces_of(account_ids: Iterable[UUID | str]) -> set[UUID]:
     return set(
-        Membership.objects.filter(account_id__in=list(account_ids)).values_list("workspace_id", flat=True).distinct()
+        Membership.objects.filter(account_id__in=list(account_ids))
+        .values_list("workspace_id", flat=True)
+        .distinct()
     )

@@ -7,8 +7,8 @@ from django.test import Client
 
 from accounts.models import Account
 from authn.sessions import issue_session
-from tests.factories import AccountFactory, MembershipFactory, RoleFactory, WorkspaceFactory
 from tenancy.state import root_workspace
+from tests.factories import AccountFactory, MembershipFactory, RoleFactory, WorkspaceFactory
 
 
 def pytest_configure(config):
@@ -34,9 +34,17 @@ class ApiClient(Client):
         merged.update(headers or {})
         return merged
 
-    def call(self, path: str, body=None, *, headers: dict | None = None, raw: bytes | str | None = None):
+    def call(
+        self, path: str, body=None, *, headers: dict | None = None, raw: bytes | str | None = None, **extra
+    ):
         data = raw if raw is not None else json.dumps({} if body is None else body)
-        return self.post(path, data=data, content_type="application/json", headers=self._headers(headers))
+        return self.post(
+            path, data=data, content_type="application/json", headers=self._headers(headers), **extra
+        )
+
+    def get(self, path: str, data=None, **kwargs):
+        kwargs["headers"] = self._headers(kwargs.get("headers"))
+        return super().get(path, data, **kwargs)
 
     def in_workspace(self, workspace) -> "ApiClient":
         return ApiClient(self.token, str(getattr(workspace, "pk", workspace)))

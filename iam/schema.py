@@ -1,0 +1,111 @@
+"""OpenAPI generation (drf-spectacular) for `iam.api` endpoints: request and response shapes come from
+the endpoint's declarations, responses are wrapped in CONTRACT 1's envelope, and errors share one schema."""
+
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
+from drf_spectacular.openapi import AutoSchema
+from drf_spectacular.utils import OpenApiParameter, inline_serializer
+from rest_framework import serializers
+
+from iam.api import Endpoint, ListEndpoint
+
+
+class ErrorBody(serializers.Serializer):
+    success = serializers.BooleanField(default=False)
+    status = serializers.IntegerField()
+    message = serializers.CharField()
+    field = serializers.CharField(required=False)
+
+
+class ListMetadata(serializers.Serializer):
+    total = serializers.IntegerField()
+    count = serializers.IntegerField()
+    offset = serializers.IntegerField()
+    limit = serializers.IntegerField()
+    order_bys = serializers.ListField(child=serializers.CharField())
+
+
+def _envelope(name: str, data: serializers.Field) -> serializers.Serializer:
+    return inline_serializer(
+        name=f"{name}Response",
+        fields={"success": serializers.BooleanField(), "status": serializers.IntegerField(), "data": data},
+    )
+
+
+class EndpointSchema(AutoSchema):
+    def _endpoint(self) -> type[Endpoint] | None:
+        return type(self.view) if isinstance(self.view, Endpoint) else None
+
+    def map_parsers(self) -> list[str]:
+        return ["application/json"]
+
+    def get_description(self) -> str:
+        return type(self.view).__dict__.get("__doc__") or ""
+
+    def get_operation_id(self) -> str:
+        return self.path.strip("/").replace("/", "_").replace("-", "_") or "index"
+
+    def get_tags(self) -> list[str]:
+        return [self.path.strip("/").split("/")[0] or "health"]
+
+    def get_request_serializer(self):
+        endpoint = self._endpoint()
+        if endpoint is None:
+            return super().get_request_serializer()
+        return endpoint.request_serializer() if endpoint.request_serializer else None
+
+    def get_response_serializers(self):
+        endpoint = self._endpoint()
+        if endpoint is None:
+            return super().get_response_serializers()
+        name = endpoint.__name__
+        if issubclass(endpoint, ListEndpoint):
+            data = inline_serializer(
+                name=f"{name}Data",
+                fields={
+                    endpoint.list_key: endpoint.response_serializer(many=True),
+                    "metadata": ListMetadata(),
+                },
+            )
+        elif endpoint.response_serializer is not None:
+            data = endpoint.response_serializer()
+        else:
+            data = serializers.JSONField()
+        responses = {200: _envelope(name, data), 400: ErrorBody}
+        if not endpoint.public:
+            responses.update({401: ErrorBody, 403: ErrorBody, 404: ErrorBody})
+        return responses
+
+    def get_override_parameters(self):
+        endpoint = self._endpoint()
+        if endpoint is not None and endpoint.workspace_scoped:
+            return [
+                OpenApiParameter(
+                    "X-Workspace",
+                    str,
+                    OpenApiParameter.HEADER,
+                    required=True,
+                    description="id or slug of the workspace the request acts in (CONTRACT 2)",
+                )
+            ]
+        return []
+
+
+class BearerScheme(OpenApiAuthenticationExtension):
+    target_class = "authn.authentication.BearerAuthentication"
+    name = "bearer"
+
+    def get_security_definition(self, auto_schema):
+        return {"type": "http", "scheme": "bearer", "bearerFormat": "JWT", "description": "access token"}
+
+
+class SessionBearerScheme(BearerScheme):
+    target_class = "authn.authentication.SessionTokenAuthentication"
+    name = "bearerAccessOrRefresh"
+
+    def get_security_definition(self, auto_schema):
+        return {
+            "type": "http",
+            "scheme": "bearer",
+            "bearerFormat": "JWT",
+            "description": "access or refresh token",
+        }

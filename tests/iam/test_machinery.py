@@ -1,0 +1,188 @@
+"""CONTRACT 1 and 11 through HTTP: every failure is a flat JSON body, on every endpoint family."""
+
+import json
+
+import pytest
+from django.test import override_settings
+from django.urls import path
+
+from iam.api import Endpoint
+from tests.conftest import ApiClient, err, ok
+
+# One endpoint of each family with a Bearer token where it needs one.
+PUBLIC = ["/auth/register", "/auth/login"]
+PROTECTED = [
+    "/accounts/create",
+    "/accounts/describe",
+    "/accounts/list",
+    "/accounts/update",
+    "/accounts/delete",
+]
+
+
+@pytest.fixture
+def any_api(operator_api):
+    def pick(path: str) -> ApiClient:
+        return operator_api if path in PROTECTED else ApiClient()
+
+    return pick
+
+
+@pytest.mark.parametrize("path", PUBLIC + PROTECTED)
+@pytest.mark.parametrize("raw", ["{bad", '{"a": }', "\x00", "{'single': 1}"])
+def test_malformed_json_is_400(any_api, path, raw):
+    err(any_api(path).call(path, raw=raw), 400, "Malformed JSON syntax.")
+
+
+@pytest.mark.parametrize("path", PUBLIC + PROTECTED)
+@pytest.mark.parametrize("body", ["[]", '"text"', "42", "null", "true"])
+def test_json_that_is_not_an_object_is_400(any_api, path, body):
+    err(any_api(path).call(path, raw=body), 400, "Invalid JSON structure.")
+
+
+@pytest.mark.parametrize("path", PUBLIC + PROTECTED)
+def test_wrong_method_is_405_json(any_api, path):
+    response = any_api(path).get(path)
+    err(response, 405, "method not allowed")
+
+
+@pytest.mark.parametrize("path", ["/nope", "/accounts/", "/accounts/create/", "/auth", "/static/x.css"])
+def test_unknown_path_is_404_json(api, path):
+    err(api.call(path, {}), 404, "not found")
+    err(api.get(path), 404, "not found")
+
+
+@pytest.mark.parametrize("path", PUBLIC + PROTECTED)
+def test_body_over_one_mebibyte_is_413(any_api, path):
+    body = json.dumps({"name": "x" * (1024 * 1024)})
+    err(any_api(path).call(path, raw=body), 413, "request body too large")
+
+
+def test_body_is_json_whatever_the_content_type(api):
+    response = api.post(
+        "/auth/register",
+        data=json.dumps({"email": "plain@example.com", "password": "a-long-passphrase"}),
+        content_type="text/plain",
+    )
+    assert ok(response)["account"]["email"] == "plain@example.com"
+
+
+def test_empty_body_counts_as_empty_object(operator_api):
+    data = ok(operator_api.call("/accounts/list", raw=""))
+    assert data["metadata"]["limit"] == 100
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ({"email": 5, "password": "a-long-passphrase"}, "invalid email"),
+        ({"email": "x@example.com", "password": ["a"]}, "invalid password"),
+        ({"email": "x@example.com", "password": "a-long-passphrase", "name": 7}, "invalid name"),
+        ({"email": "not-an-address", "password": "a-long-passphrase"}, "invalid email"),
+        (
+            {"email": "x@example.com", "password": "a-long-passphrase", "name": "n" * 256},
+            "name must have at most 255 characters",
+        ),
+    ],
+)
+def test_wrong_types_name_the_field(api, body, message):
+    body = err(api.call("/auth/register", body), 400, message)
+    assert body["field"] in ("email", "password", "name")
+
+
+def test_bad_uuid_is_400(operator_api):
+    body = err(operator_api.call("/accounts/describe", {"id": "not-a-uuid"}), 400, "invalid id")
+    assert body["field"] == "id"
+
+
+def test_unknown_fields_are_ignored(api):
+    data = ok(api.call("/auth/register", {"email": "u@example.com", "password": "a-long-passphrase", "x": 1}))
+    assert data["account"]["email"] == "u@example.com"
+
+
+class Boom(Endpoint):
+    public = True
+
+    def handle(self, request, data):
+        raise RuntimeError("unexpected")
+
+
+urlpatterns = [path("boom", Boom.as_view())]
+
+
+@override_settings(ROOT_URLCONF=__name__, DEBUG=False)
+def test_unexpected_error_is_a_json_500(db):
+    client = ApiClient(raise_request_exception=False)
+    body = err(client.call("/boom", {}), 500, "internal server error")
+    assert "unexpected" not in json.dumps(body)
+
+
+# The list contract (SPEC 4, CONTRACT 11), on accounts/list.
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ({"filter": {"fields": {"foo": 1}}}, "unknown filter field: foo"),
+        ({"filter": {"fields": {"password": "x"}}}, "unknown filter field: password"),
+        ({"options": {"order_bys": "password"}}, "unknown filter field: password"),
+        ({"options": {"order_bys": ["!nope"]}}, "unknown filter field: nope"),
+        ({"options": {"limit": 0}}, "options.limit must be at least 1"),
+        ({"options": {"limit": 1001}}, "options.limit must be at most 1000"),
+        ({"options": {"limit": "10"}}, "invalid options.limit"),
+        ({"options": {"offset": -1}}, "options.offset must be at least 0"),
+        ({"options": {"order_bys": 5}}, "options.order_bys must be a string or an array of strings"),
+        ({"filter": {"fields": {"verified": "yes"}}}, "invalid value for filter field: verified"),
+        ({"filter": {"fields": {"id": "123"}}}, "invalid value for filter field: id"),
+        ({"filter": {"fields": {"created_at": "yesterday"}}}, "invalid value for filter field: created_at"),
+        ({"filter": {"fields": {"email": "a\x00b"}}}, "invalid value for filter field: email"),
+        ({"filter": {"tags": "a"}}, "filter.tags must be an array"),
+        ({"filter": {"fields": []}}, "filter.fields must be an object"),
+        ({"filter": []}, "invalid filter"),
+    ],
+)
+def test_list_validation(operator_api, body, message):
+    err(operator_api.call("/accounts/list", body), 400, message)
+
+
+def test_list_filters_tags_and_fields_with_and(operator_api):
+    from tests.factories import AccountFactory
+
+    AccountFactory(tags=["a", "b"], name="both")
+    AccountFactory(tags=["a"], name="only-a")
+    AccountFactory(tags=["b", "c"], name="b-c")
+    AccountFactory(tags=["a", "b"], name="both-disabled", enabled=False)
+
+    def names(body):
+        return sorted(a["name"] for a in ok(operator_api.call("/accounts/list", body))["accounts"])
+
+    assert names({"filter": {"tags": ["a", "b"]}}) == ["both", "both-disabled"]
+    assert names({"filter": {"tags": ["a", "b"], "fields": {"enabled": True}}}) == ["both"]
+    assert names({"filter": {"tags": ["c"]}}) == ["b-c"]
+    assert names({"filter": {"fields": {"name": "only-a"}}}) == ["only-a"]
+    assert names({"filter": {"fields": {"description": None, "name": "b-c"}}}) == ["b-c"]
+
+
+def test_list_order_and_metadata(operator_api, operator):
+    from tests.factories import AccountFactory
+
+    for name in ("c", "a", "b"):
+        AccountFactory(name=name, tags=["t"])
+    body = {"filter": {"tags": ["t"]}, "options": {"order_bys": ["name"], "limit": 2, "offset": 1}}
+    data = ok(operator_api.call("/accounts/list", body))
+    assert [a["name"] for a in data["accounts"]] == ["b", "c"]
+    assert data["metadata"] == {"total": 3, "count": 2, "offset": 1, "limit": 2, "order_bys": ["name"]}
+    body["options"]["order_bys"] = ["!name"]
+    assert [a["name"] for a in ok(operator_api.call("/accounts/list", body))["accounts"]] == ["b", "a"]
+    newest_first = ok(operator_api.call("/accounts/list", {}))
+    assert newest_first["metadata"]["order_bys"] == ["!created_at"]
+    assert [a["name"] for a in newest_first["accounts"]][:3] == ["b", "a", "c"]
+    as_string = ok(operator_api.call("/accounts/list", {"options": {"order_bys": "created_at"}}))
+    assert as_string["metadata"]["order_bys"] == ["created_at"]
+    assert as_string["accounts"][0]["id"] == str(operator.pk)
+
+
+def test_offset_past_the_end_is_an_empty_page(operator_api):
+    data = ok(operator_api.call("/accounts/list", {"options": {"offset": 50}}))
+    assert data["accounts"] == []
+    assert data["metadata"]["total"] == 1 and data["metadata"]["count"] == 0
