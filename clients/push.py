@@ -59,9 +59,7 @@ def fan_out(message: OutboxMessage) -> None:
 
 @outbox.handler("push.delivery")
 def deliver(message: OutboxMessage) -> None:
-    delivery = (
-        Delivery.objects.select_related("client").filter(pk=message.payload.get("delivery_id")).first()
-    )
+    delivery = Delivery.objects.select_related("client").filter(pk=message.payload.get("delivery_id")).first()
     if delivery is None or delivery.status != Delivery.Status.PENDING:
         return  # the client was deleted, or a duplicate publish
     client = delivery.client
@@ -70,7 +68,9 @@ def deliver(message: OutboxMessage) -> None:
     headers = {
         "webhook-id": str(delivery.event_id),
         "webhook-timestamp": str(timestamp),
-        "webhook-signature": sign(crypto.decrypt(client.secret_encrypted), str(delivery.event_id), timestamp, body),
+        "webhook-signature": sign(
+            crypto.decrypt(client.secret_encrypted), str(delivery.event_id), timestamp, body
+        ),
     }
     delivery.attempts += 1
     started = time.monotonic()
