@@ -1,23 +1,15 @@
 from rest_framework import serializers
 
 from iam.fields import JsonObject, Name, PermissionName, String, Tags, Url, Uuid
-from tenancy.models import Workspace
+from tenancy.serializers import WorkspaceSerializer
 
 from .models import Client
-
-
-class WorkspaceSerializer(serializers.ModelSerializer):
-    """The workspace embedded in a client (SPEC 2: the full object)."""
-
-    class Meta:
-        model = Workspace
-        fields = ["id", "name", "slug", "description", "config", "tags", "meta", "created_at", "updated_at"]
 
 
 class ClientSerializer(serializers.ModelSerializer):
     """describe, list and update: never the secret (SPEC 4 Clients)."""
 
-    workspace = WorkspaceSerializer(read_only=True)
+    workspace = WorkspaceSerializer(read_only=True)  # SPEC 2: the full workspace, embedded
     workspace_id = serializers.UUIDField(read_only=True)
 
     class Meta:
