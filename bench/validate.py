@@ -40,7 +40,9 @@ account = Account.objects.create(email="bench@example.com", name="Bench", verifi
 permission = Permission.objects.create(workspace=workspace, name="projects:*")
 role = Role.objects.create(workspace=workspace, name="editor")
 role.permissions.add(permission)
-membership = Membership.objects.create(account=account, workspace=workspace, scope="workspace", status="active")
+membership = Membership.objects.create(
+    account=account, workspace=workspace, scope="workspace", status="active"
+)
 membership.roles.add(role)
 client, secret = create_client(workspace, name="bench", tags=[], meta={"schema_version": "1"}, actor=account)
 print(json.dumps({"client_id": str(client.pk), "client_secret": secret,
@@ -65,7 +67,7 @@ def wait_until_up(url: str, server: subprocess.Popen) -> None:
         if server.poll() is not None:
             raise SystemExit("gunicorn exited during start-up")
         try:
-            urllib.request.urlopen(url, timeout=1).read()  # noqa: S310
+            urllib.request.urlopen(url, timeout=1).read()
             return
         except OSError:
             time.sleep(0.1)
@@ -144,14 +146,23 @@ def main() -> None:
     python = str(BIN / "python")
     subprocess.run([python, "manage.py", "migrate", "--noinput", "-v0"], cwd=ROOT, env=env, check=True)
     body = json.loads(
-        subprocess.run(
-            [python, "-c", SETUP], cwd=ROOT, env=env, check=True, capture_output=True, text=True
-        ).stdout.strip().splitlines()[-1]
+        subprocess.run([python, "-c", SETUP], cwd=ROOT, env=env, check=True, capture_output=True, text=True)
+        .stdout.strip()
+        .splitlines()[-1]
     )
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     server = subprocess.Popen(
-        [str(BIN / "gunicorn"), "iam.wsgi", "-w", "2", "--bind", f"127.0.0.1:{port}", "--log-level", "warning"],
+        [
+            str(BIN / "gunicorn"),
+            "iam.wsgi",
+            "-w",
+            "2",
+            "--bind",
+            f"127.0.0.1:{port}",
+            "--log-level",
+            "warning",
+        ],
         cwd=ROOT,
         env=env,
     )
@@ -161,7 +172,7 @@ def main() -> None:
         request = urllib.request.Request(
             f"{base}/clients/validate", payload.encode(), {"Content-Type": "application/json"}
         )
-        answer = json.loads(urllib.request.urlopen(request, timeout=5).read())["data"]  # noqa: S310
+        answer = json.loads(urllib.request.urlopen(request, timeout=5).read())["data"]
         assert answer["authorized"] and answer["allowed"], answer
         use_wrk = shutil.which("wrk") is not None
         results = {}

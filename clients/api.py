@@ -1,7 +1,10 @@
+import uuid
+
 from django.db.models import QuerySet
 from rest_framework.request import Request
 
 from iam.api import Endpoint, ListEndpoint
+from iam.fields import PERMISSION_NAME_MAX, PERMISSION_NAME_RE
 
 from . import services, validation
 from .models import Client
@@ -16,6 +19,12 @@ from .serializers import (
     ValidateRequest,
     ValidateResponse,
 )
+
+
+def _is_permission_name(value: object) -> bool:
+    return (
+        isinstance(value, str) and len(value) <= PERMISSION_NAME_MAX and bool(PERMISSION_NAME_RE.match(value))
+    )
 
 
 class ClientCreate(Endpoint):
@@ -92,6 +101,35 @@ class ClientValidate(Endpoint):
     public = True
     request_serializer = ValidateRequest
     response_serializer = ValidateResponse
+
+    def read_body(self, request: Request) -> dict:
+        """The benchmarked hot path: a well-formed body is read without the serializer's machinery (a
+        third of the request's time); anything unusual goes through the serializer, which words the 400."""
+        body = request.data
+        try:
+            data = {
+                "client_id": uuid.UUID(body["client_id"]),
+                "client_secret": body["client_secret"],
+                "token": body["token"],
+            }
+            permission, project_id = body.get("permission"), body.get("project_id")
+            if permission is not None:
+                data["permission"] = permission
+            if project_id is not None:
+                data["project_id"] = uuid.UUID(project_id)
+        except (KeyError, TypeError, ValueError, AttributeError):
+            return super().read_body(request)
+        if (
+            not isinstance(body["client_id"], str)
+            or not isinstance(data["client_secret"], str)
+            or not 0 < len(data["client_secret"]) <= ValidateRequest.SECRET_MAX
+            or not isinstance(data["token"], str)
+            or not 0 < len(data["token"]) <= ValidateRequest.TOKEN_MAX
+            or not (permission is None or _is_permission_name(permission))
+            or not (project_id is None or isinstance(project_id, str))
+        ):
+            return super().read_body(request)
+        return data
 
     def handle(self, request: Request, data: dict) -> dict:
         return validation.validate(**data)

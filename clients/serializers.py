@@ -65,9 +65,12 @@ class ClientUpdateRequest(ClientRef):
 
 
 class ValidateRequest(serializers.Serializer):
+    SECRET_MAX = 1024
+    TOKEN_MAX = 8192
+
     client_id = Uuid()
-    client_secret = String(max_length=1024)
-    token = String(max_length=8192)
+    client_secret = String(max_length=SECRET_MAX)
+    token = String(max_length=TOKEN_MAX)
     permission = PermissionName(required=False, allow_null=True)
     project_id = Uuid(required=False, allow_null=True)
 

@@ -176,6 +176,12 @@ def test_body_validation(api, client):
     body = {"client_id": client["id"], "client_secret": "s", "token": "t"}
     err(api.call("/clients/validate", {**body, "permission": "bad perm"}), 400, "invalid permission")
     err(api.call("/clients/validate", {**body, "project_id": 3}), 400, "invalid project_id")
+    err(api.call("/clients/validate", {**body, "permission": "a:" + "b" * 200}), 400)
+    err(api.call("/clients/validate", {**body, "client_secret": ""}), 400, "client_secret required")
+    err(api.call("/clients/validate", {**body, "token": 5}), 400, "invalid token")
+    assert (
+        ok(api.call("/clients/validate", {**body, "permission": None, "project_id": None}))["allowed"] is None
+    )
     # a Bearer header is not looked at: the endpoint is public
     bad = api.call("/clients/validate", body, headers={"Authorization": "Bearer garbage"})
     assert ok(bad)["reason"] == "invalid_client"
