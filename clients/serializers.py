@@ -1,5 +1,6 @@
 from rest_framework import serializers
 
+from accounts.serializers import AccountBriefSerializer
 from iam.fields import JsonObject, Name, PermissionName, String, Tags, Url, Uuid
 from tenancy.serializers import WorkspaceSerializer
 
@@ -78,16 +79,9 @@ class ValidateRequest(serializers.Serializer):
 class ValidateResponse(serializers.Serializer):
     """CONTRACT 7 (documentation only: the payload is built by `clients.validation`)."""
 
-    class Account(serializers.Serializer):
-        id = serializers.UUIDField()
-        email = serializers.EmailField()
-        name = serializers.CharField()
-        verified = serializers.BooleanField()
-        enabled = serializers.BooleanField()
-
     authorized = serializers.BooleanField()
     reason = serializers.CharField(allow_null=True)
-    account = Account(allow_null=True)
+    account = AccountBriefSerializer(allow_null=True)
     workspace_id = serializers.UUIDField(allow_null=True)
     roles = serializers.ListField(child=serializers.CharField())
     permissions = serializers.ListField(child=serializers.CharField())
