@@ -2,10 +2,12 @@
 address is vetted, and the connection goes to a vetted address, so a DNS answer that changes between the
 check and the connection (rebinding) cannot reach an internal service."""
 
+import contextlib
 import http.client
 import ipaddress
 import socket
 import ssl
+import threading
 from urllib.parse import urlsplit
 
 from django.conf import settings
@@ -88,16 +90,43 @@ class _PinnedHTTPSConnection(http.client.HTTPSConnection):
         self.sock = self._context.wrap_socket(sock, server_hostname=self.host)
 
 
+class _Watchdog:
+    """Shuts the socket down when the attempt's time is up; a read blocked on it then returns."""
+
+    def __init__(self, connection: http.client.HTTPConnection, timeout: float):
+        self.connection = connection
+        self.fired = False
+        self.timer = threading.Timer(timeout, self.fire)
+        self.timer.daemon = True
+
+    def fire(self) -> None:
+        self.fired = True
+        sock = self.connection.sock
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
+
 def post(url: str, body: bytes, headers: dict[str, str], *, timeout: float) -> int:
     """POSTs once, follows no redirect, returns the status. Raises EndpointRefused, or OSError /
-    http.client.HTTPException for a failure worth retrying."""
+    http.client.HTTPException for a failure worth retrying. `timeout` bounds the whole attempt, not
+    each socket operation, so a receiver that drips bytes cannot hold the worker."""
     scheme, host, port, path, address = vet(url)
     connection_class = _PinnedHTTPSConnection if scheme == "https" else _PinnedHTTPConnection
     connection = connection_class(host, port, address, timeout)
+    watchdog = _Watchdog(connection, timeout)
+    watchdog.timer.start()
     try:
         connection.request("POST", path, body=body, headers={"Content-Type": "application/json", **headers})
         response = connection.getresponse()
         response.read(64 * 1024)
-        return response.status
+    except (OSError, http.client.HTTPException):
+        if watchdog.fired:
+            raise TimeoutError(f"timed out after {timeout}s") from None
+        raise
     finally:
+        watchdog.timer.cancel()
         connection.close()
+    if watchdog.fired:
+        raise TimeoutError(f"timed out after {timeout}s")
+    return response.status

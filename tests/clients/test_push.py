@@ -34,6 +34,7 @@ class Receiver:
         self.fail_first = 0
         self.failure_status = 500
         self.delay = 0.0
+        self.drip = False
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -42,6 +43,14 @@ class Receiver:
                 receiver.requests.append(({k.lower(): v for k, v in self.headers.items()}, body))
                 if receiver.delay:
                     time.sleep(receiver.delay)
+                if receiver.drip:  # each write comes well within the socket timeout, the whole does not
+                    self.wfile.write(b"HTTP/1.1 204 No Content\r\n")
+                    for _ in range(10):
+                        self.wfile.write(b"X-Slow: 1\r\n")
+                        self.wfile.flush()
+                        time.sleep(0.1)
+                    self.wfile.write(b"\r\n")
+                    return
                 if len(receiver.requests) <= receiver.fail_first:
                     self.send_response(receiver.failure_status)
                     self.send_header("Location", f"{receiver.url}elsewhere")
@@ -233,6 +242,20 @@ def test_a_timeout_is_retried_and_recorded(client, workspace, receiver, django_c
     assert run_due_retry(delivery, django_capture_on_commit_callbacks) == "done"
 
 
+@override_settings(IAM_WEBHOOK_TIMEOUT_SECONDS=0.3)
+def test_the_timeout_bounds_the_whole_attempt(
+    client, workspace, receiver, django_capture_on_commit_callbacks
+):
+    receiver.drip = True
+    started = time.monotonic()
+    emit_membership_created(workspace, django_capture_on_commit_callbacks)
+    assert time.monotonic() - started < 0.9
+    delivery = Delivery.objects.get()
+    attempt = delivery.attempt_rows.get()
+    assert attempt.status_code is None and attempt.error
+    assert delivery.status == "pending"
+
+
 def test_delivery_gives_up_at_the_deadline(client, workspace, receiver, django_capture_on_commit_callbacks):
     receiver.fail_first = 10
     emit_membership_created(workspace, django_capture_on_commit_callbacks)
@@ -308,3 +331,34 @@ def test_a_deleted_client_gets_nothing_more(
     with django_capture_on_commit_callbacks(execute=True):
         assert outbox.process(message_id) == "done"
     assert len(receiver.requests) == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_attempts_survive_the_retry_in_committed_transactions(receiver, member_of):
+    """Outside the test transaction: the worker's `RetryLater` must not roll back the attempt row."""
+    workspace = WorkspaceFactory()
+    _, admin = member_of(workspace, "clients:*")
+    client = ok(
+        admin.call(
+            "/clients/create",
+            {"name": "svc", "endpoint": receiver.url, "tags": [], "meta": {"schema_version": "1"}},
+        )
+    )
+    receiver.fail_first = 1
+    account = AccountFactory()
+    with transaction.atomic():  # commits: the publish runs the eager worker after it
+        membership = MembershipFactory(account=account, workspace=workspace)
+        events.emit(
+            "membership.created",
+            resource=("membership", membership.pk),
+            account_ids=[account.pk],
+            workspace_ids=[workspace.pk],
+        )
+    delivery = Delivery.objects.get()
+    assert (delivery.status, delivery.attempts) == ("pending", 1)
+    assert [attempt.status_code for attempt in delivery.attempt_rows.all()] == [500]
+    OutboxMessage.objects.filter(pk=delivery.message_id).update(next_attempt_at=timezone.now())
+    assert outbox.process(delivery.message_id) == "done"
+    assert [attempt.status_code for attempt in delivery.attempt_rows.all()] == [500, 204]
+    assert receiver.accepted == [str(delivery.event_id)]
+    assert verify(client["secret"], *receiver.requests[-1])
