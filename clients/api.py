@@ -68,7 +68,7 @@ class ClientUpdate(Endpoint):
 
     def handle(self, request: Request, data: dict) -> dict:
         client = services.get_client(request.workspace, id=data.pop("id"))
-        return self.serialize(services.update_client(client, data, actor=request.user))
+        return self.serialize(services.update_client(client, changes=data, actor=request.user))
 
 
 class ClientDelete(Endpoint):
@@ -78,10 +78,9 @@ class ClientDelete(Endpoint):
     response_serializer = ClientDeleted
 
     def handle(self, request: Request, data: dict) -> dict:
-        client = services.get_client(request.workspace, id=data["id"])
-        client_id = client.pk
-        services.delete_client(client, actor=request.user)
-        return {"id": str(client_id)}
+        return services.delete_client(
+            services.get_client(request.workspace, id=data["id"]), actor=request.user
+        )
 
 
 class ClientRegenerateSecret(Endpoint):

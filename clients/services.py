@@ -72,7 +72,7 @@ def create_client(
     return client, secret
 
 
-def update_client(client: Client, changes: dict[str, Any], *, actor: Account | None) -> Client:
+def update_client(client: Client, *, changes: dict[str, Any], actor: Account | None) -> Client:
     if "endpoint" in changes:
         check_endpoint(changes["endpoint"])
         changes = {**changes, "endpoint": changes["endpoint"] or None}
@@ -85,11 +85,13 @@ def update_client(client: Client, changes: dict[str, Any], *, actor: Account | N
     return client
 
 
-def delete_client(client: Client, *, actor: Account | None) -> None:
+def delete_client(client: Client, *, actor: Account | None) -> dict:
     """Destructive (SPEC 4): the client stops validating at once and its pending pushes are dropped."""
+    summary = {"id": str(client.pk)}
     with transaction.atomic():
         forget_client(client.pk)
         client.delete()
+    return summary
 
 
 def regenerate_secret(client: Client, *, actor: Account | None) -> str:
