@@ -74,7 +74,9 @@ class StandInProvider:
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.base = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread = threading.Thread(
+            target=self.server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True
+        )
         self.thread.start()
 
     def stop(self):
@@ -226,12 +228,15 @@ def test_new_account_is_created_and_signed_in(api, configured, root, caplog):
     assert target == APP
     assert set(tokens) == {"access_token", "refresh_token"}
     account = Account.objects.get(email="alice@example.com")
-    assert describe(tokens["access_token"], account.pk).items() >= {
-        "email": "alice@example.com",
-        "name": "Alice Liddell",
-        "verified": True,
-        "enabled": True,
-    }.items()
+    assert (
+        describe(tokens["access_token"], account.pk).items()
+        >= {
+            "email": "alice@example.com",
+            "name": "Alice Liddell",
+            "verified": True,
+            "enabled": True,
+        }.items()
+    )
     assert account.avatar_url == "https://cdn.example.com/alice.png"
     assert not account.has_usable_password()
     credential = Credential.objects.get(account=account)
@@ -302,7 +307,8 @@ def test_redirect_url_with_a_query_and_fragment_keeps_them(api, configured):
     auth_url = initiate(api, "http://localhost:3000/cb?next=%2Fhome&lang=en#top")
     response = api.get(authorize(auth_url))
     target = urlsplit(response["Location"])
-    assert (target.scheme, target.netloc, target.path, target.fragment) == ("http", "localhost:3000", "/cb", "top")
+    assert (target.scheme, target.netloc, target.path) == ("http", "localhost:3000", "/cb")
+    assert target.fragment == "top"
     query = dict(parse_qsl(target.query))
     assert query["next"] == "/home" and query["lang"] == "en"
     assert {"access_token", "refresh_token"} <= set(query)
@@ -340,7 +346,8 @@ def test_unverified_provider_email_never_links(api, configured, root):
 def test_pre_registration_hijack_is_defeated(api, configured, root):
     """Someone registered the victim's address with their own password before the victim arrived with a
     verified provider e-mail: the squatter's password and sessions end."""
-    squatter = ok(api.call("/auth/register", {"email": "alice@example.com", "password": "squatters-password"}))
+    squatting = {"email": "alice@example.com", "password": "squatters-password"}
+    squatter = ok(api.call("/auth/register", squatting))
     old_token = squatter["access_token"]
     account_id = squatter["account"]["id"]
     describe(old_token, account_id)
@@ -352,7 +359,7 @@ def test_pre_registration_hijack_is_defeated(api, configured, root):
     assert Credential.objects.get(account=account, kind="password").status == "revoked"
     err(ApiClient(old_token).call("/accounts/describe", {"id": account_id}), 401)
     err(ApiClient(squatter["refresh_token"]).call("/auth/refresh"), 401)
-    err(api.call("/auth/login", {"email": "alice@example.com", "password": "squatters-password"}), 401)
+    err(api.call("/auth/login", squatting), 401, "invalid credentials")
     assert describe(tokens["access_token"], account_id)["verified"] is True
 
 
@@ -449,7 +456,7 @@ def test_provider_too_slow(api, configured, monkeypatch):
 
 @pytest.mark.parametrize(
     "body",
-    [b"not json", b"[1, 2]", json.dumps({"email": "a@example.com"}).encode(), json.dumps({"sub": 7}).encode()],
+    [b"not json", b"[1, 2]", b'{"email": "a@example.com"}', b'{"sub": 7, "email": "a@example.com"}'],
 )
 def test_bad_user_info(api, configured, body):
     configured.userinfo_body = body
@@ -500,7 +507,8 @@ def test_not_configured(api, root, provider):
     settings = {**provider_settings(provider.base), "IAM_IDP_A_TOKEN_URL": ""}
     with override_settings(**settings):
         err(api.call(INITIATE, {"redirect_url": APP}), 503, "oauth provider not configured")
-        assert callback(api, f"{CALLBACK}?code=abc&state=xyz") == ("https://app.example.com", {"error": "oauth_failed"})
+        failed = callback(api, f"{CALLBACK}?code=abc&state=xyz")
+    assert failed == ("https://app.example.com", {"error": "oauth_failed"})
 
 
 def test_configuration_removed_between_initiate_and_callback(api, configured):
