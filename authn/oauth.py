@@ -341,8 +341,6 @@ def sign_in(profile: Profile, *, workspace: Workspace) -> Account:
         if account is not None:
             if not profile.email_verified:
                 raise OAuthFailure(OAUTH_FAILED, "unverified provider e-mail matches an account")
-            if not account.enabled:
-                raise OAuthFailure(OAUTH_FAILED, "account disabled")
             credential = _link(account, workspace, profile)
         else:
             account = create_account(
@@ -353,7 +351,7 @@ def sign_in(profile: Profile, *, workspace: Workspace) -> Account:
                 avatar_url=profile.picture,
             )
             credential = _oauth_credential(account, workspace, profile)
-    if not account.enabled:
+    if not account.enabled:  # raised inside the transaction: a link just made is undone
         raise OAuthFailure(OAUTH_FAILED, "account disabled")
     Credential.objects.filter(pk=credential.pk).update(last_used_at=timezone.now())
     return account

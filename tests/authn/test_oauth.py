@@ -46,6 +46,7 @@ class StandInProvider:
         self.token_error: str | None = None
         self.userinfo_body: bytes | None = None
         self.delay = 0.0
+        self.granted_scope: str | None = None
         self.codes: dict[str, dict] = {}
         self.access_tokens: set[str] = set()
         self.token_requests = 0
@@ -139,6 +140,8 @@ class StandInProvider:
         access_token = secrets.token_urlsafe(24)
         self.access_tokens.add(access_token)
         body = {"access_token": access_token, "token_type": "Bearer", "expires_in": 3600}
+        if self.granted_scope:
+            body["scope"] = self.granted_scope
         self.answer(handler, 200, body, {"Cache-Control": "no-store"})
 
     def userinfo(self, handler):
@@ -333,6 +336,11 @@ def test_verified_provider_email_links_to_the_existing_verified_account(api, con
     ok(api.call("/auth/login", {"email": account.email, "password": PASSWORD}))
 
 
+def test_provider_granting_another_scope_still_signs_in(api, configured):
+    configured.granted_scope = "openid https://www.example.com/auth/userinfo.email"
+    assert set(sign_in(api)) == {"access_token", "refresh_token"}
+
+
 def test_unverified_provider_email_never_links(api, configured, root):
     account = AccountFactory(email="alice@example.com", verified=True)
     configured.claims = {**configured.claims, "email_verified": False}
@@ -412,6 +420,13 @@ def test_forged_state_goes_to_the_first_allowed_origin(api, configured):
     forged = callback(api, f"{CALLBACK}?{urlencode({'code': code, 'state': secrets.token_urlsafe(32)})}")
     assert forged == ("https://app.example.com", {"error": "invalid_state"})
     assert callback(api, f"{CALLBACK}?code={code}") == ("https://app.example.com", {"error": "invalid_state"})
+    assert configured.token_requests == 0
+
+
+def test_redirect_url_removed_from_the_allowlist_meanwhile_is_not_used(api, configured):
+    path = authorize(initiate(api))
+    with override_settings(IAM_OAUTH_REDIRECT_ALLOWLIST=["http://localhost:3000"]):
+        assert callback(api, path) == ("http://localhost:3000", {"error": "invalid_state"})
     assert configured.token_requests == 0
 
 
