@@ -93,13 +93,15 @@ def provider_config() -> ProviderConfig | None:
 
 
 def _origin(url: str) -> tuple[str, str, int] | None:
+    if any(char <= " " or char in "\\\x7f" for char in url):  # urlsplit would quietly drop some
+        return None
     try:
-        parts = urlsplit(url.strip())
+        parts = urlsplit(url)
         port = parts.port
     except ValueError:
         return None
     scheme = parts.scheme.lower()
-    if scheme not in ("http", "https") or not parts.hostname or "@" in parts.netloc or "\\" in url:
+    if scheme not in ("http", "https") or not parts.hostname or "@" in parts.netloc:
         return None
     return scheme, parts.hostname.lower(), port or (443 if scheme == "https" else 80)
 

@@ -506,6 +506,9 @@ def test_redirect_url_required(api, configured):
         "javascript:alert(1)",
         "/relative",
         "https://app.example.com:notaport/",
+        "https://app.example.com/a\r\nSet-Cookie: x=1",
+        "https://app.example.com\\@evil.example.com/",
+        " https://app.example.com/",
     ],
 )
 def test_redirect_url_not_allowed(api, configured, url):
