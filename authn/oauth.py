@@ -85,8 +85,13 @@ def provider_config() -> ProviderConfig | None:
         userinfo_url=settings.IAM_IDP_A_USERINFO_URL,
         scope=(settings.IAM_IDP_A_SCOPE or "openid email profile").split(),
     )
-    required = (config.client_id, config.authorize_url, config.token_url, config.userinfo_url)
-    return config if all(required) else None
+    urls = (config.authorize_url, config.token_url, config.userinfo_url)
+    if not config.client_id or not all(urls):
+        return None
+    if not all(url.startswith("https://") or _is_loopback_http(url) for url in urls):
+        logger.warning("oauth idp_a disabled: its URLs must use https (plain http only on loopback)")
+        return None
+    return config
 
 
 # Redirect URLs (CONTRACT 10: an allowlist of origins)

@@ -5,6 +5,7 @@ import base64
 import hashlib
 import json
 import logging
+import os
 import secrets
 import threading
 import time
@@ -534,3 +535,22 @@ def test_configuration_removed_between_initiate_and_callback(api, configured):
     with override_settings(IAM_IDP_A_CLIENT_ID=""):
         assert callback(api, path) == (APP, {"error": "oauth_failed"})
     assert configured.token_requests == 0
+
+
+@pytest.mark.parametrize(
+    "setting", ["IAM_IDP_A_AUTHORIZE_URL", "IAM_IDP_A_TOKEN_URL", "IAM_IDP_A_USERINFO_URL"]
+)
+def test_plain_http_off_loopback_counts_as_not_configured(api, configured, setting):
+    with override_settings(**{setting: "http://idp.example.com/x"}):
+        err(api.call(INITIATE, {"redirect_url": APP}), 503, "oauth provider not configured")
+
+
+def test_insecure_transport_is_allowed_only_around_loopback_calls(api, configured, monkeypatch):
+    monkeypatch.delenv("OAUTHLIB_INSECURE_TRANSPORT", raising=False)
+    for url in ("https://idp.example.com/token", "http://idp.example.com/token", "http://127.0.0.1.nip.io/"):
+        with oauth._transport_for(url):
+            assert "OAUTHLIB_INSECURE_TRANSPORT" not in os.environ
+    with oauth._transport_for("http://127.0.0.1:9/token", "http://[::1]/userinfo"):
+        assert os.environ["OAUTHLIB_INSECURE_TRANSPORT"] == "1"
+    sign_in(api)
+    assert "OAUTHLIB_INSECURE_TRANSPORT" not in os.environ
