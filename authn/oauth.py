@@ -314,17 +314,17 @@ def _oauth_credential(account: Account, workspace: Workspace, profile: Profile) 
 def _link(account: Account, workspace: Workspace, profile: Profile) -> Credential:
     """Links a verified provider e-mail to the account holding it. An unverified account may have been
     registered by someone who does not own the address (pre-registration hijack): the provider's word
-    verifies it, and whatever that someone holds ends, the password and every session."""
-    credential = _oauth_credential(account, workspace, profile)
+    verifies it, and whatever that someone holds ends: the password, every other credential (an identity
+    whose provider did not vouch for the address included) and every session."""
     if not account.verified:
         update_account(account, changes={"verified": True}, actor=None)
-        Credential.objects.filter(account=account, kind=Credential.Kind.PASSWORD).exclude(
-            status=Credential.Status.REVOKED
-        ).update(status=Credential.Status.REVOKED, updated_at=timezone.now())
+        Credential.objects.filter(account=account).exclude(status=Credential.Status.REVOKED).update(
+            status=Credential.Status.REVOKED, updated_at=timezone.now()
+        )
         account.set_unusable_password()
         account.save(update_fields=["password"])
         end_sessions(account)
-    return credential
+    return _oauth_credential(account, workspace, profile)
 
 
 @transaction.atomic

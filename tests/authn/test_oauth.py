@@ -372,6 +372,22 @@ def test_pre_registration_hijack_is_defeated(api, configured, root):
     assert describe(tokens["access_token"], account_id)["verified"] is True
 
 
+def test_hijack_defence_also_ends_an_identity_with_an_unverified_email(api, configured):
+    configured.claims = {"sub": "squatter", "email": "alice@example.com", "email_verified": False}
+    squatter = sign_in(api)
+    account = Account.objects.get(email="alice@example.com")
+    configured.claims = {"sub": "alice", "email": "alice@example.com", "email_verified": True}
+
+    alice = sign_in(api)
+
+    assert describe(alice["access_token"], account.pk)["verified"] is True
+    err(ApiClient(squatter["access_token"]).call("/accounts/describe", {"id": str(account.pk)}), 401)
+    configured.claims = {"sub": "squatter", "email": "alice@example.com", "email_verified": False}
+    assert sign_in(api) == {"error": "oauth_failed"}
+    statuses = dict(Credential.objects.values_list("provider_id", "status"))
+    assert statuses == {"squatter": "revoked", "alice": "active"}
+
+
 def test_disabled_account_gets_no_tokens_when_linking(api, configured, root):
     account = AccountFactory(email="alice@example.com", verified=False, enabled=False)
     CredentialFactory(account=account, workspace=root, status="pending")
