@@ -141,6 +141,7 @@ def main() -> None:
         "SECRET_KEY": os.environ.get("SECRET_KEY", secrets.token_urlsafe(50)),
         "DEBUG": "0",
         "PYTHONPATH": str(ROOT),
+        "PYTHONWARNINGS": "ignore:No directory at",  # whitenoise: no collectstatic for a benchmark
     }
     env.setdefault("DATABASE_URL", f"sqlite:///{workdir / 'bench.sqlite3'}")
     python = str(BIN / "python")
