@@ -11,6 +11,7 @@ from django.test import override_settings
 
 from authn import tokens
 from rbac.models import Membership
+from tenancy.state import forget_authorization
 from tests.conftest import ApiClient, client_for, err, ok
 from tests.factories import AccountFactory, MembershipFactory, ProjectFactory, RoleFactory, WorkspaceFactory
 
@@ -210,8 +211,6 @@ def _revoke_rotate_remove(client, user, admin):
     assert validate(client, token)["reason"] == "not_a_member"
     assert not Membership.objects.filter(pk=membership.pk).exists()
     MembershipFactory(account=account, workspace=membership.workspace)
-    from tenancy.state import forget_authorization
-
     forget_authorization(membership.workspace_id)  # as the membership service does
     assert validate(client, token)["authorized"] is True
 
