@@ -28,3 +28,28 @@ class SessionWithAccount(SessionSerializer):
 class Revoked(serializers.Serializer):
     account_id = serializers.UUIDField()
     revoked = serializers.BooleanField()
+
+
+class EmailRequest(serializers.Serializer):
+    email = Email()
+
+
+class TokenRequest(serializers.Serializer):
+    token = String()
+
+
+class UpdatePasswordRequest(TokenRequest):
+    password = String()
+
+
+class Message(serializers.Serializer):
+    message = serializers.CharField()
+
+
+class Confirmed(serializers.Serializer):
+    account_id = serializers.UUIDField()
+    verified = serializers.BooleanField()
+
+
+class PasswordUpdated(serializers.Serializer):
+    account_id = serializers.UUIDField()

@@ -7,4 +7,8 @@ urlpatterns = [
     path("auth/login", api.Login.as_view()),
     path("auth/refresh", api.Refresh.as_view()),
     path("auth/revoke", api.Revoke.as_view()),
+    path("auth/reset-password", api.ResetPassword.as_view()),
+    path("auth/update-password", api.UpdatePassword.as_view()),
+    path("auth/confirm", api.Confirm.as_view()),
+    path("auth/resend-confirm", api.ResendConfirm.as_view()),
 ]
