@@ -1,7 +1,9 @@
 from rest_framework import serializers
 
 from accounts.serializers import AccountBriefSerializer
-from iam.fields import Email, Name, String
+from iam.fields import DateTime, Email, Invalid, JsonObject, Name, String, Tags, Uuid
+
+from .models import Credential
 
 
 class RegisterRequest(serializers.Serializer):
@@ -53,3 +55,67 @@ class Confirmed(serializers.Serializer):
 
 class PasswordUpdated(serializers.Serializer):
     account_id = serializers.UUIDField()
+
+
+# Credentials (SPEC 4, CONTRACT 6 and 12)
+
+
+class CredentialSerializer(serializers.ModelSerializer):
+    account_id = serializers.UUIDField()
+    workspace_id = serializers.UUIDField()
+
+    class Meta:
+        model = Credential
+        fields = [
+            "id",
+            "account_id",
+            "workspace_id",
+            "kind",
+            "provider",
+            "status",
+            "provider_id",
+            "email",
+            "last_used_at",
+            "tags",
+            "meta",
+            "created_at",
+            "updated_at",
+        ]
+
+
+class Choice(String):
+    def __init__(self, choices, **kwargs):
+        self.allowed = [value for value, _ in choices]
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data) -> str:
+        value = super().to_internal_value(data)
+        if value not in self.allowed:
+            raise Invalid(f"{self.field_name} must be one of {', '.join(self.allowed)}")
+        return value
+
+
+class CredentialRef(serializers.Serializer):
+    """CONTRACT 12: `id` and `account_id` together name the credential; `provider_id` and `email`, when
+    sent, must be its current values."""
+
+    id = Uuid()
+    account_id = Uuid()
+    provider_id = String(required=False, max_length=255)
+    email = Email(required=False)
+
+
+class CredentialUpdateRequest(CredentialRef):
+    kind = Choice(Credential.Kind.choices, required=False)
+    provider = Choice(Credential.Provider.choices, required=False)
+    status = Choice(Credential.Status.choices, required=False)
+    new_provider_id = String(required=False, allow_null=True, min_length=1, max_length=255)
+    new_email = Email(required=False, allow_null=True)
+    secret = String(required=False)
+    last_used_at = DateTime(required=False, allow_null=True)
+    tags = Tags(required=False)
+    meta = JsonObject(required=False)
+
+
+class Deleted(serializers.Serializer):
+    id = serializers.UUIDField()

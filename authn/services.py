@@ -1,3 +1,5 @@
+from uuid import UUID
+
 from django.contrib.auth.hashers import check_password, make_password
 from django.db import transaction
 from django.utils import timezone
@@ -7,10 +9,12 @@ from accounts.services import (
     check_password_rules,
     create_account,
     email_taken,
+    end_sessions,
     set_password,
     update_account,
 )
 from iam.errors import AUTHENTICATION_REQUIRED, ApiError
+from iam.services import apply_changes, save_unique
 from tenancy.models import Workspace
 
 from . import emails, throttling, tokens
@@ -160,3 +164,91 @@ def update_password(*, token: str, password: str) -> Account:
     check_password_rules(password, account)
     set_password(account, password)
     return account
+
+
+# Credentials (SPEC 4, CONTRACT 6 and 12). No create: registration and OAuth make them.
+
+CREDENTIAL_UPDATABLE = ("kind", "provider", "status", "provider_id", "email", "last_used_at", "tags", "meta")
+
+
+def get_credential(
+    workspace: Workspace,
+    *,
+    id: UUID,
+    account_id: UUID,
+    provider_id: str | None = None,
+    email: str | None = None,
+    lock: bool = False,
+) -> Credential:
+    """CONTRACT 12: `id` and `account_id` must name the same credential of the workspace; `provider_id`
+    and `email`, when given, must be its current values. Anything else is 404."""
+    found = Credential.objects.in_workspace(workspace).filter(pk=id, account_id=account_id)
+    if provider_id is not None:
+        found = found.filter(provider_id=provider_id)
+    if email is not None:
+        found = found.filter(email=normalize_email(email))
+    if lock:
+        found = found.select_for_update()
+    credential = found.select_related("account").first()
+    if credential is None:
+        raise ApiError(404, "credential not found")
+    return credential
+
+
+def _check_credential_conflicts(credential: Credential) -> None:
+    others = Credential.objects.exclude(pk=credential.pk)
+    if (
+        credential.kind == Credential.Kind.PASSWORD
+        and others.filter(account_id=credential.account_id, kind=Credential.Kind.PASSWORD).exists()
+    ):
+        raise ApiError(409, "password credential already exists", "kind")
+    if (
+        credential.provider_id is not None
+        and others.filter(provider=credential.provider, provider_id=credential.provider_id).exists()
+    ):
+        raise ApiError(409, "provider_id already exists", "new_provider_id")
+
+
+@transaction.atomic
+def update_credential(credential: Credential, *, changes: dict) -> Credential:
+    """`secret` on a password credential sets the account's password (argon2, CONTRACT 12). A new password
+    or a credential revoked ends every session of the account."""
+    changes = dict(changes)
+    secret = changes.pop("secret", None)
+    if "new_provider_id" in changes:
+        changes["provider_id"] = changes.pop("new_provider_id")
+    if "new_email" in changes:
+        changes["email"] = changes.pop("new_email")
+    if secret is not None and changes.get("kind", credential.kind) != Credential.Kind.PASSWORD:
+        raise ApiError(400, "secret applies to password credentials only", "secret")
+    account = credential.account
+    if secret is not None:
+        try:
+            check_password_rules(secret, account)
+        except ApiError as exc:
+            raise ApiError(400, exc.message, "secret") from exc
+    revoked = (
+        changes.get("status") == Credential.Status.REVOKED and credential.status != Credential.Status.REVOKED
+    )
+    fields = apply_changes(credential, changes, fields=CREDENTIAL_UPDATABLE)
+    _check_credential_conflicts(credential)
+    save_unique(
+        credential, conflict="provider_id already exists", field="new_provider_id", update_fields=fields
+    )
+    if secret is not None:
+        set_password(account, secret)  # ends the sessions
+    elif revoked:
+        end_sessions(account)
+    return credential
+
+
+@transaction.atomic
+def delete_credential(credential: Credential) -> dict:
+    """Deleting a usable credential ends the account's sessions, as revoking it does."""
+    summary = {"id": str(credential.pk)}
+    usable = credential.status != Credential.Status.REVOKED
+    account = credential.account
+    credential.delete()
+    if usable:
+        end_sessions(account)
+    return summary

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import api
+from . import api, credentials
 
 urlpatterns = [
     path("auth/register", api.Register.as_view()),
@@ -11,4 +11,8 @@ urlpatterns = [
     path("auth/update-password", api.UpdatePassword.as_view()),
     path("auth/confirm", api.Confirm.as_view()),
     path("auth/resend-confirm", api.ResendConfirm.as_view()),
+    path("credentials/describe", credentials.CredentialDescribe.as_view()),
+    path("credentials/list", credentials.CredentialList.as_view()),
+    path("credentials/update", credentials.CredentialUpdate.as_view()),
+    path("credentials/delete", credentials.CredentialDelete.as_view()),
 ]
