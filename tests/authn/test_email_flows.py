@@ -4,6 +4,7 @@ E-mails go through the outbox after commit; the `post` fixture runs the commit h
 the locmem backend's `mail.outbox` holds what a worker would have sent."""
 
 import re
+import smtplib
 import uuid
 from datetime import timedelta
 
@@ -11,10 +12,12 @@ import jwt
 import pytest
 from django.conf import settings
 from django.core import mail
+from django.core.mail import EmailMultiAlternatives
 
 from accounts.models import Account
-from authn import tokens
+from authn import emails, tokens
 from authn.models import Credential
+from iam import outbox
 from iam.models import OutboxMessage
 from tests.conftest import ApiClient, err, ok
 from tests.factories import PASSWORD, AccountFactory, CredentialFactory
@@ -307,3 +310,47 @@ def test_the_limit_is_per_address(post, member):
     ok(post("/auth/reset-password", {"email": other.email}))
     assert [message.to for message in mail.outbox][-1] == [other.email]
     assert len(mail.outbox) == 4
+
+
+# Delivery failures (STYLE "Side effects"): retry what is temporary, give up on what is permanent
+
+
+@pytest.mark.parametrize(
+    ("error", "status"),
+    [
+        pytest.param(smtplib.SMTPServerDisconnected("gone"), OutboxMessage.Status.PENDING, id="disconnected"),
+        pytest.param(ConnectionRefusedError(111, "refused"), OutboxMessage.Status.PENDING, id="refused"),
+        pytest.param(
+            smtplib.SMTPResponseException(451, b"try later"), OutboxMessage.Status.PENDING, id="451"
+        ),
+        pytest.param(smtplib.SMTPResponseException(554, b"no"), OutboxMessage.Status.FAILED, id="554"),
+        pytest.param(
+            smtplib.SMTPRecipientsRefused({EMAIL: (550, b"no such user")}),
+            OutboxMessage.Status.FAILED,
+            id="550",
+        ),
+    ],
+)
+def test_smtp_failures(post, monkeypatch, error, status):
+    def fail(self, *args, **kwargs):
+        raise error
+
+    monkeypatch.setattr(EmailMultiAlternatives, "send", fail)
+    ok(post("/auth/register", {"email": EMAIL, "password": PASSWORD}))  # the request does not wait for SMTP
+    row = OutboxMessage.objects.get(topic="email")
+    assert (row.status, row.attempts) == (status, 1)
+    assert row.last_error
+    if status == OutboxMessage.Status.PENDING:
+        assert row.next_attempt_at > row.created_at  # backoff
+        monkeypatch.undo()
+        OutboxMessage.objects.filter(pk=row.pk).update(next_attempt_at=row.created_at)
+        assert outbox.process(row.pk) == OutboxMessage.Status.DONE
+        assert [message.to for message in mail.outbox] == [[EMAIL]]
+
+
+def test_a_mail_for_an_account_confirmed_meanwhile_is_not_sent(post, root):
+    account = AccountFactory(verified=True)
+    emails.enqueue(emails.CONFIRM, account.pk)
+    row = OutboxMessage.objects.get(topic="email")
+    assert outbox.process(row.pk) == OutboxMessage.Status.DONE
+    assert mail.outbox == []
