@@ -16,6 +16,7 @@ import pytest
 import redis
 from django.conf import settings
 from django.db import connection
+from kombu import pools
 
 from iam import outbox
 from iam.celery import app
@@ -42,7 +43,7 @@ def real_services(transactional_db):
 def use_broker(url: str) -> None:
     """Points this process's Celery at another broker, dropping the pools bound to the previous one."""
     app.conf.broker_url = url
-    app.pool.force_close_all()
+    pools.reset()  # kombu keeps its connection and producer pools per broker, process-wide
     app._pool = None
     app.amqp._producer_pool = None
 
