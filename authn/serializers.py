@@ -83,16 +83,13 @@ class CredentialSerializer(serializers.ModelSerializer):
         ]
 
 
-class Choice(String):
-    def __init__(self, choices, **kwargs):
-        self.allowed = [value for value, _ in choices]
-        super().__init__(**kwargs)
+class Choice(serializers.ChoiceField):
+    """One of the choices, as a JSON string (no coercion of other types)."""
 
     def to_internal_value(self, data) -> str:
-        value = super().to_internal_value(data)
-        if value not in self.allowed:
-            raise Invalid(f"{self.field_name} must be one of {', '.join(self.allowed)}")
-        return value
+        if not isinstance(data, str) or data not in self.choices:
+            raise Invalid(f"{self.field_name} must be one of {', '.join(self.choices)}")
+        return data
 
 
 class CredentialRef(serializers.Serializer):

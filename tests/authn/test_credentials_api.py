@@ -226,7 +226,7 @@ def test_update_fields(admin, workspace):
     [
         ({"status": "gone"}, 400, "status must be one of active, revoked, pending"),
         ({"kind": "magic"}, 400, "kind must be one of password, oauth, sso, api_key"),
-        ({"provider": 3}, 400, "invalid provider"),
+        ({"provider": 3}, 400, "provider must be one of local, idp_a, idp_b"),
         ({"meta": {"a": 1}}, 400, "meta.schema_version required"),
         ({"last_used_at": "yesterday"}, 400, "invalid last_used_at"),
         ({"new_email": "nope"}, 400, "invalid new_email"),
