@@ -6,7 +6,7 @@ from iam.api import Endpoint, ListEndpoint
 
 from . import services
 from .models import Credential
-from .serializers import CredentialRef, CredentialSerializer, CredentialUpdateRequest, Deleted
+from .serializers import CredentialDeleted, CredentialRef, CredentialSerializer, CredentialUpdateRequest
 
 LOOKUP = ("id", "account_id", "provider_id", "email")
 
@@ -61,7 +61,7 @@ class CredentialDelete(Endpoint):
     permission = "credentials:delete"
     workspace_scoped = True
     request_serializer = CredentialRef
-    response_serializer = Deleted
+    response_serializer = CredentialDeleted
 
     def handle(self, request: Request, data: dict) -> dict:
         credential = services.get_credential(request.workspace, **lookup(data), lock=True)

@@ -57,6 +57,14 @@ class PasswordUpdated(serializers.Serializer):
     account_id = serializers.UUIDField()
 
 
+class OAuthInitiateRequest(serializers.Serializer):
+    redirect_url = String(max_length=2048)
+
+
+class OAuthInitiated(serializers.Serializer):
+    auth_url = serializers.CharField()
+
+
 # Credentials (SPEC 4, CONTRACT 6 and 12)
 
 
@@ -114,5 +122,5 @@ class CredentialUpdateRequest(CredentialRef):
     meta = JsonObject(required=False)
 
 
-class Deleted(serializers.Serializer):
+class CredentialDeleted(serializers.Serializer):
     id = serializers.UUIDField()

@@ -16,3 +16,8 @@ urlpatterns = [
     path("credentials/update", credentials.CredentialUpdate.as_view()),
     path("credentials/delete", credentials.CredentialDelete.as_view()),
 ]
+
+urlpatterns += [
+    path("auth/oauth/idp_a/initiate", api.OAuthInitiate.as_view()),
+    path("auth/oauth/idp_a/callback", api.oauth_callback),
+]

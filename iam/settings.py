@@ -150,6 +150,7 @@ SPECTACULAR_SETTINGS = {
         "CredentialKindEnum": "authn.models.Credential.Kind",
         "CredentialProviderEnum": "authn.models.Credential.Provider",
         "CredentialStatusEnum": "authn.models.Credential.Status",
+        "MembershipStatusEnum": "rbac.models.Membership.Status",
     },
 }
 
