@@ -354,3 +354,12 @@ def test_a_mail_for_an_account_confirmed_meanwhile_is_not_sent(post, root):
     row = OutboxMessage.objects.get(topic="email")
     assert outbox.process(row.pk) == OutboxMessage.Status.DONE
     assert mail.outbox == []
+
+
+def test_confirm_does_not_revive_a_revoked_password_credential(api, root):
+    # e.g. revoked by the OAuth hijack defence (CONTRACT 10) or by an administrator
+    account = AccountFactory(verified=False)
+    CredentialFactory(account=account, workspace=root, status=Credential.Status.REVOKED)
+    ok(api.call("/auth/confirm", {"token": special(account, tokens.ACCOUNT_CONFIRM)}))
+    assert Credential.objects.get(account=account).status == Credential.Status.REVOKED
+    err(api.call("/auth/login", {"email": account.email, "password": PASSWORD}), 401, "invalid credentials")
