@@ -40,8 +40,12 @@ class Delivery(models.Model):
 
     event_id = models.UUIDField()
     event_type = models.CharField(max_length=64)
-    client = models.ForeignKey(Client, on_delete=models.CASCADE, related_name="deliveries")
-    workspace = models.ForeignKey("tenancy.Workspace", on_delete=models.CASCADE, related_name="+")
+    # A workspace's delete takes its clients, yet owes them `workspace.deleted`: a delivery outlives both,
+    # keeping the endpoint and the (encrypted) secret it had when the event happened.
+    client = models.ForeignKey(Client, null=True, on_delete=models.SET_NULL, related_name="deliveries")
+    workspace = models.ForeignKey("tenancy.Workspace", null=True, on_delete=models.SET_NULL, related_name="+")
+    endpoint = models.TextField(blank=True, default="")
+    secret_encrypted = models.TextField(blank=True, default="")
     payload = models.JSONField()
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
     attempts = models.PositiveIntegerField(default=0)

@@ -1,7 +1,8 @@
 """Push events to client endpoints (CONTRACT 8). `iam.events.emit` records a `push.event` outbox message
-in the change's transaction; its handler fans the event out into one `Delivery` per client with an
-endpoint, each with an outbox message of its own (`push.delivery`) carrying its retries, so a client that
-is down delays nobody else. Every attempt is recorded as a `DeliveryAttempt` row (Saleor)."""
+in the change's transaction and runs its handler at once: the handler fans the event out into one
+`Delivery` per client with an endpoint, each with an outbox message of its own (`push.delivery`) carrying
+its retries, so a client that is down delays nobody else. Every attempt is recorded as a
+`DeliveryAttempt` row (Saleor)."""
 
 import base64
 import hashlib
@@ -16,10 +17,10 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from iam import outbox
+from iam import crypto, outbox
 from iam.models import OutboxMessage
 
-from . import crypto, egress
+from . import egress
 from .models import Client, Delivery, DeliveryAttempt
 
 logger = logging.getLogger(__name__)
@@ -50,7 +51,13 @@ def fan_out(message: OutboxMessage) -> None:
         delivery, created = Delivery.objects.get_or_create(
             event_id=event["id"],
             client=client,
-            defaults={"event_type": event["type"], "workspace_id": client.workspace_id, "payload": event},
+            defaults={
+                "event_type": event["type"],
+                "workspace_id": client.workspace_id,
+                "payload": event,
+                "endpoint": client.endpoint,
+                "secret_encrypted": client.secret_encrypted,
+            },
         )
         if created:
             delivery.message_id = _enqueue(delivery).pk
@@ -62,7 +69,8 @@ def deliver(message: OutboxMessage) -> None:
     delivery = Delivery.objects.select_related("client").filter(pk=message.payload.get("delivery_id")).first()
     if delivery is None or delivery.status != Delivery.Status.PENDING:
         return  # the client was deleted, or a duplicate publish
-    client = delivery.client
+    # The client as it is now (a rotated secret signs), or as it was when its workspace was deleted.
+    client = delivery.client or Client(endpoint=delivery.endpoint, secret_encrypted=delivery.secret_encrypted)
     body = json.dumps(delivery.payload, separators=(",", ":")).encode()
     timestamp = int(time.time())
     headers = {

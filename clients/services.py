@@ -6,13 +6,13 @@ from uuid import UUID
 from django.db import transaction
 
 from accounts.models import Account
-from iam import events
+from iam import crypto, events
 from iam.errors import ApiError
 from iam.services import apply_changes, save_unique
 from tenancy.models import Workspace
 
-from . import crypto, egress
-from .models import Client
+from . import egress
+from .models import Client, Delivery
 from .state import forget_client
 
 NAME_CONFLICT = "name already exists"
@@ -90,6 +90,7 @@ def delete_client(client: Client, *, actor: Account | None) -> dict:
     summary = {"id": str(client.pk)}
     with transaction.atomic():
         forget_client(client.pk)
+        client.deliveries.filter(status=Delivery.Status.PENDING).update(status=Delivery.Status.FAILED)
         client.delete()
     return summary
 

@@ -8,9 +8,9 @@ from uuid import UUID
 
 from authn.sessions import authenticate_token
 from authn.tokens import TokenError
+from iam import crypto
 from rbac import policy
 
-from . import crypto
 from .state import find_client
 
 

@@ -6,8 +6,8 @@ import uuid
 import pytest
 from django.test import override_settings
 
-from clients import crypto
 from clients.models import Client
+from iam import crypto
 from iam.models import OutboxMessage
 from tests.conftest import err, ok
 from tests.factories import WorkspaceFactory

@@ -285,7 +285,7 @@ def test_broker_down_at_the_time_of_the_change(
         patched.setattr(process_outbox_message, "apply_async", down)
         emit_membership_created(workspace, django_capture_on_commit_callbacks)
     assert receiver.requests == []
-    message = OutboxMessage.objects.get(topic="push.event", payload__type="membership.created")
+    message = OutboxMessage.objects.get(pk=Delivery.objects.get().message_id)
     assert message.status == "pending"
     OutboxMessage.objects.filter(pk=message.pk).update(next_attempt_at=timezone.now() - timedelta(minutes=1))
     with django_capture_on_commit_callbacks(execute=True):
@@ -331,6 +331,22 @@ def test_a_deleted_client_gets_nothing_more(
     with django_capture_on_commit_callbacks(execute=True):
         assert outbox.process(message_id) == "done"
     assert len(receiver.requests) == 1
+
+
+def test_a_workspace_delete_reaches_the_clients_it_takes_with_it(
+    client, workspace, receiver, member_of, django_capture_on_commit_callbacks
+):
+    member, _ = member_of(workspace, "projects:list")
+    _, owner = member_of(workspace, "workspaces:delete")
+    with django_capture_on_commit_callbacks(execute=True):
+        ok(owner.call("/workspace/delete", {"id": str(workspace.pk)}))
+    (headers, body), *_ = receiver.requests
+    event = json.loads(body)
+    assert event["type"] == "workspace.deleted" and event["workspace_id"] == str(workspace.pk)
+    assert str(member.pk) in event["data"]["account_ids"]
+    assert verify(client["secret"], headers, body)
+    delivery = Delivery.objects.get()
+    assert (delivery.status, delivery.client_id, delivery.workspace_id) == ("delivered", None, None)
 
 
 @pytest.mark.django_db(transaction=True)

@@ -1,12 +1,13 @@
-"""Client secrets at rest (CONTRACT 7): Fernet-encrypted so the service can sign pushes, plus a keyed
-digest so validation compares in constant time without decrypting."""
+"""Secrets at rest, keyed with `IAM_ENCRYPTION_KEY`: Fernet encryption for what the service must read back
+(client secrets that sign pushes, CONTRACT 7; PKCE verifiers), and a keyed digest for what it only compares
+(client secrets at validation, in constant time without decrypting)."""
 
 import functools
 import hashlib
 import hmac
 import secrets
 
-from cryptography.fernet import Fernet
+from cryptography.fernet import Fernet, InvalidToken
 from django.conf import settings
 
 
@@ -33,3 +34,6 @@ def digest(secret: str) -> str:
 
 def matches(secret: str, stored_digest: str) -> bool:
     return hmac.compare_digest(digest(secret), stored_digest)
+
+
+__all__ = ["InvalidToken", "decrypt", "digest", "encrypt", "matches", "new_secret"]
