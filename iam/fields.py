@@ -18,8 +18,9 @@ TAGS_MAX = 50
 TAG_MAX_LENGTH = 64
 NAME_MAX_LENGTH = 255
 EMAIL_MAX_LENGTH = 254
-SLUG_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
-PERMISSION_NAME_RE = re.compile(r"^(\*|(\*|[A-Za-z0-9_.-]+):(\*|[A-Za-z0-9_.-]+))$")
+# Used with fullmatch(): a trailing "$" would let "name\n" through.
+SLUG_RE = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")
+PERMISSION_NAME_RE = re.compile(r"\*|(\*|[A-Za-z0-9_.-]+):(\*|[A-Za-z0-9_.-]+)")
 PERMISSION_NAME_MAX = 128
 
 
@@ -80,7 +81,7 @@ class Url(String):
 class Slug(String):
     def to_internal_value(self, data: Any) -> str:
         value = super().to_internal_value(data)
-        if not SLUG_RE.match(value):
+        if not SLUG_RE.fullmatch(value):
             self.fail("invalid")
         return value
 
@@ -92,7 +93,7 @@ class PermissionName(String):
 
     def to_internal_value(self, data: Any) -> str:
         value = super().to_internal_value(data)
-        if not PERMISSION_NAME_RE.match(value):
+        if not PERMISSION_NAME_RE.fullmatch(value):
             self.fail("invalid")
         return value
 

@@ -21,7 +21,7 @@ class Command(BaseCommand):
 
     @transaction.atomic
     def handle(self, *args, slug: str, name: str, owner_email: str, **options):
-        if not SLUG_RE.match(slug):
+        if not SLUG_RE.fullmatch(slug):
             raise CommandError(f"invalid slug: {slug}")
         owner = Account.objects.filter(email=normalize_email(owner_email)).first()
         if owner is None:
