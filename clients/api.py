@@ -23,7 +23,9 @@ from .serializers import (
 
 def _is_permission_name(value: object) -> bool:
     return (
-        isinstance(value, str) and len(value) <= PERMISSION_NAME_MAX and bool(PERMISSION_NAME_RE.fullmatch(value))
+        isinstance(value, str)
+        and len(value) <= PERMISSION_NAME_MAX
+        and bool(PERMISSION_NAME_RE.fullmatch(value))
     )
 
 

@@ -50,7 +50,7 @@ def test_permission_create_describe_update_delete(admin_api):
     err(admin_api.call("/permissions/describe", {"id": data["id"]}), 404, "permission not found")
 
 
-@pytest.mark.parametrize("name", ["invoices", "a:b:c", ":read", "a:", "a b:c", "*:", "**"])
+@pytest.mark.parametrize("name", ["invoices", "a:b:c", ":read", "a:", "a b:c", "*:", "**", "a:b\n", "*\n"])
 def test_permission_name_format(admin_api, name):
     err(admin_api.call("/permissions/create", {"name": name, "tags": [], "meta": META}), 400, "invalid name")
 

@@ -43,6 +43,7 @@ def test_any_account_creates_a_workspace_and_becomes_its_owner(account, account_
         ({"name": None}, "name required", "name"),
         ({"slug": "Not A Slug"}, "invalid slug", "slug"),
         ({"slug": "-edge"}, "invalid slug", "slug"),
+        ({"slug": "acme\n"}, "invalid slug", "slug"),
         ({"slug": "x" * 64}, "invalid slug", "slug"),
         ({"config": {}}, "config.schema_version required", "config"),
         ({"config": []}, "config must be an object", "config"),
