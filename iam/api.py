@@ -99,6 +99,25 @@ def _is_list_field(serializer: serializers.Serializer, field: str) -> bool:
     return isinstance(_resolve_field(serializer, field), serializers.ListField)
 
 
+def require_one(attrs: dict, *names: str) -> dict:
+    """For `validate()` of a request that identifies its record by one of several keys (`id` or `code`)."""
+    if not any(name in attrs for name in names):
+        raise serializers.ValidationError(
+            {names[0]: serializers.ErrorDetail(f"{' or '.join(names)} required", code="iam")}
+        )
+    return attrs
+
+
+def find_one(queryset: QuerySet, ref: Mapping[str, Any], keys: tuple[str, ...] = ("id",)) -> Any:
+    """The record of `queryset` (already scoped to what the caller may reach) that every given key of
+    `ref` names, or 404 `<model> not found`: a record of another workspace is not found, never forbidden."""
+    lookup = {("pk" if key == "id" else key): ref[key] for key in keys if key in ref}
+    found = queryset.filter(**lookup).first() if lookup else None
+    if found is None:
+        raise ApiError(404, f"{queryset.model._meta.verbose_name} not found")
+    return found
+
+
 class Endpoint(APIView):
     """POST-only JSON endpoint. Subclasses declare:
 
@@ -144,6 +163,26 @@ class Endpoint(APIView):
     def serialize(self, instance: Any) -> dict:
         assert self.response_serializer is not None
         return self.response_serializer(instance, context={"request": self.request}).data
+
+    def check_project(self, request: Request, project_id: Any) -> None:
+        """For a `project_aware` endpoint, once the record is found: a project-scope grant counts for its
+        own project only (CONTRACT 4)."""
+        from rbac import policy
+
+        if self.permission and self.project_aware:
+            policy.require(request.user, request.workspace, self.permission, project_id=project_id)
+
+    def visible_projects(self, request: Request) -> list[str] | None:
+        """For a `project_aware` list: None when the caller holds the permission workspace-wide, else the
+        projects in which a project-scope membership grants it."""
+        from rbac import policy
+
+        if not self.permission or request.user.is_superuser:
+            return None
+        grants = policy.grants(request.user.pk, request.workspace.pk)
+        if grants.allows(self.permission):
+            return None
+        return grants.projects_allowing(self.permission)
 
 
 # Lists (SPEC 4 "Common list contract", CONTRACT 11)

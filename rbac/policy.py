@@ -51,6 +51,9 @@ class Grants:
     def allows_in_some_project(self, permission: str) -> bool:
         return any(allows(names, permission) for names in self.project_permissions.values())
 
+    def projects_allowing(self, permission: str) -> list[str]:
+        return [project for project, names in self.project_permissions.items() if allows(names, permission)]
+
 
 def _load_grants(account_id: UUID, workspace_id: UUID) -> Grants:
     memberships = {

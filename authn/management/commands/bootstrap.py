@@ -1,0 +1,45 @@
+from django.core.management.base import BaseCommand, CommandError
+from django.db import transaction
+
+from accounts.models import Account, normalize_email
+from authn.models import Credential
+from authn.services import create_password_account
+from iam.errors import ApiError
+from rbac.services import ensure_owner
+from tenancy.state import root_workspace
+
+
+class Command(BaseCommand):
+    help = (
+        "Creates the root workspace, its `*` permission and `owner` role, and the operator account E "
+        "with its active owner membership (CONTRACT 14). Idempotent: what exists is kept; an existing "
+        "account is made an operator but keeps its password."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("--email", required=True)
+        parser.add_argument("--password", required=True)
+        parser.add_argument("--name", default="Operator")
+
+    @transaction.atomic
+    def handle(self, *args, email: str, password: str, name: str, **options):
+        workspace = root_workspace()
+        self.stdout.write(f"root workspace: {workspace.slug} ({workspace.pk})")
+        account = Account.objects.filter(email=normalize_email(email)).first()
+        if account is None:
+            try:
+                account = create_password_account(
+                    email=email, password=password, name=name, workspace=workspace
+                )
+            except ApiError as exc:
+                raise CommandError(exc.message) from exc
+            self.stdout.write(f"created operator {account.email} ({account.pk})")
+        else:
+            self.stdout.write(f"found account {account.email} ({account.pk})")
+        account.is_superuser = account.verified = account.enabled = True
+        account.save(update_fields=["is_superuser", "verified", "enabled"])
+        Credential.objects.filter(account=account, kind=Credential.Kind.PASSWORD).update(
+            status=Credential.Status.ACTIVE
+        )
+        ensure_owner(workspace, account)
+        self.stdout.write(f"{account.email} is an operator and owner of {workspace.slug}")

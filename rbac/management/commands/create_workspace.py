@@ -1,0 +1,35 @@
+from django.core.management.base import BaseCommand, CommandError
+from django.db import transaction
+
+from accounts.models import Account, normalize_email
+from iam.fields import SLUG_RE
+from rbac.services import ensure_owner
+from tenancy.models import Workspace
+
+
+class Command(BaseCommand):
+    help = (
+        "Creates workspace S named N owned by the existing account E, with the owner set-up of "
+        "`workspace/create` (CONTRACT 14). Idempotent: an existing workspace S keeps its name and gains E as "
+        "owner."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("--slug", required=True)
+        parser.add_argument("--name", required=True)
+        parser.add_argument("--owner-email", required=True)
+
+    @transaction.atomic
+    def handle(self, *args, slug: str, name: str, owner_email: str, **options):
+        if not SLUG_RE.match(slug):
+            raise CommandError(f"invalid slug: {slug}")
+        owner = Account.objects.filter(email=normalize_email(owner_email)).first()
+        if owner is None:
+            raise CommandError(f"no account with e-mail {owner_email}")
+        workspace, created = Workspace.objects.get_or_create(
+            slug=slug,
+            defaults={"name": name, "config": {"schema_version": "1"}, "meta": {"schema_version": "1"}},
+        )
+        ensure_owner(workspace, owner)
+        verb = "created" if created else "found"
+        self.stdout.write(f"{verb} workspace {workspace.slug} ({workspace.pk}), owner {owner.email}")

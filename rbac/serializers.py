@@ -1,0 +1,129 @@
+from rest_framework import serializers
+
+from iam.api import require_one
+from iam.fields import JsonObject, Name, PermissionName, String, Tags, Uuid, UuidList
+
+from .models import Membership, Permission, Role
+
+DESCRIPTION_MAX = 4096
+
+
+class PermissionSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Permission
+        fields = [
+            "id",
+            "workspace_id",
+            "name",
+            "code",
+            "description",
+            "tags",
+            "meta",
+            "created_at",
+            "updated_at",
+        ]
+
+
+class RoleSerializer(serializers.ModelSerializer):
+    permissions = PermissionSerializer(many=True, read_only=True)
+
+    class Meta:
+        model = Role
+        fields = [
+            "id",
+            "workspace_id",
+            "name",
+            "description",
+            "permissions",
+            "tags",
+            "meta",
+            "created_at",
+            "updated_at",
+        ]
+
+
+class MembershipSerializer(serializers.ModelSerializer):
+    roles = RoleSerializer(many=True, read_only=True)
+
+    class Meta:
+        model = Membership
+        fields = [
+            "id",
+            "account_id",
+            "workspace_id",
+            "project_id",
+            "scope",
+            "status",
+            "roles",
+            "tags",
+            "meta",
+            "created_at",
+            "updated_at",
+        ]
+
+
+class IdRequest(serializers.Serializer):
+    id = Uuid()
+
+
+class Deleted(serializers.Serializer):
+    id = serializers.UUIDField()
+
+
+class PermissionRef(serializers.Serializer):
+    id = Uuid(required=False)
+    code = PermissionName(required=False)
+
+    def validate(self, attrs: dict) -> dict:
+        return require_one(attrs, "id", "code")
+
+
+class PermissionCreateRequest(serializers.Serializer):
+    name = PermissionName()
+    code = PermissionName(required=False, allow_null=True)
+    description = String(required=False, allow_null=True, allow_blank=True, max_length=DESCRIPTION_MAX)
+    tags = Tags()
+    meta = JsonObject()
+
+
+class PermissionUpdateRequest(IdRequest):
+    name = PermissionName(required=False)
+    code = PermissionName(required=False, allow_null=True)
+    description = String(required=False, allow_null=True, allow_blank=True, max_length=DESCRIPTION_MAX)
+    tags = Tags(required=False)
+    meta = JsonObject(required=False)
+
+
+class RoleCreateRequest(serializers.Serializer):
+    name = Name()
+    description = String(required=False, allow_null=True, allow_blank=True, max_length=DESCRIPTION_MAX)
+    permission_ids = UuidList(max_length=1000)
+    tags = Tags()
+    meta = JsonObject()
+
+
+class RoleUpdateRequest(IdRequest):
+    name = Name(required=False)
+    description = String(required=False, allow_null=True, allow_blank=True, max_length=DESCRIPTION_MAX)
+    permission_ids = UuidList(required=False, max_length=1000)
+    tags = Tags(required=False)
+    meta = JsonObject(required=False)
+
+
+class MembershipCreateRequest(serializers.Serializer):
+    account_id = Uuid()
+    scope = serializers.ChoiceField(choices=Membership.Scope.choices)
+    status = serializers.ChoiceField(choices=Membership.Status.choices)
+    project_id = Uuid(required=False, allow_null=True)
+    role_ids = UuidList(max_length=100)
+    tags = Tags()
+    meta = JsonObject()
+
+
+class MembershipUpdateRequest(IdRequest):
+    scope = serializers.ChoiceField(choices=Membership.Scope.choices, required=False)
+    status = serializers.ChoiceField(choices=Membership.Status.choices, required=False)
+    project_id = Uuid(required=False, allow_null=True)
+    role_ids = UuidList(required=False, max_length=100)
+    tags = Tags(required=False)
+    meta = JsonObject(required=False, require_schema_version=False)  # SPEC 4: optional here

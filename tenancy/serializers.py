@@ -1,0 +1,96 @@
+from rest_framework import serializers
+
+from iam.api import require_one
+from iam.fields import JsonObject, Name, Slug, String, Tags, Uuid
+
+from .models import Project, Workspace
+
+DESCRIPTION_MAX = 4096
+CODE_MAX = 64
+
+
+class WorkspaceSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Workspace
+        fields = ["id", "name", "slug", "description", "config", "tags", "meta", "created_at", "updated_at"]
+
+
+class WorkspaceRef(serializers.Serializer):
+    id = Uuid(required=False)
+    slug = String(required=False, max_length=63)
+
+    def validate(self, attrs: dict) -> dict:
+        return require_one(attrs, "id", "slug")
+
+
+class WorkspaceCreateRequest(serializers.Serializer):
+    name = Name()
+    slug = Slug(max_length=63)
+    description = String(required=False, allow_null=True, allow_blank=True, max_length=DESCRIPTION_MAX)
+    config = JsonObject()
+    tags = Tags()
+    meta = JsonObject()
+
+
+class WorkspaceUpdateRequest(WorkspaceRef):
+    name = Name(required=False)
+    description = String(required=False, allow_null=True, allow_blank=True, max_length=DESCRIPTION_MAX)
+    config = JsonObject(required=False)
+    tags = Tags(required=False)
+    meta = JsonObject(required=False)
+
+
+class WorkspaceDeleted(serializers.Serializer):
+    id = serializers.UUIDField()
+    slug = serializers.CharField()
+    name = serializers.CharField()
+
+
+class ProjectSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Project
+        fields = [
+            "id",
+            "workspace_id",
+            "name",
+            "code",
+            "description",
+            "config",
+            "tags",
+            "meta",
+            "created_by",
+            "created_at",
+            "updated_at",
+        ]
+
+
+class ProjectRef(serializers.Serializer):
+    id = Uuid(required=False)
+    code = String(required=False, max_length=CODE_MAX)
+
+    def validate(self, attrs: dict) -> dict:
+        return require_one(attrs, "id", "code")
+
+
+class ProjectCreateRequest(serializers.Serializer):
+    name = Name()
+    code = String(required=False, allow_null=True, min_length=1, max_length=CODE_MAX)
+    description = String(required=False, allow_null=True, allow_blank=True, max_length=DESCRIPTION_MAX)
+    config = JsonObject()
+    tags = Tags()
+    meta = JsonObject()
+
+
+class ProjectUpdateRequest(ProjectRef):
+    name = Name(required=False)
+    new_code = String(required=False, allow_null=True, min_length=1, max_length=CODE_MAX)
+    description = String(required=False, allow_null=True, allow_blank=True, max_length=DESCRIPTION_MAX)
+    config = JsonObject(required=False)
+    tags = Tags(required=False)
+    meta = JsonObject(required=False)
+
+
+class ProjectDeleted(serializers.Serializer):
+    id = serializers.UUIDField()
+    name = serializers.CharField()
+    code = serializers.CharField(allow_null=True)

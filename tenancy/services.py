@@ -1,0 +1,117 @@
+"""Writes to workspaces and projects. Creating a workspace also makes its owner, which is RBAC's business:
+see `rbac.services.create_workspace`."""
+
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+
+from accounts.models import Account
+from iam import events
+from iam.errors import ApiError
+from iam.services import apply_changes, save_unique
+
+from .models import Project, Workspace
+from .state import forget_authorization, forget_workspace
+
+WORKSPACE_FIELDS = ("name", "description", "config", "tags", "meta")
+PROJECT_FIELDS = ("name", "code", "description", "config", "tags", "meta")
+
+
+def _member_ids(memberships) -> list:
+    return list(memberships.values_list("account_id", flat=True).distinct())
+
+
+@transaction.atomic
+def update_workspace(workspace: Workspace, *, changes: dict[str, Any], actor: Account | None) -> Workspace:
+    fields = apply_changes(workspace, changes, fields=WORKSPACE_FIELDS)
+    workspace.save(update_fields=fields)
+    forget_workspace(workspace)
+    events.emit(
+        "workspace.updated",
+        resource=("workspace", workspace.pk),
+        account_ids=[],
+        workspace_ids=[workspace.pk],
+    )
+    return workspace
+
+
+@transaction.atomic
+def delete_workspace(workspace: Workspace, *, actor: Account | None) -> dict:
+    """CONTRACT 6: takes its projects, roles, permissions, memberships, credentials and clients."""
+    if workspace.slug == settings.IAM_ROOT_WORKSPACE:
+        raise ApiError(400, "the root workspace cannot be deleted")
+    summary = {"id": str(workspace.pk), "slug": workspace.slug, "name": workspace.name}
+    events.emit(
+        "workspace.deleted",
+        resource=("workspace", workspace.pk),
+        account_ids=_member_ids(workspace.memberships.all()),
+        workspace_ids=[workspace.pk],
+    )
+    forget_workspace(workspace)  # purged now and again after commit
+    forget_authorization(workspace.pk)
+    workspace.delete()
+    return summary
+
+
+def _check_project_unique(workspace: Workspace, *, name: str | None, code: str | None, exclude=None) -> None:
+    others = Project.objects.in_workspace(workspace).exclude(pk=exclude)
+    if name is not None and others.filter(name=name).exists():
+        raise ApiError(409, "name already exists", "name")
+    if code is not None and others.filter(code=code).exists():
+        raise ApiError(409, "code already exists", "code")
+
+
+@transaction.atomic
+def create_project(
+    workspace: Workspace,
+    *,
+    name: str,
+    config: dict,
+    tags: list[str],
+    meta: dict,
+    code: str | None = None,
+    description: str | None = None,
+    actor: Account | None,
+) -> Project:
+    _check_project_unique(workspace, name=name, code=code)
+    project = Project(
+        workspace=workspace,
+        name=name,
+        code=code,
+        description=description,
+        config=config,
+        tags=tags,
+        meta=meta,
+        created_by=actor,
+    )
+    save_unique(project, conflict="name or code already exists", field="name", force_insert=True)
+    return project
+
+
+@transaction.atomic
+def update_project(project: Project, *, changes: dict[str, Any], actor: Account | None) -> Project:
+    changes = dict(changes)
+    if "new_code" in changes:
+        changes["code"] = changes.pop("new_code")
+    _check_project_unique(
+        project.workspace, name=changes.get("name"), code=changes.get("code"), exclude=project.pk
+    )
+    fields = apply_changes(project, changes, fields=PROJECT_FIELDS)
+    save_unique(project, conflict="name or code already exists", field="name", update_fields=fields)
+    return project
+
+
+@transaction.atomic
+def delete_project(project: Project, *, actor: Account | None) -> dict:
+    """CONTRACT 6: takes its project-scope memberships, whose accounts lose what they granted."""
+    summary = {"id": str(project.pk), "name": project.name, "code": project.code}
+    events.emit(
+        "project.deleted",
+        resource=("project", project.pk),
+        account_ids=_member_ids(project.memberships.all()),
+        workspace_ids=[project.workspace_id],
+    )
+    forget_authorization(project.workspace_id)
+    project.delete()
+    return summary
