@@ -35,6 +35,8 @@ ACCOUNT_FIELDS = ("name", "description", "avatar_url", "enabled", "verified", "t
 
 
 class AccountChangeForm(forms.ModelForm):
+    avatar_url = forms.URLField(required=False, max_length=2048, assume_scheme="https", empty_value=None)
+
     class Meta:
         model = Account
         fields = (*ACCOUNT_FIELDS, "is_superuser")
@@ -69,7 +71,8 @@ class AccountCreationForm(forms.ModelForm):
             except ApiError as exc:
                 self.add_error("password1", exc.message)
         data = {name: cleaned[name] for name in ("email", "name") if cleaned.get(name)}
-        check_with(self, AccountCreateRequest, {**data, "password": password or ""})
+        if data:
+            check_with(self, AccountCreateRequest, data)
         return cleaned
 
 
@@ -155,7 +158,7 @@ class AccountAdmin(ServiceAdmin):
     @admin.display(description="password")
     def password_state(self, account: Account) -> str:
         state = "set" if account.has_usable_password() else "not set"
-        if account.pk is None:
+        if account._state.adding:
             return state
         url = reverse("admin:accounts_account_password", args=[account.pk])
         return format_html('{} (<a href="{}">set a new password</a>)', state, url)
@@ -174,38 +177,31 @@ class AccountAdmin(ServiceAdmin):
     def get_inlines(self, request: HttpRequest, obj=None):
         return () if obj is None else self.inlines
 
-    def save_model(self, request: HttpRequest, obj: Account, form: forms.ModelForm, change: bool) -> None:
-        if not change:
-            data = form.cleaned_data
-            created = services.create_password_account(
-                email=data["email"],
-                password=data["password1"],
-                name=data["name"],
-                workspace=root_workspace(),
-                actor=request.user,
-                verified=data["verified"],
-                is_superuser=data["is_superuser"],
-            )
-            # The admin goes on with the instance it built (log entry, redirect): make it the created row.
-            obj.__dict__.update(created.__dict__)
-            return
-        account = Account.objects.get(pk=obj.pk)  # `obj` already carries the form's values
+    def create(self, request: HttpRequest, form: forms.ModelForm) -> Account:
+        data = form.cleaned_data
+        return services.create_password_account(
+            email=data["email"],
+            password=data["password1"],
+            name=data["name"],
+            workspace=root_workspace(),
+            actor=request.user,
+            verified=data["verified"],
+            is_superuser=data["is_superuser"],
+        )
+
+    def update(self, request: HttpRequest, current: Account, form: forms.ModelForm) -> Account:
         changes = changed(form, ACCOUNT_FIELDS)
         if changes:
-            accounts.update_account(account, changes=changes, actor=request.user)
+            accounts.update_account(current, changes=changes, actor=request.user)
         if "is_superuser" in form.changed_data:
             # Operator status is the admin's own business (no API sets it); cached accounts carry it.
-            account.is_superuser = form.cleaned_data["is_superuser"]
-            account.save(update_fields=["is_superuser"])
-            forget_account(account.pk)
-        obj.refresh_from_db()
+            current.is_superuser = form.cleaned_data["is_superuser"]
+            current.save(update_fields=["is_superuser"])
+            forget_account(current.pk)
+        return current
 
-    def delete_model(self, request: HttpRequest, obj: Account) -> None:
+    def remove(self, request: HttpRequest, obj: Account) -> None:
         accounts.delete_account(obj, actor=request.user)
-
-    def delete_queryset(self, request: HttpRequest, queryset) -> None:
-        for account in queryset:
-            accounts.delete_account(account, actor=request.user)
 
     def _set_enabled(self, request: HttpRequest, queryset, enabled: bool) -> None:
         with transaction.atomic():
@@ -299,6 +295,10 @@ class CredentialAdmin(ServiceAdmin):
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 
-    def save_model(self, request: HttpRequest, obj: Credential, form: forms.ModelForm, change: bool) -> None:
-        fields = apply_changes(obj, changed(form, ("status",)), fields=("status",))
-        obj.save(update_fields=fields)
+    def update(self, request: HttpRequest, current: Credential, form: forms.ModelForm) -> Credential:
+        fields = apply_changes(current, changed(form, ("status",)), fields=("status",))
+        current.save(update_fields=fields)
+        return current
+
+    def remove(self, request: HttpRequest, obj: Credential) -> None:
+        obj.delete()

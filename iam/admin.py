@@ -7,7 +7,7 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
-from django.db import transaction
+from django.db import models, transaction
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.utils.html import format_html
 from rest_framework import serializers
@@ -26,15 +26,20 @@ RESOURCE_READONLY = ("id", "created_at", "updated_at")
 
 
 def check_with(
-    form: forms.ModelForm, serializer_class: type[serializers.Serializer], data: dict[str, Any]
+    form: forms.BaseForm,
+    serializer_class: type[serializers.Serializer],
+    data: dict[str, Any],
+    *,
+    partial: bool = True,
 ) -> None:
     """Runs the API's request serializer over `data` and puts its message (CONTRACT 12's wording) on the
     form field it names, so the admin refuses exactly what the API refuses."""
-    serializer = serializer_class(data=data, partial=True)
+    serializer = serializer_class(data=data, partial=partial)
     if serializer.is_valid():
         return
     error = validation_error(serializer)
     field = error.field.split(".")[0] if error.field else None
+    field = {"permission_ids": "permissions", "role_ids": "roles", "project_id": "project"}.get(field, field)
     form.add_error(field if field in form.fields else None, error.message)
 
 
@@ -43,10 +48,58 @@ def changed(form: forms.ModelForm, names: tuple[str, ...] | list[str]) -> dict[s
     return {name: form.cleaned_data[name] for name in form.changed_data if name in names}
 
 
+def adopt(obj: models.Model, created: models.Model) -> None:
+    """The admin goes on with the instance its form built (log entry, redirect, inlines): make it the row
+    the service created."""
+    obj.__dict__.update(created.__dict__)
+
+
 class ServiceAdmin(admin.ModelAdmin):
-    """Shared behaviour: ids and timestamps read-only, and a service's refusal (`ApiError`, say a name
-    conflict the form could not foresee) shown as an error message instead of a 500. The admin wraps the
-    view in a transaction, so nothing of the refused change stays."""
+    """The base of every model admin here. Writes go through three hooks that call the domain's services:
+    `create(request, form)` returns the new row, `update(request, current, form)` gets a fresh copy of the
+    row (the form has already written its values onto the admin's instance, so the service could not see
+    what changed) and `remove(request, obj)`. The form's many-to-many fields are passed to the services
+    by those hooks, never saved by the form itself, so a role's permissions change with the same events
+    and cache purges as over the API.
+
+    A service's refusal (`ApiError`, say a conflict the form could not foresee) becomes an error message
+    instead of a 500; the admin runs each view in a transaction, so nothing of the refused change stays.
+    JSON fields start with CONTRACT 12's `schema_version` on the add form."""
+
+    json_initial: dict[str, Any] = {}
+
+    def create(self, request: HttpRequest, form: forms.ModelForm) -> models.Model:
+        raise NotImplementedError
+
+    def update(self, request: HttpRequest, current: models.Model, form: forms.ModelForm) -> models.Model:
+        raise NotImplementedError
+
+    def remove(self, request: HttpRequest, obj: models.Model) -> None:
+        raise NotImplementedError
+
+    def save_model(self, request: HttpRequest, obj: models.Model, form: forms.ModelForm, change: bool) -> None:
+        if change:
+            if not form.has_changed():
+                return
+            self.update(request, type(obj)._default_manager.get(pk=obj.pk), form)
+            obj.refresh_from_db()
+        else:
+            adopt(obj, self.create(request, form))
+
+    def save_related(self, request: HttpRequest, form: forms.ModelForm, formsets, change: bool) -> None:
+        # Not `form.save_m2m()`: the create and update hooks have passed the relations to the services.
+        for formset in formsets:
+            self.save_formset(request, form, formset, change=change)
+
+    def delete_model(self, request: HttpRequest, obj: models.Model) -> None:
+        self.remove(request, obj)
+
+    def delete_queryset(self, request: HttpRequest, queryset) -> None:
+        for obj in queryset:
+            self.remove(request, obj)
+
+    def get_changeform_initial_data(self, request: HttpRequest) -> dict[str, Any]:
+        return {**self.json_initial, **super().get_changeform_initial_data(request)}
 
     def changeform_view(self, request: HttpRequest, *args, **kwargs) -> HttpResponse:
         try:
@@ -131,6 +184,9 @@ class OutboxMessageAdmin(ServiceAdmin):
 
     def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
         return False  # read-only; the retry action is the one change
+
+    def has_delete_permission(self, request: HttpRequest, obj=None) -> bool:
+        return False  # `manage.py cleanup` drops processed messages after IAM_OUTBOX_RETENTION_DAYS
 
     @admin.action(description="Retry the selected failed messages")
     def retry_messages(self, request: HttpRequest, queryset) -> None:
