@@ -43,7 +43,9 @@ class AccountChangeForm(forms.ModelForm):
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean()
-        data = {name: cleaned[name] for name in self.changed_data if name in ACCOUNT_FIELDS and name in cleaned}
+        data = {
+            name: cleaned[name] for name in self.changed_data if name in ACCOUNT_FIELDS and name in cleaned
+        }
         if data:
             check_with(self, AccountUpdateRequest, {"id": str(self.instance.pk), **data})
         return cleaned
@@ -151,7 +153,9 @@ class AccountAdmin(ServiceAdmin):
         ("Data", {"fields": ("tags", "meta")}),
         ("History", {"fields": ("created_at", "created_by", "updated_at", "updated_by")}),
     )
-    add_fieldsets = ((None, {"fields": ("email", "name", "password1", "password2", "verified", "is_superuser")}),)
+    add_fieldsets = (
+        (None, {"fields": ("email", "name", "password1", "password2", "verified", "is_superuser")}),
+    )
     inlines = (MembershipInline, CredentialInline)
     actions = ("enable_accounts", "disable_accounts", "end_account_sessions")
 

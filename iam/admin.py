@@ -77,7 +77,9 @@ class ServiceAdmin(admin.ModelAdmin):
     def remove(self, request: HttpRequest, obj: models.Model) -> None:
         raise NotImplementedError
 
-    def save_model(self, request: HttpRequest, obj: models.Model, form: forms.ModelForm, change: bool) -> None:
+    def save_model(
+        self, request: HttpRequest, obj: models.Model, form: forms.ModelForm, change: bool
+    ) -> None:
         if change:
             if not form.has_changed():
                 return
@@ -140,7 +142,9 @@ class ReadOnlyInline(admin.TabularInline):
 
 # Payload keys shown as they are; every other value of a non-event message (an e-mail's link carries a
 # one-time token) is hidden.
-SAFE_PAYLOAD_KEYS = frozenset({"id", "type", "kind", "template", "to", "subject", "workspace_id", "client_id"})
+SAFE_PAYLOAD_KEYS = frozenset(
+    {"id", "type", "kind", "template", "to", "subject", "workspace_id", "client_id"}
+)
 
 
 def visible_payload(message: OutboxMessage) -> dict:
@@ -148,9 +152,7 @@ def visible_payload(message: OutboxMessage) -> dict:
         return message.payload
     if not isinstance(message.payload, dict):
         return {}
-    return {
-        key: value if key in SAFE_PAYLOAD_KEYS else "(hidden)" for key, value in message.payload.items()
-    }
+    return {key: value if key in SAFE_PAYLOAD_KEYS else "(hidden)" for key, value in message.payload.items()}
 
 
 @admin.register(OutboxMessage)

@@ -114,7 +114,9 @@ class PermissionForm(forms.ModelForm):
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean()
         if self.instance._state.adding:
-            data = {name: cleaned[name] for name in services.PERMISSION_FIELDS if cleaned.get(name) is not None}
+            data = {
+                name: cleaned[name] for name in services.PERMISSION_FIELDS if cleaned.get(name) is not None
+            }
             check_with(self, PermissionCreateRequest, data, partial=False)
         else:
             data = changed(self, services.PERMISSION_FIELDS)
@@ -201,7 +203,17 @@ class RoleAdmin(ServiceAdmin):
     list_select_related = ("workspace",)
     ordering = ("workspace__slug", "name")
     raw_id_fields = ("workspace",)
-    fields = ("id", "workspace", "name", "description", "permissions", "tags", "meta", "created_at", "updated_at")
+    fields = (
+        "id",
+        "workspace",
+        "name",
+        "description",
+        "permissions",
+        "tags",
+        "meta",
+        "created_at",
+        "updated_at",
+    )
     readonly_fields = RESOURCE_READONLY
     json_initial = {"meta": SCHEMA}
 
@@ -262,13 +274,17 @@ class MembershipForm(forms.ModelForm):
         if workspace is not None and project is not None and project.workspace_id != workspace.pk:
             self.add_error("project", "project not found")
         data = {
-            name: cleaned[name] for name in ("scope", "status", "tags", "meta") if cleaned.get(name) is not None
+            name: cleaned[name]
+            for name in ("scope", "status", "tags", "meta")
+            if cleaned.get(name) is not None
         }
         if project is not None:
             data["project_id"] = str(project.pk)
         if self.instance._state.adding:
             account = cleaned.get("account")
-            data.update(account_id=str(account.pk) if account else "", role_ids=[str(role.pk) for role in roles])
+            data.update(
+                account_id=str(account.pk) if account else "", role_ids=[str(role.pk) for role in roles]
+            )
             check_with(self, MembershipCreateRequest, data, partial=False)
         else:
             check_with(self, MembershipUpdateRequest, {"id": str(self.instance.pk), **data})

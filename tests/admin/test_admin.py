@@ -15,7 +15,14 @@ from rbac.models import Membership, Permission, Role
 from tenancy.models import Project, Workspace
 from tests.admin.conftest import form_data
 from tests.conftest import ApiClient, client_for, err, ok
-from tests.factories import PASSWORD, AccountFactory, CredentialFactory, MembershipFactory, RoleFactory, WorkspaceFactory
+from tests.factories import (
+    PASSWORD,
+    AccountFactory,
+    CredentialFactory,
+    MembershipFactory,
+    RoleFactory,
+    WorkspaceFactory,
+)
 
 AUTH = "Authentication required or invalid credentials."
 
@@ -143,7 +150,9 @@ def test_saving_an_unchanged_role_records_nothing(admin_web):
 
 def test_role_permissions_must_come_from_its_workspace(admin_web):
     role = RoleFactory()
-    foreign = Permission.objects.create(workspace=WorkspaceFactory(), name="x:y", meta={"schema_version": "1"})
+    foreign = Permission.objects.create(
+        workspace=WorkspaceFactory(), name="x:y", meta={"schema_version": "1"}
+    )
     response = post_change(admin_web, role, permissions=[str(foreign.pk)])
     assert response.status_code == 200
     assert role.permissions.count() == 0
@@ -169,7 +178,9 @@ def test_a_name_conflict_is_a_message_not_a_500(admin_web):
 
 def test_creating_a_role_in_the_admin(admin_web):
     workspace = WorkspaceFactory()
-    permission = Permission.objects.create(workspace=workspace, name="projects:list", meta={"schema_version": "1"})
+    permission = Permission.objects.create(
+        workspace=workspace, name="projects:list", meta={"schema_version": "1"}
+    )
     response = admin_web.post(
         reverse("admin:rbac_role_add"),
         {
@@ -267,7 +278,9 @@ def test_a_membership_role_from_another_workspace_is_refused(admin_web):
         },
     )
     assert response.status_code == 200
-    assert response.context["adminform"].form.errors["roles"] == ["role_ids must name roles of this workspace"]
+    assert response.context["adminform"].form.errors["roles"] == [
+        "role_ids must name roles of this workspace"
+    ]
     assert not Membership.objects.exists()
 
 
