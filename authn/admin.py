@@ -10,7 +10,9 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin.forms import AdminPasswordChangeForm
 from django.contrib.admin.utils import unquote
+from django.contrib.auth.models import Group
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
@@ -103,6 +105,21 @@ class SetPasswordForm(forms.Form):
             except ApiError as exc:
                 self.add_error("password1", exc.message)
         return cleaned
+
+
+class OperatorPasswordChangeForm(AdminPasswordChangeForm):
+    """The admin's own "change password" (old password, then the new one twice), saved through the
+    service: every other session of the operator ends, this one is kept by the view. The form checks the
+    same AUTH_PASSWORD_VALIDATORS as the API."""
+
+    def save(self, commit: bool = True) -> Account:
+        accounts.set_password(self.user, self.cleaned_data["new_password1"])
+        return self.user
+
+
+admin.site.password_change_form = OperatorPasswordChangeForm
+# Accounts carry no Django groups or model permissions: operators pass every check (CONTRACT 4).
+admin.site.unregister(Group)
 
 
 class MembershipInline(ReadOnlyInline):

@@ -17,11 +17,6 @@ from iam.api import validation_error
 from iam.errors import ApiError
 from iam.models import OutboxMessage
 
-admin.site.site_header = "IAM"
-admin.site.site_title = "IAM admin"
-admin.site.index_title = "Operations"
-admin.site.site_url = None  # no public site to link to
-
 RESOURCE_READONLY = ("id", "created_at", "updated_at")
 
 

@@ -24,7 +24,7 @@ ALLOWED_HOSTS = env("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"], list)
 CSRF_TRUSTED_ORIGINS = env("CSRF_TRUSTED_ORIGINS", [], list)
 
 INSTALLED_APPS = [
-    "django.contrib.admin",
+    "iam.apps.IamAdminConfig",  # django.contrib.admin with the operators' site
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",

@@ -539,3 +539,27 @@ def test_outbox_messages_are_read_only(admin_web):
     page = admin_web.get(change_url(message))
     assert page.status_code == 200
     assert admin_web.get(reverse("admin:iam_outboxmessage_add")).status_code == 403
+
+
+def test_an_operator_changing_their_own_password_ends_their_other_sessions(admin_web, operator):
+    api = client_for(operator)
+    ok(api.call("/accounts/describe", {"id": str(operator.pk)}))
+    url = reverse("admin:password_change")
+    response = admin_web.post(
+        url, {"old_password": PASSWORD, "new_password1": "password", "new_password2": "password"}
+    )
+    assert response.status_code == 200
+    assert response.context["form"].errors == {"new_password2": ["This password is too common."]}
+    response = admin_web.post(
+        url,
+        {"old_password": PASSWORD, "new_password1": "a-new-passphrase", "new_password2": "a-new-passphrase"},
+    )
+    assert response.status_code == 302
+    err(api.call("/accounts/describe", {"id": str(operator.pk)}), 401, AUTH)
+    assert admin_web.get("/admin/").status_code == 200  # this session goes on
+    operator.refresh_from_db()
+    assert operator.check_password("a-new-passphrase")
+
+
+def test_groups_are_not_in_the_admin(admin_web):
+    assert b"Groups" not in admin_web.get("/admin/").content

@@ -26,13 +26,13 @@ def test_prints_an_access_token_that_the_api_accepts(db):
 
 
 def test_unknown_account(db):
-    with pytest.raises(CommandError, match="no account with e-mail nobody@example.com"):
+    with pytest.raises(CommandError, match=r"no account with e-mail nobody@example\.com"):
         issue("nobody@example.com")
 
 
 def test_disabled_account(db):
     AccountFactory(email="off@example.com", enabled=False)
-    with pytest.raises(CommandError, match="account off@example.com is disabled"):
+    with pytest.raises(CommandError, match=r"account off@example\.com is disabled"):
         issue("off@example.com")
 
 

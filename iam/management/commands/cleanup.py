@@ -12,8 +12,8 @@ class Command(BaseCommand):
     help = (
         "Deletes rows nobody needs any more and prints how many: delivered (done) outbox messages "
         "processed more than IAM_OUTBOX_RETENTION_DAYS ago (failed ones stay for the admin's retry), "
-        "expired refresh-token rows and expired OAuth states. Used refresh-token rows stay until they expire: reuse detection needs "
-        "them. Safe to run at any time, e.g. daily from cron."
+        "expired refresh-token rows and expired OAuth states. Used refresh-token rows stay until they "
+        "expire: reuse detection needs them. Safe to run at any time, e.g. daily from cron."
     )
 
     def handle(self, *args, **options):
