@@ -1,3 +1,5 @@
+from django.http import HttpRequest, HttpResponseRedirect
+from django.views.decorators.http import require_GET
 from rest_framework.request import Request
 
 from accounts.services import end_sessions
@@ -5,9 +7,17 @@ from iam.api import Endpoint
 from iam.errors import AUTHENTICATION_REQUIRED, ApiError
 from tenancy.state import find_workspace, root_workspace
 
-from . import services, sessions, tokens
+from . import oauth, services, sessions, tokens
 from .authentication import SessionTokenAuthentication
-from .serializers import LoginRequest, RegisterRequest, Revoked, SessionSerializer, SessionWithAccount
+from .serializers import (
+    LoginRequest,
+    OAuthInitiated,
+    OAuthInitiateRequest,
+    RegisterRequest,
+    Revoked,
+    SessionSerializer,
+    SessionWithAccount,
+)
 from .throttling import client_ip
 from .tokens import TokenError
 
@@ -77,3 +87,32 @@ class Revoke(Endpoint):
     def handle(self, request: Request, data: dict) -> dict:
         end_sessions(request.user)
         return {"account_id": str(request.user.pk), "revoked": True}
+
+
+# OAuth login with idp_a (SPEC 4 rules 3-6, CONTRACT 10)
+
+
+class OAuthInitiate(Endpoint):
+    public = True
+    request_serializer = OAuthInitiateRequest
+    response_serializer = OAuthInitiated
+
+    def handle(self, request: Request, data: dict) -> dict:
+        config = oauth.provider_config()
+        if config is None:
+            raise ApiError(503, "oauth provider not configured")
+        workspace = credential_workspace(request)
+        if not oauth.redirect_allowed(data["redirect_url"]):
+            raise ApiError(400, "redirect_url not allowed", "redirect_url")
+        auth_url = oauth.initiate(config, redirect_url=data["redirect_url"], workspace=workspace)
+        return self.serialize({"auth_url": auth_url})
+
+
+@require_GET
+def oauth_callback(request: HttpRequest) -> HttpResponseRedirect:
+    """Not JSON: the browser comes back from the provider and goes on to the client app (SPEC 4 rule 6).
+    The tokens travel in the query (SPEC 4 rule 4), so the answer is neither cached nor sent as Referer."""
+    response = HttpResponseRedirect(oauth.complete(request.GET.dict()))
+    response["Cache-Control"] = "no-store"
+    response["Referrer-Policy"] = "no-referrer"
+    return response

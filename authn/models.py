@@ -71,3 +71,20 @@ class RefreshToken(models.Model):
 
     def __str__(self) -> str:
         return str(self.jti)
+
+
+class OAuthState(models.Model):
+    """The server-side half of one OAuth login (SPEC 4 rule 3): kept 10 minutes, used once (CONTRACT 10).
+    Only a SHA-256 digest of the state is stored, and the PKCE code_verifier is encrypted at rest."""
+
+    state_digest = models.CharField(max_length=64, unique=True)
+    provider = models.CharField(max_length=16, choices=Credential.Provider.choices)
+    redirect_url = models.CharField(max_length=2048)
+    code_verifier = models.TextField()
+    workspace = models.ForeignKey("tenancy.Workspace", on_delete=models.CASCADE, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField(db_index=True)
+    used_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.provider} state {self.state_digest[:8]}"

@@ -28,3 +28,11 @@ class SessionWithAccount(SessionSerializer):
 class Revoked(serializers.Serializer):
     account_id = serializers.UUIDField()
     revoked = serializers.BooleanField()
+
+
+class OAuthInitiateRequest(serializers.Serializer):
+    redirect_url = String(max_length=2048)
+
+
+class OAuthInitiated(serializers.Serializer):
+    auth_url = serializers.CharField()

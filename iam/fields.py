@@ -113,6 +113,8 @@ class Integer(serializers.IntegerField):
 
 class Uuid(serializers.UUIDField):
     def to_internal_value(self, data: Any) -> uuid.UUID:
+        if isinstance(data, uuid.UUID):
+            return data
         if not isinstance(data, str):
             self.fail("invalid", value=data)
         return super().to_internal_value(data)
@@ -122,6 +124,11 @@ class UuidList(serializers.ListField):
     child = Uuid()
 
     def to_internal_value(self, data: Any) -> list[uuid.UUID]:
+        if isinstance(data, list):
+            try:
+                data = [uuid.UUID(item) for item in data]
+            except (TypeError, ValueError, AttributeError):
+                raise Invalid(f"{self.field_name} must be an array of UUIDs") from None
         values = super().to_internal_value(data)
         return list(dict.fromkeys(values))  # duplicates name the same record once
 
@@ -141,6 +148,10 @@ class Tags(serializers.ListField):
         super().__init__(**kwargs)
 
     def to_internal_value(self, data: Any) -> list[str]:
+        if isinstance(data, list) and not all(
+            isinstance(tag, str) and 1 <= len(tag) <= TAG_MAX_LENGTH for tag in data
+        ):
+            raise Invalid(f"{self.field_name} must be strings of 1 to {TAG_MAX_LENGTH} characters")
         return list(dict.fromkeys(super().to_internal_value(data)))
 
 

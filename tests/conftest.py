@@ -35,11 +35,18 @@ class ApiClient(Client):
         return merged
 
     def call(
-        self, path: str, body=None, *, headers: dict | None = None, raw: bytes | str | None = None, **extra
+        self,
+        path: str,
+        body=None,
+        *,
+        headers: dict | None = None,
+        raw: bytes | str | None = None,
+        method: str = "POST",
+        **extra,
     ):
         data = raw if raw is not None else json.dumps({} if body is None else body)
-        return self.post(
-            path, data=data, content_type="application/json", headers=self._headers(headers), **extra
+        return self.generic(
+            method, path, data, content_type="application/json", headers=self._headers(headers), **extra
         )
 
     def get(self, path: str, data=None, **kwargs):
