@@ -154,7 +154,6 @@ class AccountAdmin(ServiceAdmin):
     list_filter = ("enabled", "verified", "is_superuser")
     search_fields = ("email", "name")
     ordering = ("email",)
-    list_select_related = ("created_by",)
     readonly_fields = (
         *RESOURCE_READONLY,
         "email",

@@ -272,7 +272,7 @@ class MembershipForm(forms.ModelForm):
         if workspace is not None and outside(workspace, roles):
             self.add_error("roles", "role_ids must name roles of this workspace")
         if workspace is not None and project is not None and project.workspace_id != workspace.pk:
-            self.add_error("project", "project not found")
+            self.add_error("project", "project_id must name a project of this workspace")
         data = {
             name: cleaned[name]
             for name in ("scope", "status", "tags", "meta")

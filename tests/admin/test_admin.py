@@ -563,3 +563,24 @@ def test_an_operator_changing_their_own_password_ends_their_other_sessions(admin
 
 def test_groups_are_not_in_the_admin(admin_web):
     assert b"Groups" not in admin_web.get("/admin/").content
+
+
+def test_a_membership_project_from_another_workspace_is_refused(admin_web):
+    workspace = WorkspaceFactory()
+    foreign = Project.objects.create(workspace=WorkspaceFactory(), name="P", meta={"schema_version": "1"})
+    response = admin_web.post(
+        reverse("admin:rbac_membership_add"),
+        {
+            "account": str(AccountFactory().pk),
+            "workspace": str(workspace.pk),
+            "project": str(foreign.pk),
+            "scope": "project",
+            "status": "active",
+            "tags": "[]",
+            "meta": '{"schema_version": "1"}',
+        },
+    )
+    assert response.status_code == 200
+    assert response.context["adminform"].form.errors["project"] == [
+        "project_id must name a project of this workspace"
+    ]
