@@ -6,6 +6,7 @@ import os
 import shutil
 
 import pytest
+from django.db import connections
 
 from rbac.models import Membership, Role
 from tenancy.models import Workspace
@@ -39,6 +40,10 @@ def browser(monkeypatch):
             yield chromium
         finally:
             chromium.close()
+            # ORM calls made while Playwright's loop runs get database connections of their own context
+            # (Django keeps connections in context-local storage); close them, or the test database
+            # cannot be dropped at the end of the run.
+            connections.close_all()
 
 
 def test_operator_signs_in_creates_a_workspace_and_a_role(browser, live_server, tmp_path):
