@@ -9,14 +9,21 @@ from tenancy.state import find_workspace, root_workspace
 
 from . import oauth, services, sessions, tokens
 from .authentication import SessionTokenAuthentication
+from .emails import CONFIRM, RESET
 from .serializers import (
+    Confirmed,
+    EmailRequest,
     LoginRequest,
+    Message,
     OAuthInitiated,
     OAuthInitiateRequest,
+    PasswordUpdated,
     RegisterRequest,
     Revoked,
     SessionSerializer,
     SessionWithAccount,
+    TokenRequest,
+    UpdatePasswordRequest,
 )
 from .throttling import client_ip
 from .tokens import TokenError
@@ -87,6 +94,52 @@ class Revoke(Endpoint):
     def handle(self, request: Request, data: dict) -> dict:
         end_sessions(request.user)
         return {"account_id": str(request.user.pk), "revoked": True}
+
+
+# E-mail flows (SPEC 4 rules 1-2): the two requests answer the same whether the address is known or not.
+
+RESET_MESSAGE = "If an account exists for this address, a password reset link has been sent."
+RESEND_MESSAGE = "If an unconfirmed account exists for this address, a confirmation link has been sent."
+
+
+class ResetPassword(Endpoint):
+    public = True
+    request_serializer = EmailRequest
+    response_serializer = Message
+
+    def handle(self, request: Request, data: dict) -> dict:
+        services.request_email(RESET, email=data["email"])
+        return {"message": RESET_MESSAGE}
+
+
+class ResendConfirm(Endpoint):
+    public = True
+    request_serializer = EmailRequest
+    response_serializer = Message
+
+    def handle(self, request: Request, data: dict) -> dict:
+        services.request_email(CONFIRM, email=data["email"])
+        return {"message": RESEND_MESSAGE}
+
+
+class UpdatePassword(Endpoint):
+    public = True
+    request_serializer = UpdatePasswordRequest
+    response_serializer = PasswordUpdated
+
+    def handle(self, request: Request, data: dict) -> dict:
+        account = services.update_password(token=data["token"], password=data["password"])
+        return {"account_id": str(account.pk)}
+
+
+class Confirm(Endpoint):
+    public = True
+    request_serializer = TokenRequest
+    response_serializer = Confirmed
+
+    def handle(self, request: Request, data: dict) -> dict:
+        account = services.confirm_email(token=data["token"])
+        return {"account_id": str(account.pk), "verified": True}
 
 
 # OAuth login with idp_a (SPEC 4 rules 3-6, CONTRACT 10)

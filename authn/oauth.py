@@ -14,7 +14,6 @@ from datetime import timedelta
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import requests
-from cryptography.fernet import Fernet, InvalidToken
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import URLValidator, validate_email
@@ -25,6 +24,7 @@ from requests_oauthlib import OAuth2Session
 
 from accounts.models import Account, normalize_email
 from accounts.services import create_account, end_sessions, update_account
+from iam import crypto
 from tenancy.models import Workspace
 
 from .models import Credential, OAuthState
@@ -139,10 +139,6 @@ def _digest(state: str) -> str:
     return hashlib.sha256(state.encode()).hexdigest()
 
 
-def _fernet() -> Fernet:
-    return Fernet(settings.IAM_ENCRYPTION_KEY.encode())
-
-
 def _is_loopback_http(url: str) -> bool:
     parts = urlsplit(url)
     if parts.scheme != "http" or not parts.hostname:
@@ -189,7 +185,7 @@ def initiate(config: ProviderConfig, *, redirect_url: str, workspace: Workspace)
         state_digest=_digest(state),
         provider=PROVIDER,
         redirect_url=redirect_url,
-        code_verifier=_fernet().encrypt(verifier.encode()).decode(),
+        code_verifier=crypto.encrypt(verifier),
         workspace=workspace,
         expires_at=now + STATE_LIFETIME,
     )
@@ -382,8 +378,8 @@ def complete(params: dict[str, str]) -> str:
         if params.get("error") or not params.get("code"):
             raise OAuthFailure(OAUTH_FAILED, "provider answered without a code")
         try:
-            verifier = _fernet().decrypt(state.code_verifier.encode()).decode()
-        except InvalidToken as exc:
+            verifier = crypto.decrypt(state.code_verifier)
+        except crypto.InvalidToken as exc:
             raise OAuthFailure(OAUTH_FAILED, "code_verifier unreadable") from exc
         profile = fetch_profile(config, code=params["code"], code_verifier=verifier)
         try:

@@ -1,7 +1,9 @@
 from rest_framework import serializers
 
 from accounts.serializers import AccountBriefSerializer
-from iam.fields import Email, Name, String
+from iam.fields import DateTime, Email, Invalid, JsonObject, Name, String, Tags, Uuid
+
+from .models import Credential
 
 
 class RegisterRequest(serializers.Serializer):
@@ -30,9 +32,95 @@ class Revoked(serializers.Serializer):
     revoked = serializers.BooleanField()
 
 
+class EmailRequest(serializers.Serializer):
+    email = Email()
+
+
+class TokenRequest(serializers.Serializer):
+    token = String()
+
+
+class UpdatePasswordRequest(TokenRequest):
+    password = String()
+
+
+class Message(serializers.Serializer):
+    message = serializers.CharField()
+
+
+class Confirmed(serializers.Serializer):
+    account_id = serializers.UUIDField()
+    verified = serializers.BooleanField()
+
+
+class PasswordUpdated(serializers.Serializer):
+    account_id = serializers.UUIDField()
+
+
 class OAuthInitiateRequest(serializers.Serializer):
     redirect_url = String(max_length=2048)
 
 
 class OAuthInitiated(serializers.Serializer):
     auth_url = serializers.CharField()
+
+
+# Credentials (SPEC 4, CONTRACT 6 and 12)
+
+
+class CredentialSerializer(serializers.ModelSerializer):
+    account_id = serializers.UUIDField()
+    workspace_id = serializers.UUIDField()
+
+    class Meta:
+        model = Credential
+        fields = [
+            "id",
+            "account_id",
+            "workspace_id",
+            "kind",
+            "provider",
+            "status",
+            "provider_id",
+            "email",
+            "last_used_at",
+            "tags",
+            "meta",
+            "created_at",
+            "updated_at",
+        ]
+
+
+class Choice(serializers.ChoiceField):
+    """One of the choices, as a JSON string (no coercion of other types)."""
+
+    def to_internal_value(self, data) -> str:
+        if not isinstance(data, str) or data not in self.choices:
+            raise Invalid(f"{self.field_name} must be one of {', '.join(self.choices)}")
+        return data
+
+
+class CredentialRef(serializers.Serializer):
+    """CONTRACT 12: `id` and `account_id` together name the credential; `provider_id` and `email`, when
+    sent, must be its current values."""
+
+    id = Uuid()
+    account_id = Uuid()
+    provider_id = String(required=False, max_length=255)
+    email = Email(required=False)
+
+
+class CredentialUpdateRequest(CredentialRef):
+    kind = Choice(Credential.Kind.choices, required=False)
+    provider = Choice(Credential.Provider.choices, required=False)
+    status = Choice(Credential.Status.choices, required=False)
+    new_provider_id = String(required=False, allow_null=True, min_length=1, max_length=255)
+    new_email = Email(required=False, allow_null=True)
+    secret = String(required=False)
+    last_used_at = DateTime(required=False, allow_null=True)
+    tags = Tags(required=False)
+    meta = JsonObject(required=False)
+
+
+class CredentialDeleted(serializers.Serializer):
+    id = serializers.UUIDField()

@@ -1,15 +1,26 @@
+from uuid import UUID
+
 from django.contrib.auth.hashers import check_password, make_password
 from django.db import transaction
 from django.utils import timezone
 
 from accounts.models import Account, normalize_email
-from accounts.services import check_password_rules, create_account, email_taken
-from iam.errors import ApiError
+from accounts.services import (
+    check_password_rules,
+    create_account,
+    email_taken,
+    end_sessions,
+    set_password,
+    update_account,
+)
+from iam.errors import AUTHENTICATION_REQUIRED, ApiError
+from iam.services import apply_changes, save_unique
 from tenancy.models import Workspace
 
-from . import throttling
+from . import emails, throttling, tokens
 from .models import Credential
 from .sessions import issue_session
+from .tokens import TokenError
 
 INVALID_CREDENTIALS = "invalid credentials"  # SPEC 7
 
@@ -63,6 +74,8 @@ def register(*, email: str, password: str, name: str | None, workspace: Workspac
             conflict_status=400,  # SPEC 7 keeps 400 for register
         )
         session = issue_session(account)
+        emails.enqueue(emails.CONFIRM, account.pk)  # SPEC 4 rule 2
+    throttling.emails_by_address.hit(account.email)  # counts towards CONTRACT 13's 3 e-mails an hour
     return account, session
 
 
@@ -95,3 +108,147 @@ def login(*, email: str, password: str, ip: str) -> tuple[Account, dict]:
         Credential.objects.filter(pk=credential.pk).update(last_used_at=timezone.now())
         session = issue_session(account)
     return account, session
+
+
+# E-mail flows (SPEC 4 rules 1-2, CONTRACT 5, 9, 13)
+
+
+def request_email(kind: str, *, email: str) -> None:
+    """`reset-password` and `resend-confirm`. Known and unknown addresses take the same path: one account
+    lookup, one throttle hit and one outbox row in one transaction (a row with no account sends nothing).
+    The e-mail itself goes out after commit, in the worker, so neither answer waits for SMTP and the two
+    cannot be told apart by timing. Over CONTRACT 13's limit nothing is sent and the answer is the same."""
+    email = normalize_email(email)
+    throttled = throttling.emails_by_address.retry_after(email) is not None
+    throttling.emails_by_address.hit(email)
+    with transaction.atomic():
+        account = Account.objects.filter(email=email).first()
+        wanted = not throttled and emails.should_send(kind, account)
+        emails.enqueue(kind, account.pk if wanted else None)
+
+
+def _account_for(token: str, token_type: str) -> tuple[Account, dict]:
+    """The enabled account a special-purpose token names, locked for the change it authorizes."""
+    try:
+        claims = tokens.decode(token, types={token_type})
+    except TokenError as exc:
+        raise ApiError(401, AUTHENTICATION_REQUIRED) from exc
+    account = Account.objects.select_for_update().filter(pk=claims["sub"]).first()
+    if account is None or not account.enabled:
+        raise ApiError(401, AUTHENTICATION_REQUIRED)
+    return account, claims
+
+
+@transaction.atomic
+def confirm_email(*, token: str) -> Account:
+    """Verifies the account and activates its pending password credential (CONTRACT 5). Idempotent: a
+    valid token of a verified account answers the same. The session version is not compared, so ending
+    sessions does not void a confirmation link still on its way."""
+    account, _ = _account_for(token, tokens.ACCOUNT_CONFIRM)
+    if not account.verified:
+        update_account(account, changes={"verified": True}, actor=account)
+    Credential.objects.filter(
+        account=account, kind=Credential.Kind.PASSWORD, status=Credential.Status.PENDING
+    ).update(status=Credential.Status.ACTIVE, updated_at=timezone.now())
+    return account
+
+
+@transaction.atomic
+def update_password(*, token: str, password: str) -> Account:
+    """Sets the password a reset link was sent for. The token carries the session version it was issued
+    under; setting the password bumps it, so the link works once (CONTRACT 5), and the account row lock
+    makes two concurrent uses of one link succeed at most once."""
+    account, claims = _account_for(token, tokens.PASSWORD_RESET)
+    if claims["sv"] != account.session_version:
+        raise ApiError(401, AUTHENTICATION_REQUIRED)
+    check_password_rules(password, account)
+    set_password(account, password)
+    return account
+
+
+# Credentials (SPEC 4, CONTRACT 6 and 12). No create: registration and OAuth make them.
+
+CREDENTIAL_UPDATABLE = ("kind", "provider", "status", "provider_id", "email", "last_used_at", "tags", "meta")
+
+
+def get_credential(
+    workspace: Workspace,
+    *,
+    id: UUID,
+    account_id: UUID,
+    provider_id: str | None = None,
+    email: str | None = None,
+    lock: bool = False,
+) -> Credential:
+    """CONTRACT 12: `id` and `account_id` must name the same credential of the workspace; `provider_id`
+    and `email`, when given, must be its current values. Anything else is 404."""
+    found = Credential.objects.in_workspace(workspace).filter(pk=id, account_id=account_id)
+    if provider_id is not None:
+        found = found.filter(provider_id=provider_id)
+    if email is not None:
+        found = found.filter(email=normalize_email(email))
+    if lock:
+        found = found.select_for_update()
+    credential = found.select_related("account").first()
+    if credential is None:
+        raise ApiError(404, "credential not found")
+    return credential
+
+
+def _check_credential_conflicts(credential: Credential) -> None:
+    others = Credential.objects.exclude(pk=credential.pk)
+    if (
+        credential.kind == Credential.Kind.PASSWORD
+        and others.filter(account_id=credential.account_id, kind=Credential.Kind.PASSWORD).exists()
+    ):
+        raise ApiError(409, "password credential already exists", "kind")
+    if (
+        credential.provider_id is not None
+        and others.filter(provider=credential.provider, provider_id=credential.provider_id).exists()
+    ):
+        raise ApiError(409, "provider_id already exists", "new_provider_id")
+
+
+@transaction.atomic
+def update_credential(credential: Credential, *, changes: dict) -> Credential:
+    """`secret` on a password credential sets the account's password (argon2, CONTRACT 12). A new password
+    or a credential revoked ends every session of the account."""
+    changes = dict(changes)
+    secret = changes.pop("secret", None)
+    if "new_provider_id" in changes:
+        changes["provider_id"] = changes.pop("new_provider_id")
+    if "new_email" in changes:
+        changes["email"] = changes.pop("new_email")
+    if secret is not None and changes.get("kind", credential.kind) != Credential.Kind.PASSWORD:
+        raise ApiError(400, "secret applies to password credentials only", "secret")
+    account = credential.account
+    if secret is not None:
+        try:
+            check_password_rules(secret, account)
+        except ApiError as exc:
+            raise ApiError(400, exc.message, "secret") from exc
+    revoked = (
+        changes.get("status") == Credential.Status.REVOKED and credential.status != Credential.Status.REVOKED
+    )
+    fields = apply_changes(credential, changes, fields=CREDENTIAL_UPDATABLE)
+    _check_credential_conflicts(credential)
+    save_unique(
+        credential, conflict="provider_id already exists", field="new_provider_id", update_fields=fields
+    )
+    if secret is not None:
+        set_password(account, secret)  # ends the sessions
+    elif revoked:
+        end_sessions(account)
+    return credential
+
+
+@transaction.atomic
+def delete_credential(credential: Credential) -> dict:
+    """Deleting a usable credential ends the account's sessions, as revoking it does."""
+    summary = {"id": str(credential.pk)}
+    usable = credential.status != Credential.Status.REVOKED
+    account = credential.account
+    credential.delete()
+    if usable:
+        end_sessions(account)
+    return summary

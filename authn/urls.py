@@ -1,12 +1,20 @@
 from django.urls import path
 
-from . import api
+from . import api, credentials
 
 urlpatterns = [
     path("auth/register", api.Register.as_view()),
     path("auth/login", api.Login.as_view()),
     path("auth/refresh", api.Refresh.as_view()),
     path("auth/revoke", api.Revoke.as_view()),
+    path("auth/reset-password", api.ResetPassword.as_view()),
+    path("auth/update-password", api.UpdatePassword.as_view()),
+    path("auth/confirm", api.Confirm.as_view()),
+    path("auth/resend-confirm", api.ResendConfirm.as_view()),
+    path("credentials/describe", credentials.CredentialDescribe.as_view()),
+    path("credentials/list", credentials.CredentialList.as_view()),
+    path("credentials/update", credentials.CredentialUpdate.as_view()),
+    path("credentials/delete", credentials.CredentialDelete.as_view()),
 ]
 
 urlpatterns += [

@@ -1,0 +1,78 @@
+from django.db import models
+
+from iam.models import Resource
+from tenancy.models import WorkspaceScopedQuerySet
+
+
+class Client(Resource):
+    """An external service of a workspace (SPEC 2): validates tokens and receives push events. The secret
+    is stored encrypted (to sign pushes) and as a keyed digest (to compare in validate), never in
+    plaintext (CONTRACT 7)."""
+
+    workspace = models.ForeignKey("tenancy.Workspace", on_delete=models.CASCADE, related_name="clients")
+    name = models.CharField(max_length=255)
+    endpoint = models.URLField(max_length=2048, null=True, blank=True)
+    description = models.TextField(null=True, blank=True)
+    secret_encrypted = models.TextField(editable=False)
+    secret_digest = models.CharField(max_length=64, editable=False)
+    secret_version = models.PositiveIntegerField(default=1, editable=False)
+    created_by = models.ForeignKey(
+        "accounts.Account", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    objects = WorkspaceScopedQuerySet.as_manager()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["workspace", "name"], name="client_unique_name")]
+        indexes = [models.Index(fields=["workspace", "created_at", "id"], name="client_created")]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Delivery(models.Model):
+    """One event owed to one client (Saleor's EventDelivery); its outbox message carries the retries."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        DELIVERED = "delivered"
+        FAILED = "failed"
+
+    event_id = models.UUIDField()
+    event_type = models.CharField(max_length=64)
+    # A workspace's delete takes its clients, yet owes them `workspace.deleted`: a delivery outlives both,
+    # keeping the endpoint and the (encrypted) secret it had when the event happened.
+    client = models.ForeignKey(Client, null=True, on_delete=models.SET_NULL, related_name="deliveries")
+    workspace = models.ForeignKey("tenancy.Workspace", null=True, on_delete=models.SET_NULL, related_name="+")
+    endpoint = models.TextField(blank=True, default="")
+    secret_encrypted = models.TextField(blank=True, default="")
+    payload = models.JSONField()
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    attempts = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    delivered_at = models.DateTimeField(null=True, blank=True)
+    message_id = models.UUIDField(null=True, blank=True)
+
+    class Meta:
+        verbose_name_plural = "deliveries"
+        constraints = [
+            models.UniqueConstraint(fields=["event_id", "client"], name="delivery_unique_event_client")
+        ]
+        indexes = [models.Index(fields=["client", "created_at"], name="delivery_client_created")]
+
+    def __str__(self) -> str:
+        return f"{self.event_type} {self.event_id} -> {self.client_id} ({self.status})"
+
+
+class DeliveryAttempt(models.Model):
+    delivery = models.ForeignKey(Delivery, on_delete=models.CASCADE, related_name="attempt_rows")
+    attempted_at = models.DateTimeField(auto_now_add=True)
+    status_code = models.PositiveIntegerField(null=True, blank=True)
+    error = models.TextField(blank=True, default="")
+    duration_ms = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["attempted_at", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.delivery_id} {self.status_code or self.error[:40]}"

@@ -2,7 +2,9 @@
 
 `emit()` writes one `push.event` outbox message per affected workspace; the clients app handles that
 topic by fanning the event out to each client endpoint of the workspace (one delivery per client, each
-with its own retries and recorded attempts). Apps below `clients` can emit without importing it."""
+with its own retries and recorded attempts). The fan-out runs at once, in the change's transaction: it
+must find the clients as they were, since a workspace's delete takes its clients with it. Apps below
+`clients` can emit without importing it."""
 
 import uuid
 from collections.abc import Callable, Iterable
@@ -58,4 +60,5 @@ def emit(
                 "occurred_at": occurred_at,
                 "data": {"account_ids": accounts, "resource": {"type": resource[0], "id": str(resource[1])}},
             },
+            run_now=True,
         )

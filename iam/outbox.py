@@ -40,12 +40,19 @@ def handler(topic: str) -> Callable[[Handler], Handler]:
     return register
 
 
-def enqueue(topic: str, payload: dict, *, within: timedelta = timedelta(hours=24)) -> OutboxMessage:
+def enqueue(
+    topic: str, payload: dict, *, within: timedelta = timedelta(hours=24), run_now: bool = False
+) -> OutboxMessage:
+    """`run_now` runs the handler at once, inside the caller's transaction, for work that must see the
+    rows as they are before the change commits; a failure there is retried like any other."""
     now = timezone.now()
     message = OutboxMessage.objects.create(
         topic=topic, payload=payload, next_attempt_at=now, deadline=now + within
     )
-    transaction.on_commit(lambda: publish(message.pk))
+    if run_now:
+        process(message.pk)
+    else:
+        transaction.on_commit(lambda: publish(message.pk))
     return message
 
 

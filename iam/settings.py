@@ -145,6 +145,13 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Multi-tenant identity and access management. See SPEC.md and CONTRACT.md.",
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
+    # Several resources have a `kind` or `status`: name their enums after the resource.
+    "ENUM_NAME_OVERRIDES": {
+        "CredentialKindEnum": "authn.models.Credential.Kind",
+        "CredentialProviderEnum": "authn.models.Credential.Provider",
+        "CredentialStatusEnum": "authn.models.Credential.Status",
+        "MembershipStatusEnum": "rbac.models.Membership.Status",
+    },
 }
 
 # E-mail (CONTRACT 9).

@@ -21,6 +21,7 @@ from django.utils import timezone
 from accounts.models import Account
 from authn import oauth
 from authn.models import Credential, OAuthState
+from iam import crypto
 from tests.conftest import ApiClient, err, ok
 from tests.factories import PASSWORD, AccountFactory, CredentialFactory, WorkspaceFactory
 
@@ -463,7 +464,7 @@ def test_provider_error_on_the_token_exchange(api, configured):
 def test_wrong_pkce_verifier_is_refused_by_the_provider(api, configured):
     path = authorize(initiate(api))
     row = OAuthState.objects.get()
-    row.code_verifier = oauth._fernet().encrypt(b"x" * 64).decode()
+    row.code_verifier = crypto.encrypt("x" * 64)
     row.save()
     assert callback(api, path) == (APP, {"error": "oauth_failed"})
 

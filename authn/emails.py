@@ -1,0 +1,110 @@
+"""Confirmation and password-reset e-mails (SPEC 6.3, CONTRACT 9), sent through the durable outbox.
+
+The outbox payload holds no token, only `{"kind", "account_id"}`: the JWT is minted when the e-mail is
+sent, so the database never stores a usable link. A reset token carries the account's session version,
+and `update-password` bumps that version, so a reset link works once (CONTRACT 5)."""
+
+import logging
+import smtplib
+from uuid import UUID
+
+from django.conf import settings
+from django.core.mail import EmailMultiAlternatives
+from django.template.loader import render_to_string
+
+from accounts.models import Account
+from iam import outbox
+from iam.models import OutboxMessage
+
+from . import tokens
+
+logger = logging.getLogger(__name__)
+
+TOPIC = "email"
+CONFIRM = "confirm"
+RESET = "reset"
+
+_KINDS = {
+    CONFIRM: {
+        "type": tokens.ACCOUNT_CONFIRM,
+        "path": "confirm-email",
+        "template": "emails/confirm",
+        "subject": "Confirm your e-mail address",
+    },
+    RESET: {
+        "type": tokens.PASSWORD_RESET,
+        "path": "reset-password",
+        "template": "emails/reset",
+        "subject": "Reset your password",
+    },
+}
+
+
+def enqueue(kind: str, account_id: UUID | None) -> OutboxMessage:
+    """Records the e-mail in the caller's transaction. `account_id=None` records a message that sends
+    nothing: reset and resend requests for unknown addresses write the same row as known ones, so the two
+    cost the same (CONTRACT 13)."""
+    assert kind in _KINDS, kind
+    payload = {"kind": kind, "account_id": str(account_id) if account_id else None}
+    return outbox.enqueue(TOPIC, payload, within=settings.IAM_EMAIL_TOKEN_LIFETIME)
+
+
+def should_send(kind: str, account: Account | None) -> bool:
+    """Who gets mail: an enabled account; for a confirmation, only while it is unverified (SPEC 4 rule 1)."""
+    if account is None or not account.enabled:
+        return False
+    return not (kind == CONFIRM and account.verified)
+
+
+def link(kind: str, account: Account) -> str:
+    spec = _KINDS[kind]
+    token, _ = tokens.issue(
+        account.pk,
+        type=spec["type"],
+        session_version=account.session_version,
+        lifetime=settings.IAM_EMAIL_TOKEN_LIFETIME,
+    )
+    return f"{settings.IAM_FRONTEND_URL}/{spec['path']}?token={token}"
+
+
+def build(kind: str, account: Account) -> EmailMultiAlternatives:
+    spec = _KINDS[kind]
+    context = {
+        "account": account,
+        "link": link(kind, account),
+        "hours": int(settings.IAM_EMAIL_TOKEN_LIFETIME.total_seconds() // 3600),
+    }
+    message = EmailMultiAlternatives(
+        subject=spec["subject"],
+        body=render_to_string(f"{spec['template']}.txt", context),
+        from_email=settings.DEFAULT_FROM_EMAIL,
+        to=[account.email],
+    )
+    message.attach_alternative(render_to_string(f"{spec['template']}.html", context), "text/html")
+    return message
+
+
+@outbox.handler(TOPIC)
+def send(message: OutboxMessage) -> None:
+    kind = message.payload.get("kind")
+    if kind not in _KINDS:
+        raise outbox.Undeliverable(f"unknown e-mail kind {kind!r}")
+    account_id = message.payload.get("account_id")
+    # Re-read at send time: the account may have been confirmed, disabled or deleted since.
+    account = Account.objects.filter(pk=account_id).first() if account_id else None
+    if not should_send(kind, account):
+        return
+    try:
+        build(kind, account).send()
+    except smtplib.SMTPResponseException as exc:
+        if exc.smtp_code >= 500:  # a permanent refusal (RFC 5321 4.2.1)
+            raise outbox.Undeliverable(f"smtp {exc.smtp_code}") from exc
+        raise outbox.RetryLater(f"smtp {exc.smtp_code}") from exc
+    except smtplib.SMTPRecipientsRefused as exc:
+        codes = [code for code, _ in exc.recipients.values()]
+        if all(code >= 500 for code in codes):
+            raise outbox.Undeliverable(f"recipient refused: {codes}") from exc
+        raise outbox.RetryLater(f"recipient refused: {codes}") from exc
+    except (smtplib.SMTPException, OSError) as exc:  # connection refused, timeouts, TLS failures
+        raise outbox.RetryLater(f"{type(exc).__name__}: {exc}") from exc
+    logger.info("email: sent %s to account %s", kind, account.pk)

@@ -1,0 +1,132 @@
+"""Outbound requests to client endpoints, guarded against SSRF (CONTRACT 8): the host is resolved, every
+address is vetted, and the connection goes to a vetted address, so a DNS answer that changes between the
+check and the connection (rebinding) cannot reach an internal service."""
+
+import contextlib
+import http.client
+import ipaddress
+import socket
+import ssl
+import threading
+from urllib.parse import urlsplit
+
+from django.conf import settings
+
+
+class EndpointRefused(Exception):
+    """The endpoint is not a public http(s) URL: retrying cannot help."""
+
+
+def _refused(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    return (
+        address.is_loopback
+        or address.is_private
+        or address.is_link_local
+        or address.is_multicast
+        or address.is_reserved
+        or address.is_unspecified
+        or not address.is_global
+    )
+
+
+def vet(url: str) -> tuple[str, str, int, str, str]:
+    """Returns (scheme, host, port, path, address to connect to) or raises EndpointRefused."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        raise EndpointRefused("malformed url") from exc
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise EndpointRefused("not an http(s) url")
+    host = parts.hostname
+    port = port or (443 if parts.scheme == "https" else 80)
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError) as exc:
+        raise EndpointRefused(f"cannot resolve {host}") from exc
+    addresses = [info[4][0] for info in infos]
+    if not addresses:
+        raise EndpointRefused(f"cannot resolve {host}")
+    if not settings.IAM_WEBHOOK_ALLOW_PRIVATE:
+        for address in addresses:
+            if _refused(ipaddress.ip_address(address.split("%", 1)[0])):
+                raise EndpointRefused(f"{host} resolves to a non-public address")
+    path = parts.path or "/"
+    if parts.query:
+        path = f"{path}?{parts.query}"
+    return parts.scheme, host, port, path, addresses[0]
+
+
+def is_allowed(url: str) -> bool:
+    """The create/update check. Development (private endpoints allowed) skips DNS: hosts there may only
+    resolve later, and delivery checks again anyway."""
+    if settings.IAM_WEBHOOK_ALLOW_PRIVATE:
+        return True
+    try:
+        vet(url)
+    except EndpointRefused:
+        return False
+    return True
+
+
+class _PinnedHTTPConnection(http.client.HTTPConnection):
+    def __init__(self, host: str, port: int, address: str, timeout: float):
+        super().__init__(host, port, timeout=timeout)
+        self._address = address
+
+    def connect(self) -> None:
+        self.sock = socket.create_connection((self._address, self.port), self.timeout)
+
+
+class _PinnedHTTPSConnection(http.client.HTTPSConnection):
+    def __init__(self, host: str, port: int, address: str, timeout: float):
+        super().__init__(host, port, timeout=timeout, context=ssl.create_default_context())
+        self._address = address
+
+    def connect(self) -> None:
+        sock = socket.create_connection((self._address, self.port), self.timeout)
+        self.sock = self._context.wrap_socket(sock, server_hostname=self.host)
+
+
+class _Watchdog:
+    """Shuts the socket down when the attempt's time is up; a read blocked on it then returns."""
+
+    def __init__(self, connection: http.client.HTTPConnection, timeout: float):
+        self.connection = connection
+        self.fired = False
+        self.timer = threading.Timer(timeout, self.fire)
+        self.timer.daemon = True
+
+    def fire(self) -> None:
+        self.fired = True
+        sock = self.connection.sock
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
+
+def post(url: str, body: bytes, headers: dict[str, str], *, timeout: float) -> int:
+    """POSTs once, follows no redirect, returns the status. Raises EndpointRefused, or OSError /
+    http.client.HTTPException for a failure worth retrying. `timeout` bounds the whole attempt, not
+    each socket operation, so a receiver that drips bytes cannot hold the worker."""
+    scheme, host, port, path, address = vet(url)
+    connection_class = _PinnedHTTPSConnection if scheme == "https" else _PinnedHTTPConnection
+    connection = connection_class(host, port, address, timeout)
+    watchdog = _Watchdog(connection, timeout)
+    watchdog.timer.start()
+    try:
+        connection.request("POST", path, body=body, headers={"Content-Type": "application/json", **headers})
+        response = connection.getresponse()
+        response.read(64 * 1024)
+    except (OSError, http.client.HTTPException):
+        if watchdog.fired:
+            raise TimeoutError(f"timed out after {timeout}s") from None
+        raise
+    finally:
+        watchdog.timer.cancel()
+        connection.close()
+    if watchdog.fired:
+        raise TimeoutError(f"timed out after {timeout}s")
+    return response.status

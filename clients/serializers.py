@@ -1,0 +1,89 @@
+from rest_framework import serializers
+
+from accounts.serializers import AccountBriefSerializer
+from iam.fields import JsonObject, Name, PermissionName, String, Tags, Url, Uuid
+from tenancy.serializers import WorkspaceSerializer
+
+from .models import Client
+
+
+class ClientSerializer(serializers.ModelSerializer):
+    """describe, list and update: never the secret (SPEC 4 Clients)."""
+
+    workspace = WorkspaceSerializer(read_only=True)  # SPEC 2: the full workspace, embedded
+    workspace_id = serializers.UUIDField(read_only=True)
+
+    class Meta:
+        model = Client
+        fields = [
+            "id",
+            "workspace",
+            "workspace_id",
+            "name",
+            "endpoint",
+            "description",
+            "tags",
+            "meta",
+            "created_at",
+            "updated_at",
+        ]
+
+
+class ClientWithSecret(ClientSerializer):
+    secret = serializers.CharField(read_only=True)
+
+    class Meta(ClientSerializer.Meta):
+        fields = [*ClientSerializer.Meta.fields, "secret"]
+
+
+class ClientRef(serializers.Serializer):
+    id = Uuid()
+
+
+class ClientDeleted(serializers.Serializer):
+    id = serializers.UUIDField()
+
+
+class SecretRegenerated(serializers.Serializer):
+    id = serializers.UUIDField()
+    secret = serializers.CharField()
+
+
+class ClientCreateRequest(serializers.Serializer):
+    name = Name(min_length=1)
+    endpoint = Url(required=False, allow_null=True)
+    description = String(required=False, allow_null=True, allow_blank=True, max_length=4096)
+    tags = Tags()
+    meta = JsonObject()
+
+
+class ClientUpdateRequest(ClientRef):
+    name = Name(required=False, min_length=1)
+    endpoint = Url(required=False, allow_null=True)
+    description = String(required=False, allow_null=True, allow_blank=True, max_length=4096)
+    tags = Tags(required=False)
+    meta = JsonObject(required=False)
+
+
+class ValidateRequest(serializers.Serializer):
+    SECRET_MAX = 1024
+    TOKEN_MAX = 8192
+
+    client_id = Uuid()
+    client_secret = String(max_length=SECRET_MAX)
+    token = String(max_length=TOKEN_MAX)
+    permission = PermissionName(required=False, allow_null=True)
+    project_id = Uuid(required=False, allow_null=True)
+
+
+class ValidateResponse(serializers.Serializer):
+    """CONTRACT 7 (documentation only: the payload is built by `clients.validation`)."""
+
+    authorized = serializers.BooleanField()
+    reason = serializers.CharField(allow_null=True)
+    account = AccountBriefSerializer(allow_null=True)
+    workspace_id = serializers.UUIDField(allow_null=True)
+    roles = serializers.ListField(child=serializers.CharField())
+    permissions = serializers.ListField(child=serializers.CharField())
+    allowed = serializers.BooleanField(allow_null=True)
+    expires_at = serializers.DateTimeField(allow_null=True)

@@ -1,0 +1,85 @@
+"""`POST /clients/validate` (CONTRACT 7): the hot path other services call on every request they serve.
+On a warm cache it makes no query: the client, the account and the grants are all cached, and each is
+purged around the commit of any change to it, so a revoke, a rotation or a removed membership answers
+`authorized: false` at once, and with the cache down the database answers."""
+
+import datetime as dt
+from uuid import UUID
+
+from authn.sessions import authenticate_token
+from authn.tokens import TokenError
+from iam import crypto
+from rbac import policy
+
+from .state import find_client
+
+
+def _answer(
+    reason: str | None,
+    *,
+    workspace_id: str | None = None,
+    account=None,
+    roles=(),
+    permissions=(),
+    allowed: bool | None = None,
+    expires_at: int | None = None,
+) -> dict:
+    return {
+        "authorized": reason is None,
+        "reason": reason,
+        "account": (
+            {
+                "id": str(account.pk),
+                "email": account.email,
+                "name": account.name,
+                "verified": account.verified,
+                "enabled": account.enabled,
+            }
+            if account is not None
+            else None
+        ),
+        "workspace_id": workspace_id,
+        "roles": sorted(roles),
+        "permissions": sorted(permissions),
+        "allowed": allowed,
+        "expires_at": (
+            dt.datetime.fromtimestamp(expires_at, dt.UTC).isoformat().replace("+00:00", "Z")
+            if expires_at is not None
+            else None
+        ),
+    }
+
+
+def validate(
+    *,
+    client_id: UUID,
+    client_secret: str,
+    token: str,
+    permission: str | None = None,
+    project_id: UUID | None = None,
+) -> dict:
+    denied = False if permission is not None else None
+    client = find_client(client_id)
+    if client is None or not crypto.matches(client_secret, client.secret_digest):
+        return _answer("invalid_client", allowed=denied)
+    workspace_id = client.workspace_id
+    try:
+        account, claims = authenticate_token(token)
+    except TokenError as exc:
+        return _answer(exc.reason, workspace_id=workspace_id, allowed=denied)
+    grants = policy.grants(account.pk, UUID(workspace_id))
+    if not grants.member:
+        return _answer("not_a_member", workspace_id=workspace_id, allowed=denied, expires_at=claims["exp"])
+    roles, permissions = set(grants.roles), set(grants.permissions)
+    if project_id is not None:
+        roles |= grants.project_roles.get(str(project_id), frozenset())
+        permissions |= grants.project_permissions.get(str(project_id), frozenset())
+    return _answer(
+        None,
+        workspace_id=workspace_id,
+        account=account,
+        roles=roles,
+        permissions=permissions,
+        allowed=grants.allows(permission, project_id) if permission is not None else None,
+        expires_at=claims["exp"],
+    )

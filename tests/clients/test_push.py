@@ -1,0 +1,380 @@
+"""Push events to clients (CONTRACT 8), delivered over real HTTP to a receiver on loopback: signature,
+fan-out, retries with every attempt recorded, broker outage, SSRF refusal at delivery time."""
+
+import base64
+import hashlib
+import hmac
+import json
+import threading
+import time
+from datetime import timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+from django.db import transaction
+from django.test import override_settings
+from django.utils import timezone
+
+from clients.models import Delivery, DeliveryAttempt
+from clients.push import retry_delivery
+from iam import events, outbox
+from iam.models import OutboxMessage
+from iam.tasks import process_outbox_message
+from tests.conftest import ok
+from tests.factories import AccountFactory, MembershipFactory, WorkspaceFactory
+
+
+class Receiver:
+    """A webhook receiver on 127.0.0.1 that answers `fail_first` requests with 500 (or `failure_status`),
+    then 204; it keeps every request and the ids it accepted."""
+
+    def __init__(self):
+        self.requests: list[tuple[dict, bytes]] = []
+        self.accepted: list[str] = []
+        self.fail_first = 0
+        self.failure_status = 500
+        self.delay = 0.0
+        self.drip = False
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                receiver.requests.append(({k.lower(): v for k, v in self.headers.items()}, body))
+                if receiver.delay:
+                    time.sleep(receiver.delay)
+                if receiver.drip:  # each write comes well within the socket timeout, the whole does not
+                    self.wfile.write(b"HTTP/1.1 204 No Content\r\n")
+                    for _ in range(10):
+                        self.wfile.write(b"X-Slow: 1\r\n")
+                        self.wfile.flush()
+                        time.sleep(0.1)
+                    self.wfile.write(b"\r\n")
+                    return
+                if len(receiver.requests) <= receiver.fail_first:
+                    self.send_response(receiver.failure_status)
+                    self.send_header("Location", f"{receiver.url}elsewhere")
+                else:
+                    receiver.accepted.append(self.headers["webhook-id"])
+                    self.send_response(204)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.block_on_close = False
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/"
+        self.thread = threading.Thread(target=self.server.serve_forever, args=(0.01,), daemon=True)
+        self.thread.start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def receiver():
+    server = Receiver()
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def workspace(db):
+    return WorkspaceFactory()
+
+
+@pytest.fixture
+def admin(workspace, member_of):
+    return member_of(workspace, "clients:*", "memberships:*")[1]
+
+
+@pytest.fixture
+def client(admin, receiver):
+    return ok(
+        admin.call(
+            "/clients/create",
+            {"name": "svc", "endpoint": receiver.url, "tags": [], "meta": {"schema_version": "1"}},
+        )
+    )
+
+
+def verify(secret: str, headers: dict, body: bytes) -> bool:
+    signed = f"{headers['webhook-id']}.{headers['webhook-timestamp']}.".encode() + body
+    expected = base64.b64encode(hmac.new(secret.encode(), signed, hashlib.sha256).digest()).decode()
+    scheme, _, signature = headers["webhook-signature"].partition(",")
+    return scheme == "v1" and hmac.compare_digest(signature, expected)
+
+
+def emit_membership_created(workspace, capture):
+    account = AccountFactory()
+    with capture(execute=True), transaction.atomic():
+        membership = MembershipFactory(account=account, workspace=workspace)
+        events.emit(
+            "membership.created",
+            resource=("membership", membership.pk),
+            account_ids=[account.pk],
+            workspace_ids=[workspace.pk],
+        )
+    return account, membership
+
+
+def run_due_retry(delivery: Delivery, capture) -> str:
+    """Eager tasks do not wait for countdowns: make the retry due and run it as the worker would."""
+    OutboxMessage.objects.filter(pk=delivery.message_id).update(next_attempt_at=timezone.now())
+    with capture(execute=True):
+        return outbox.process(delivery.message_id)
+
+
+def test_event_is_delivered_signed(client, workspace, receiver, django_capture_on_commit_callbacks):
+    before = int(time.time())
+    account, membership = emit_membership_created(workspace, django_capture_on_commit_callbacks)
+    assert len(receiver.requests) == 1
+    headers, body = receiver.requests[0]
+    event = json.loads(body)
+    assert set(event) == {"id", "type", "workspace_id", "occurred_at", "data"}
+    assert (event["type"], event["workspace_id"]) == ("membership.created", str(workspace.pk))
+    assert event["data"] == {
+        "account_ids": [str(account.pk)],
+        "resource": {"type": "membership", "id": str(membership.pk)},
+    }
+    assert headers["webhook-id"] == event["id"]
+    assert before <= int(headers["webhook-timestamp"]) <= int(time.time())
+    assert headers["content-type"] == "application/json"
+    assert verify(client["secret"], headers, body)
+    assert not verify("another-secret", headers, body)
+    delivery = Delivery.objects.get()
+    assert (delivery.status, delivery.attempts, str(delivery.event_id)) == ("delivered", 1, event["id"])
+    attempt = DeliveryAttempt.objects.get(delivery=delivery)
+    assert (attempt.status_code, attempt.error) == (204, "")
+
+
+def test_membership_delete_over_http_reaches_the_client(
+    client, admin, workspace, receiver, django_capture_on_commit_callbacks
+):
+    membership = MembershipFactory(workspace=workspace)
+    with django_capture_on_commit_callbacks(execute=True):
+        ok(admin.call("/memberships/delete", {"id": str(membership.pk)}))
+    (headers, body), *_ = receiver.requests
+    event = json.loads(body)
+    assert event["type"] == "membership.deleted"
+    assert event["data"]["account_ids"] == [str(membership.account_id)]
+    assert verify(client["secret"], headers, body)
+
+
+def test_fan_out_reaches_only_clients_of_the_workspace_with_an_endpoint(
+    client, admin, workspace, member_of, receiver, django_capture_on_commit_callbacks
+):
+    ok(admin.call("/clients/create", {"name": "quiet", "tags": [], "meta": {"schema_version": "1"}}))
+    second = Receiver()
+    try:
+        ok(
+            admin.call(
+                "/clients/create",
+                {"name": "second", "endpoint": second.url, "tags": [], "meta": {"schema_version": "1"}},
+            )
+        )
+        _, elsewhere = member_of(None, "clients:*")
+        third = Receiver()
+        try:
+            ok(
+                elsewhere.call(
+                    "/clients/create",
+                    {"name": "svc", "endpoint": third.url, "tags": [], "meta": {"schema_version": "1"}},
+                )
+            )
+            emit_membership_created(workspace, django_capture_on_commit_callbacks)
+            assert third.requests == []
+        finally:
+            third.close()
+        assert len(second.requests) == 1
+    finally:
+        second.close()
+    assert len(receiver.requests) == 1
+    assert Delivery.objects.count() == 2
+
+
+def test_failures_are_retried_until_delivered_once(
+    client, workspace, receiver, django_capture_on_commit_callbacks
+):
+    receiver.fail_first = 2
+    emit_membership_created(workspace, django_capture_on_commit_callbacks)
+    delivery = Delivery.objects.get()
+    message = OutboxMessage.objects.get(pk=delivery.message_id)
+    assert (delivery.status, delivery.attempts, message.attempts) == ("pending", 1, 1)
+    # the first retry is due within 10 s (CONTRACT 8)
+    assert message.next_attempt_at - timezone.now() <= timedelta(seconds=10)
+    assert "status 500" in message.last_error
+
+    assert run_due_retry(delivery, django_capture_on_commit_callbacks) == "retry"
+    assert run_due_retry(delivery, django_capture_on_commit_callbacks) == "done"
+    assert run_due_retry(delivery, django_capture_on_commit_callbacks) == "skipped"
+
+    ids = {headers["webhook-id"] for headers, _ in receiver.requests}
+    assert len(receiver.requests) == 3 and len(ids) == 1
+    assert receiver.accepted == [str(delivery.event_id)]  # exactly once
+    assert all(verify(client["secret"], headers, body) for headers, body in receiver.requests)
+    delivery.refresh_from_db()
+    assert (delivery.status, delivery.attempts) == ("delivered", 3)
+    assert [attempt.status_code for attempt in delivery.attempt_rows.all()] == [500, 500, 204]
+
+
+def test_redirects_are_not_followed(client, workspace, receiver, django_capture_on_commit_callbacks):
+    receiver.fail_first, receiver.failure_status = 1, 302
+    emit_membership_created(workspace, django_capture_on_commit_callbacks)
+    assert len(receiver.requests) == 1
+    delivery = Delivery.objects.get()
+    assert delivery.status == "pending"
+    assert [attempt.status_code for attempt in delivery.attempt_rows.all()] == [302]
+
+
+@override_settings(IAM_WEBHOOK_TIMEOUT_SECONDS=0.2)
+def test_a_timeout_is_retried_and_recorded(client, workspace, receiver, django_capture_on_commit_callbacks):
+    receiver.delay = 0.5
+    emit_membership_created(workspace, django_capture_on_commit_callbacks)
+    delivery = Delivery.objects.get()
+    attempt = delivery.attempt_rows.get()
+    assert attempt.status_code is None and "timed out" in attempt.error
+    assert delivery.status == "pending"
+    receiver.delay = 0
+    assert run_due_retry(delivery, django_capture_on_commit_callbacks) == "done"
+
+
+@override_settings(IAM_WEBHOOK_TIMEOUT_SECONDS=0.3)
+def test_the_timeout_bounds_the_whole_attempt(
+    client, workspace, receiver, django_capture_on_commit_callbacks
+):
+    receiver.drip = True
+    started = time.monotonic()
+    emit_membership_created(workspace, django_capture_on_commit_callbacks)
+    assert time.monotonic() - started < 0.9
+    delivery = Delivery.objects.get()
+    attempt = delivery.attempt_rows.get()
+    assert attempt.status_code is None and attempt.error
+    assert delivery.status == "pending"
+
+
+def test_delivery_gives_up_at_the_deadline(client, workspace, receiver, django_capture_on_commit_callbacks):
+    receiver.fail_first = 10
+    emit_membership_created(workspace, django_capture_on_commit_callbacks)
+    delivery = Delivery.objects.get()
+    OutboxMessage.objects.filter(pk=delivery.message_id).update(
+        deadline=timezone.now() + timedelta(seconds=1)
+    )
+    assert run_due_retry(delivery, django_capture_on_commit_callbacks) == "failed"
+    delivery.refresh_from_db()
+    assert (delivery.status, delivery.attempts) == ("failed", 2)
+    # the admin's retry sends it again
+    receiver.fail_first = 0
+    with django_capture_on_commit_callbacks(execute=True):
+        retry_delivery(delivery)
+    delivery.refresh_from_db()
+    assert delivery.status == "delivered"
+    assert receiver.accepted == [str(delivery.event_id)]
+
+
+def test_broker_down_at_the_time_of_the_change(
+    client, workspace, receiver, monkeypatch, django_capture_on_commit_callbacks
+):
+    def down(*args, **kwargs):
+        raise ConnectionError("broker down")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(process_outbox_message, "apply_async", down)
+        emit_membership_created(workspace, django_capture_on_commit_callbacks)
+    assert receiver.requests == []
+    message = OutboxMessage.objects.get(pk=Delivery.objects.get().message_id)
+    assert message.status == "pending"
+    OutboxMessage.objects.filter(pk=message.pk).update(next_attempt_at=timezone.now() - timedelta(minutes=1))
+    with django_capture_on_commit_callbacks(execute=True):
+        assert outbox.sweep() == 1
+    assert len(receiver.requests) == 1
+    assert verify(client["secret"], *receiver.requests[0])
+    assert Delivery.objects.get().status == "delivered"
+
+
+def test_a_private_address_is_refused_at_delivery(
+    client, workspace, receiver, django_capture_on_commit_callbacks
+):
+    with override_settings(IAM_WEBHOOK_ALLOW_PRIVATE=False):
+        emit_membership_created(workspace, django_capture_on_commit_callbacks)
+    assert receiver.requests == []
+    delivery = Delivery.objects.get()
+    assert (delivery.status, delivery.attempts) == ("failed", 1)
+    assert delivery.attempt_rows.get().error.startswith("endpoint not allowed")
+    assert OutboxMessage.objects.get(pk=delivery.message_id).status == "failed"  # not retried
+
+
+def test_secret_rotation_is_pushed_signed_with_the_new_secret(
+    client, admin, receiver, django_capture_on_commit_callbacks
+):
+    with django_capture_on_commit_callbacks(execute=True):
+        rotated = ok(admin.call("/clients/regenerate-secret", {"id": client["id"]}))
+    (headers, body), *_ = receiver.requests
+    event = json.loads(body)
+    assert event["type"] == "client.secret_rotated"
+    assert event["data"] == {"account_ids": [], "resource": {"type": "client", "id": client["id"]}}
+    assert verify(rotated["secret"], headers, body)
+
+
+def test_a_deleted_client_gets_nothing_more(
+    client, admin, workspace, receiver, django_capture_on_commit_callbacks
+):
+    receiver.fail_first = 5
+    emit_membership_created(workspace, django_capture_on_commit_callbacks)
+    delivery = Delivery.objects.get()
+    message_id = delivery.message_id
+    ok(admin.call("/clients/delete", {"id": client["id"]}))
+    OutboxMessage.objects.filter(pk=message_id).update(next_attempt_at=timezone.now())
+    with django_capture_on_commit_callbacks(execute=True):
+        assert outbox.process(message_id) == "done"
+    assert len(receiver.requests) == 1
+
+
+def test_a_workspace_delete_reaches_the_clients_it_takes_with_it(
+    client, workspace, receiver, member_of, django_capture_on_commit_callbacks
+):
+    member, _ = member_of(workspace, "projects:list")
+    _, owner = member_of(workspace, "workspaces:delete")
+    with django_capture_on_commit_callbacks(execute=True):
+        ok(owner.call("/workspace/delete", {"id": str(workspace.pk)}))
+    (headers, body), *_ = receiver.requests
+    event = json.loads(body)
+    assert event["type"] == "workspace.deleted" and event["workspace_id"] == str(workspace.pk)
+    assert str(member.pk) in event["data"]["account_ids"]
+    assert verify(client["secret"], headers, body)
+    delivery = Delivery.objects.get()
+    assert (delivery.status, delivery.client_id, delivery.workspace_id) == ("delivered", None, None)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_attempts_survive_the_retry_in_committed_transactions(receiver, member_of):
+    """Outside the test transaction: the worker's `RetryLater` must not roll back the attempt row."""
+    workspace = WorkspaceFactory()
+    _, admin = member_of(workspace, "clients:*")
+    client = ok(
+        admin.call(
+            "/clients/create",
+            {"name": "svc", "endpoint": receiver.url, "tags": [], "meta": {"schema_version": "1"}},
+        )
+    )
+    receiver.fail_first = 1
+    account = AccountFactory()
+    with transaction.atomic():  # commits: the publish runs the eager worker after it
+        membership = MembershipFactory(account=account, workspace=workspace)
+        events.emit(
+            "membership.created",
+            resource=("membership", membership.pk),
+            account_ids=[account.pk],
+            workspace_ids=[workspace.pk],
+        )
+    delivery = Delivery.objects.get()
+    assert (delivery.status, delivery.attempts) == ("pending", 1)
+    assert [attempt.status_code for attempt in delivery.attempt_rows.all()] == [500]
+    OutboxMessage.objects.filter(pk=delivery.message_id).update(next_attempt_at=timezone.now())
+    assert outbox.process(delivery.message_id) == "done"
+    assert [attempt.status_code for attempt in delivery.attempt_rows.all()] == [500, 204]
+    assert receiver.accepted == [str(delivery.event_id)]
+    assert verify(client["secret"], *receiver.requests[-1])

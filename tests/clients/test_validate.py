@@ -1,0 +1,245 @@
+"""`POST /clients/validate` (CONTRACT 7) over HTTP: the answers, the warm-cache budget of zero queries,
+and correctness right after a revoke, a rotation or a removed membership, with the cache up or down."""
+
+import datetime as dt
+import uuid
+
+import jwt
+import pytest
+from django.core.cache.backends.locmem import LocMemCache
+from django.test import override_settings
+
+from authn import tokens
+from rbac.models import Membership
+from tenancy.state import forget_authorization
+from tests.conftest import ApiClient, client_for, err, ok
+from tests.factories import AccountFactory, MembershipFactory, ProjectFactory, RoleFactory, WorkspaceFactory
+
+FIELDS = {"authorized", "reason", "account", "workspace_id", "roles", "permissions", "allowed", "expires_at"}
+
+
+@pytest.fixture
+def workspace(db):
+    return WorkspaceFactory()
+
+
+@pytest.fixture
+def admin(workspace, member_of):
+    return member_of(workspace, "clients:*", "memberships:*")[1]
+
+
+@pytest.fixture
+def client(admin):
+    return ok(admin.call("/clients/create", {"name": "svc", "tags": [], "meta": {"schema_version": "1"}}))
+
+
+@pytest.fixture
+def user(workspace):
+    account = AccountFactory()
+    role = RoleFactory(workspace=workspace, name="editor", permissions=["projects:*", "roles:list"])
+    membership = MembershipFactory(account=account, workspace=workspace, roles=[role])
+    return account, membership
+
+
+@pytest.fixture
+def cache_down(monkeypatch):
+    """Every cache call raises, as with Redis unreachable: `iam.cache` falls back to the database."""
+
+    def broken(*args, **kwargs):
+        raise ConnectionError("cache down")
+
+    for name in ("get", "set", "add", "get_many", "set_many", "delete", "delete_many", "incr"):
+        monkeypatch.setattr(LocMemCache, name, broken)
+
+
+def validate(client, token, secret=None, **extra):
+    body = {"client_id": client["id"], "client_secret": secret or client["secret"], "token": token, **extra}
+    data = ok(ApiClient().call("/clients/validate", body))
+    assert set(data) == FIELDS
+    return data
+
+
+def test_authorized_member(client, user, workspace):
+    account, _ = user
+    token = tokens_of(account)
+    data = validate(client, token, permission="projects:update")
+    exp = jwt.decode(token, options={"verify_signature": False})["exp"]
+    assert data == {
+        "authorized": True,
+        "reason": None,
+        "account": {
+            "id": str(account.pk),
+            "email": account.email,
+            "name": account.name,
+            "verified": True,
+            "enabled": True,
+        },
+        "workspace_id": str(workspace.pk),
+        "roles": ["editor"],
+        "permissions": ["projects:*", "roles:list"],
+        "allowed": True,
+        "expires_at": dt.datetime.fromtimestamp(exp, dt.UTC).isoformat().replace("+00:00", "Z"),
+    }
+    assert validate(client, token, permission="clients:delete")["allowed"] is False
+    assert validate(client, token)["allowed"] is None
+
+
+def tokens_of(account):
+    return client_for(account).token
+
+
+def test_project_scope_roles_count_only_for_their_project(client, workspace):
+    account = AccountFactory()
+    project, other = ProjectFactory(workspace=workspace), ProjectFactory(workspace=workspace)
+    role = RoleFactory(workspace=workspace, name="deployer", permissions=["deploys:run"])
+    MembershipFactory(account=account, workspace=workspace, scope="project", project=project, roles=[role])
+    token = tokens_of(account)
+    data = validate(client, token, permission="deploys:run", project_id=str(project.pk))
+    assert (data["authorized"], data["roles"], data["permissions"], data["allowed"]) == (
+        True,
+        ["deployer"],
+        ["deploys:run"],
+        True,
+    )
+    data = validate(client, token, permission="deploys:run", project_id=str(other.pk))
+    assert (data["authorized"], data["roles"], data["allowed"]) == (True, [], False)
+    assert validate(client, token, permission="deploys:run")["allowed"] is False
+
+
+def test_refusals(client, user, workspace, operator_api):
+    account, _ = user
+    token = tokens_of(account)
+    unknown = validate({**client, "id": str(uuid.uuid4())}, token)
+    assert unknown == {
+        "authorized": False,
+        "reason": "invalid_client",
+        "account": None,
+        "workspace_id": None,
+        "roles": [],
+        "permissions": [],
+        "allowed": None,
+        "expires_at": None,
+    }
+    assert validate(client, token, secret="wrong", permission="x:y")["reason"] == "invalid_client"
+    assert validate(client, token, secret="wrong", permission="x:y")["allowed"] is False
+    assert validate(client, "not-a-jwt")["reason"] == "invalid_token"
+    refresh = ApiClient().call("/auth/refresh", headers={"Authorization": f"Bearer {token}"}).json()
+    assert validate(client, refresh["data"]["refresh_token"])["reason"] == "invalid_token"
+    expired, _ = tokens.issue(
+        account.pk, type=tokens.ACCESS, session_version=account.session_version, lifetime=dt.timedelta(-1)
+    )
+    data = validate(client, expired)
+    assert (data["authorized"], data["reason"], data["workspace_id"]) == (
+        False,
+        "token_expired",
+        str(workspace.pk),
+    )
+    outsider = AccountFactory()
+    data = validate(client, tokens_of(outsider), permission="projects:list")
+    assert (data["authorized"], data["reason"], data["account"], data["roles"], data["allowed"]) == (
+        False,
+        "not_a_member",
+        None,
+        [],
+        False,
+    )
+    suspended = AccountFactory()
+    MembershipFactory(account=suspended, workspace=workspace, status="suspended")
+    assert validate(client, tokens_of(suspended))["reason"] == "not_a_member"
+    disabled = AccountFactory()
+    MembershipFactory(account=disabled, workspace=workspace)
+    disabled_token = tokens_of(disabled)
+    assert validate(client, disabled_token)["authorized"] is True
+    ok(operator_api.call("/accounts/update", {"id": str(disabled.pk), "enabled": False}))
+    assert validate(client, disabled_token)["reason"] == "account_disabled"
+
+
+def test_a_member_of_another_workspace_is_not_a_member(client, member_of):
+    stranger, _ = member_of(None, "*")
+    assert validate(client, tokens_of(stranger))["reason"] == "not_a_member"
+
+
+def test_body_validation(api, client):
+    err(api.call("/clients/validate", {}), 400, "client_id required")
+    err(api.call("/clients/validate", {"client_id": "x", "client_secret": "s", "token": "t"}), 400)
+    err(
+        api.call("/clients/validate", {"client_id": client["id"], "token": "t"}),
+        400,
+        "client_secret required",
+    )
+    err(
+        api.call("/clients/validate", {"client_id": client["id"], "client_secret": "s"}),
+        400,
+        "token required",
+    )
+    err(api.call("/clients/validate", [1]), 400, "Invalid JSON structure.")
+    err(api.call("/clients/validate", raw="{"), 400, "Malformed JSON syntax.")
+    body = {"client_id": client["id"], "client_secret": "s", "token": "t"}
+    err(api.call("/clients/validate", {**body, "permission": "bad perm"}), 400, "invalid permission")
+    err(api.call("/clients/validate", {**body, "project_id": 3}), 400, "invalid project_id")
+    err(api.call("/clients/validate", {**body, "permission": "a:" + "b" * 200}), 400)
+    err(api.call("/clients/validate", {**body, "client_secret": ""}), 400, "client_secret required")
+    err(api.call("/clients/validate", {**body, "token": 5}), 400, "invalid token")
+    assert (
+        ok(api.call("/clients/validate", {**body, "permission": None, "project_id": None}))["allowed"] is None
+    )
+    # a Bearer header is not looked at: the endpoint is public
+    bad = api.call("/clients/validate", body, headers={"Authorization": "Bearer garbage"})
+    assert ok(bad)["reason"] == "invalid_client"
+
+
+def test_warm_validation_makes_no_query(client, user, django_assert_num_queries):
+    account, _ = user
+    token = tokens_of(account)
+    validate(client, token, permission="projects:update", project_id=str(uuid.uuid4()))
+    with django_assert_num_queries(0):
+        data = validate(client, token, permission="projects:update", project_id=str(uuid.uuid4()))
+    assert data["authorized"] is True
+    with django_assert_num_queries(0):
+        assert validate(client, token, secret="wrong")["reason"] == "invalid_client"
+
+
+def _revoke_rotate_remove(client, user, admin):
+    """The three changes that must be seen at once, each checked right after its API call."""
+    account, membership = user
+    token = tokens_of(account)
+    assert validate(client, token)["authorized"] is True
+    assert validate(client, token)["authorized"] is True  # cached, where there is a cache
+
+    # membership removed
+    ok(admin.call("/memberships/delete", {"id": str(membership.pk)}))
+    assert validate(client, token)["reason"] == "not_a_member"
+    assert not Membership.objects.filter(pk=membership.pk).exists()
+    MembershipFactory(account=account, workspace=membership.workspace)
+    forget_authorization(membership.workspace_id)  # as the membership service does
+    assert validate(client, token)["authorized"] is True
+
+    # token revoked
+    ok(ApiClient(token).call("/auth/revoke"))
+    assert validate(client, token)["reason"] == "token_revoked"
+    account.refresh_from_db()
+    fresh = tokens_of(account)
+    assert validate(client, fresh)["authorized"] is True
+
+    # secret rotated
+    rotated = ok(admin.call("/clients/regenerate-secret", {"id": client["id"]}))
+    assert validate(client, fresh)["reason"] == "invalid_client"
+    assert validate(client, fresh, secret=rotated["secret"])["authorized"] is True
+
+    # client deleted
+    ok(admin.call("/clients/delete", {"id": client["id"]}))
+    assert validate(client, fresh, secret=rotated["secret"])["reason"] == "invalid_client"
+
+
+def test_changes_are_seen_at_once(client, user, admin, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=True):
+        _revoke_rotate_remove(client, user, admin)
+
+
+def test_changes_are_seen_at_once_with_the_cache_down(client, user, admin, cache_down):
+    _revoke_rotate_remove(client, user, admin)
+
+
+@override_settings(CACHES={"default": {"BACKEND": "django.core.cache.backends.dummy.DummyCache"}})
+def test_changes_are_seen_at_once_without_a_cache(client, user, admin):
+    _revoke_rotate_remove(client, user, admin)
