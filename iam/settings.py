@@ -24,7 +24,7 @@ ALLOWED_HOSTS = env("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"], list)
 CSRF_TRUSTED_ORIGINS = env("CSRF_TRUSTED_ORIGINS", [], list)
 
 INSTALLED_APPS = [
-    "django.contrib.admin",
+    "iam.apps.IamAdminConfig",  # django.contrib.admin with the operators' site
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
@@ -204,6 +204,8 @@ IAM_EMAILS_PER_ADDRESS_PER_HOUR = env("IAM_EMAILS_PER_ADDRESS_PER_HOUR", 3, int)
 IAM_WEBHOOK_ALLOW_PRIVATE = env("IAM_WEBHOOK_ALLOW_PRIVATE", DEBUG or TESTING, bool)
 IAM_WEBHOOK_TIMEOUT_SECONDS = 5
 IAM_WEBHOOK_RETRY_HOURS = 24
+# `manage.py cleanup` deletes delivered outbox messages processed longer ago than this.
+IAM_OUTBOX_RETENTION_DAYS = env("IAM_OUTBOX_RETENTION_DAYS", 7, int)
 
 # The key that encrypts client secrets at rest (CONTRACT 7): derived from SECRET_KEY when unset.
 IAM_ENCRYPTION_KEY = env(

@@ -1,0 +1,324 @@
+"""Admin for accounts and credentials. The account admin lives here rather than in `accounts/` because it
+needs the layers above accounts: its add form creates the password credential (`authn.services`), and its
+page lists the account's memberships (`rbac`) and credentials; `accounts` itself stays import-free of them.
+
+Password hashes are never rendered: the change form excludes `password` and shows only whether one is
+set, with a link to a form that sets a new one through `accounts.services.set_password` (which ends every
+session). Refresh-token rows are not registered: they are bookkeeping for rotation and reuse detection."""
+
+from typing import Any
+
+from django import forms
+from django.contrib import admin, messages
+from django.contrib.admin.forms import AdminPasswordChangeForm
+from django.contrib.admin.utils import unquote
+from django.contrib.auth.models import Group
+from django.core.exceptions import PermissionDenied
+from django.db import transaction
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+from django.utils.html import format_html
+
+from accounts import services as accounts
+from accounts.models import Account, normalize_email
+from accounts.serializers import AccountCreateRequest, AccountUpdateRequest
+from accounts.state import forget_account
+from iam.admin import RESOURCE_READONLY, ReadOnlyInline, ServiceAdmin, changed, check_with
+from iam.errors import ApiError
+from iam.services import apply_changes
+from rbac.models import Membership
+from tenancy.state import root_workspace
+
+from . import services
+from .models import Credential
+
+ACCOUNT_FIELDS = ("name", "description", "avatar_url", "enabled", "verified", "tags", "meta")
+
+
+class AccountChangeForm(forms.ModelForm):
+    avatar_url = forms.URLField(required=False, max_length=2048, assume_scheme="https", empty_value=None)
+
+    class Meta:
+        model = Account
+        fields = (*ACCOUNT_FIELDS, "is_superuser")
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean()
+        data = {
+            name: cleaned[name] for name in self.changed_data if name in ACCOUNT_FIELDS and name in cleaned
+        }
+        if data:
+            check_with(self, AccountUpdateRequest, {"id": str(self.instance.pk), **data})
+        return cleaned
+
+
+class AccountCreationForm(forms.ModelForm):
+    password1 = forms.CharField(label="Password", strip=False, widget=forms.PasswordInput)
+    password2 = forms.CharField(label="Password (again)", strip=False, widget=forms.PasswordInput)
+
+    class Meta:
+        model = Account
+        fields = ("email", "name", "verified", "is_superuser")
+
+    def clean_email(self) -> str:
+        return normalize_email(self.cleaned_data["email"])
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean()
+        password = cleaned.get("password1")
+        if password and password != cleaned.get("password2"):
+            self.add_error("password2", "passwords do not match")
+        elif password:
+            try:
+                accounts.check_password_rules(password)
+            except ApiError as exc:
+                self.add_error("password1", exc.message)
+        data = {name: cleaned[name] for name in ("email", "name") if cleaned.get(name)}
+        if data:
+            check_with(self, AccountCreateRequest, data)
+        return cleaned
+
+
+class SetPasswordForm(forms.Form):
+    password1 = forms.CharField(
+        label="New password", strip=False, widget=forms.PasswordInput(attrs={"autocomplete": "new-password"})
+    )
+    password2 = forms.CharField(
+        label="New password (again)",
+        strip=False,
+        widget=forms.PasswordInput(attrs={"autocomplete": "new-password"}),
+    )
+
+    def __init__(self, account: Account, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.account = account
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean()
+        password = cleaned.get("password1")
+        if password and password != cleaned.get("password2"):
+            self.add_error("password2", "passwords do not match")
+        elif password:
+            try:
+                accounts.check_password_rules(password, self.account)
+            except ApiError as exc:
+                self.add_error("password1", exc.message)
+        return cleaned
+
+
+class OperatorPasswordChangeForm(AdminPasswordChangeForm):
+    """The admin's own "change password" (old password, then the new one twice), saved through the
+    service: every other session of the operator ends, this one is kept by the view. The form checks the
+    same AUTH_PASSWORD_VALIDATORS as the API."""
+
+    def save(self, commit: bool = True) -> Account:
+        accounts.set_password(self.user, self.cleaned_data["new_password1"])
+        return self.user
+
+
+admin.site.password_change_form = OperatorPasswordChangeForm
+# Accounts carry no Django groups or model permissions: operators pass every check (CONTRACT 4).
+admin.site.unregister(Group)
+
+
+class MembershipInline(ReadOnlyInline):
+    model = Membership
+    fk_name = "account"
+    fields = ("workspace", "project", "scope", "status", "role_names", "created_at")
+    readonly_fields = fields
+
+    @admin.display(description="roles")
+    def role_names(self, membership: Membership) -> str:
+        return ", ".join(sorted(role.name for role in membership.roles.all()))
+
+    def get_queryset(self, request: HttpRequest):
+        return super().get_queryset(request).select_related("workspace", "project").prefetch_related("roles")
+
+
+class CredentialInline(ReadOnlyInline):
+    model = Credential
+    fk_name = "account"
+    fields = ("kind", "provider", "status", "workspace", "email", "last_used_at")
+    readonly_fields = fields
+
+    def get_queryset(self, request: HttpRequest):
+        return super().get_queryset(request).select_related("workspace")
+
+
+@admin.register(Account)
+class AccountAdmin(ServiceAdmin):
+    form = AccountChangeForm
+    add_form = AccountCreationForm
+    list_display = ("email", "name", "enabled", "verified", "is_superuser", "password_state", "created_at")
+    list_filter = ("enabled", "verified", "is_superuser")
+    search_fields = ("email", "name")
+    ordering = ("email",)
+    readonly_fields = (
+        *RESOURCE_READONLY,
+        "email",
+        "password_state",
+        "session_version",
+        "last_login",
+        "created_by",
+        "updated_by",
+    )
+    fieldsets = (
+        (None, {"fields": ("id", "email", "name", "description", "avatar_url", "password_state")}),
+        ("Status", {"fields": ("enabled", "verified", "is_superuser", "session_version", "last_login")}),
+        ("Data", {"fields": ("tags", "meta")}),
+        ("History", {"fields": ("created_at", "created_by", "updated_at", "updated_by")}),
+    )
+    add_fieldsets = (
+        (None, {"fields": ("email", "name", "password1", "password2", "verified", "is_superuser")}),
+    )
+    inlines = (MembershipInline, CredentialInline)
+    actions = ("enable_accounts", "disable_accounts", "end_account_sessions")
+
+    @admin.display(description="password")
+    def password_state(self, account: Account) -> str:
+        state = "set" if account.has_usable_password() else "not set"
+        if account._state.adding:
+            return state
+        url = reverse("admin:accounts_account_password", args=[account.pk])
+        return format_html('{} (<a href="{}">set a new password</a>)', state, url)
+
+    def get_form(self, request: HttpRequest, obj=None, change=False, **kwargs):
+        if obj is None:
+            kwargs["form"] = self.add_form
+        return super().get_form(request, obj, change=change, **kwargs)
+
+    def get_fieldsets(self, request: HttpRequest, obj=None):
+        return self.add_fieldsets if obj is None else self.fieldsets
+
+    def get_readonly_fields(self, request: HttpRequest, obj=None):
+        return () if obj is None else self.readonly_fields
+
+    def get_inlines(self, request: HttpRequest, obj=None):
+        return () if obj is None else self.inlines
+
+    def create(self, request: HttpRequest, form: forms.ModelForm) -> Account:
+        data = form.cleaned_data
+        return services.create_password_account(
+            email=data["email"],
+            password=data["password1"],
+            name=data["name"],
+            workspace=root_workspace(),
+            actor=request.user,
+            verified=data["verified"],
+            is_superuser=data["is_superuser"],
+        )
+
+    def update(self, request: HttpRequest, current: Account, form: forms.ModelForm) -> Account:
+        changes = changed(form, ACCOUNT_FIELDS)
+        if changes:
+            accounts.update_account(current, changes=changes, actor=request.user)
+        if "is_superuser" in form.changed_data:
+            # Operator status is the admin's own business (no API sets it); cached accounts carry it.
+            current.is_superuser = form.cleaned_data["is_superuser"]
+            current.save(update_fields=["is_superuser"])
+            forget_account(current.pk)
+        return current
+
+    def remove(self, request: HttpRequest, obj: Account) -> None:
+        accounts.delete_account(obj, actor=request.user)
+
+    def _set_enabled(self, request: HttpRequest, queryset, enabled: bool) -> None:
+        with transaction.atomic():
+            targets = [account for account in queryset if account.enabled != enabled]
+            for account in targets:
+                accounts.update_account(account, changes={"enabled": enabled}, actor=request.user)
+        verb = "enabled" if enabled else "disabled"
+        self.message_user(request, f"{len(targets)} account(s) {verb}.", messages.SUCCESS)
+
+    @admin.action(description="Enable the selected accounts")
+    def enable_accounts(self, request: HttpRequest, queryset) -> None:
+        self._set_enabled(request, queryset, True)
+
+    @admin.action(description="Disable the selected accounts")
+    def disable_accounts(self, request: HttpRequest, queryset) -> None:
+        self._set_enabled(request, queryset, False)
+
+    @admin.action(description="End every session of the selected accounts")
+    def end_account_sessions(self, request: HttpRequest, queryset) -> None:
+        with transaction.atomic():
+            selected = list(queryset)
+            for account in selected:
+                accounts.end_sessions(account)
+        self.message_user(request, f"Sessions of {len(selected)} account(s) ended.", messages.SUCCESS)
+
+    def get_urls(self):
+        return [
+            path(
+                "<path:object_id>/password/",
+                self.admin_site.admin_view(self.password_view),
+                name="accounts_account_password",
+            ),
+            *super().get_urls(),
+        ]
+
+    def password_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        account = self.get_object(request, unquote(object_id))
+        if account is None:
+            raise Http404("account not found")
+        if not self.has_change_permission(request, account):
+            raise PermissionDenied
+        form = SetPasswordForm(account, request.POST or None)
+        if request.method == "POST" and form.is_valid():
+            with transaction.atomic():
+                accounts.set_password(account, form.cleaned_data["password1"])
+            self.log_change(request, account, [{"changed": {"fields": ["password"]}}])
+            if account.pk == request.user.pk:
+                # The operator's own admin session is bound to the session version that just moved.
+                from django.contrib.auth import update_session_auth_hash
+
+                update_session_auth_hash(request, account)
+            self.message_user(request, "Password set; every session of the account ended.", messages.SUCCESS)
+            return HttpResponseRedirect(reverse("admin:accounts_account_change", args=[account.pk]))
+        context = {
+            **self.admin_site.each_context(request),
+            "title": f"Set password: {account.email}",
+            "form": form,
+            "opts": self.opts,
+            "original": account,
+        }
+        request.current_app = self.admin_site.name
+        return TemplateResponse(request, "admin/accounts/account/password.html", context)
+
+
+@admin.register(Credential)
+class CredentialAdmin(ServiceAdmin):
+    """Credentials are created by registration, `accounts/create` and OAuth; here an operator only
+    changes the status (a `revoked` password logs in nowhere, CONTRACT 4)."""
+
+    list_display = ("account", "kind", "provider", "status", "workspace", "last_used_at", "created_at")
+    list_filter = ("kind", "provider", "status", "workspace")
+    search_fields = ("account__email", "email", "provider_id")
+    list_select_related = ("account", "workspace")
+    fields = (
+        "id",
+        "account",
+        "workspace",
+        "kind",
+        "provider",
+        "provider_id",
+        "email",
+        "status",
+        "last_used_at",
+        "tags",
+        "meta",
+        "created_at",
+        "updated_at",
+    )
+    readonly_fields = tuple(name for name in fields if name != "status")
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def update(self, request: HttpRequest, current: Credential, form: forms.ModelForm) -> Credential:
+        fields = apply_changes(current, changed(form, ("status",)), fields=("status",))
+        current.save(update_fields=fields)
+        return current
+
+    def remove(self, request: HttpRequest, obj: Credential) -> None:
+        obj.delete()

@@ -1,0 +1,41 @@
+from datetime import timedelta
+
+from django.apps import apps
+from django.conf import settings
+from django.core.management.base import BaseCommand
+from django.utils import timezone
+
+from iam.models import OutboxMessage
+
+
+class Command(BaseCommand):
+    help = (
+        "Deletes rows nobody needs any more and prints how many: delivered (done) outbox messages "
+        "processed more than IAM_OUTBOX_RETENTION_DAYS ago (failed ones stay for the admin's retry), "
+        "expired refresh-token rows and expired OAuth states. Used refresh-token rows stay until they "
+        "expire: reuse detection needs them. Safe to run at any time, e.g. daily from cron."
+    )
+
+    def handle(self, *args, **options):
+        now = timezone.now()
+        kept_since = now - timedelta(days=settings.IAM_OUTBOX_RETENTION_DAYS)
+        counts = {
+            "outbox messages": OutboxMessage.objects.filter(
+                status=OutboxMessage.Status.DONE,
+                processed_at__lt=kept_since,
+            ).delete()[0],
+            "refresh tokens": self._expired("authn", "RefreshToken", now),
+            "oauth states": self._expired("authn", "OAuthState", now),
+        }
+        for name, count in counts.items():
+            self.stdout.write(f"deleted {count} {name}")
+
+    @staticmethod
+    def _expired(app_label: str, model_name: str, now) -> int:
+        if not apps.is_installed(app_label):
+            return 0
+        try:
+            model = apps.get_model(app_label, model_name)
+        except LookupError:  # a model another release adds
+            return 0
+        return model.objects.filter(expires_at__lt=now).delete()[0]

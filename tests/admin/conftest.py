@@ -1,0 +1,32 @@
+import pytest
+from django.test import Client
+
+
+@pytest.fixture
+def admin_web(operator) -> Client:
+    """A browser session of an operator signed in to the admin."""
+    client = Client()
+    client.force_login(operator)
+    return client
+
+
+def form_data(response) -> dict:
+    """The values a change form was rendered with, as its POST would send them (inline management forms
+    included): tests then change only what they mean to."""
+    form = response.context["adminform"].form
+    data = {}
+    for name in form.fields:
+        value = form[name].value()  # already prepared: JSON as text, related rows as ids
+        if value is None or value is False:
+            continue  # an unchecked box is not sent
+        if value is True:
+            data[name] = "on"
+        elif isinstance(value, list | tuple):
+            data[name] = [str(item) for item in value]
+        else:
+            data[name] = str(value)
+    for formset in response.context.get("inline_admin_formsets", []):
+        management = formset.formset.management_form
+        for name in management.fields:
+            data[f"{management.prefix}-{name}"] = management[name].value()
+    return data
