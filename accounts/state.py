@@ -11,13 +11,14 @@ from iam import cache
 from .models import Account
 
 
-def _key(account_id: UUID | str) -> str:
+def account_key(account_id: UUID | str) -> str:
     return f"account:{account_id}"
 
 
-def get_account(account_id: UUID | str) -> Account | None:
-    key = _key(account_id)
-    account = cache.get(key)
+def get_account(account_id: UUID | str, *, read: object = cache.MISSING) -> Account | None:
+    """`read`: the cached entry, when the caller fetched it already with others in one round trip."""
+    key = account_key(account_id)
+    account = cache.get(key) if read is cache.MISSING else read
     if account is cache.MISSING:
         account = Account.objects.filter(pk=account_id).first()
         if account is not None:
@@ -26,4 +27,4 @@ def get_account(account_id: UUID | str) -> Account | None:
 
 
 def forget_account(account_id: UUID | str) -> None:
-    cache.around_commit(lambda: cache.delete_many([_key(account_id)]))
+    cache.around_commit(lambda: cache.delete_many([account_key(account_id)]))

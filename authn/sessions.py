@@ -7,6 +7,7 @@ from django.utils import timezone
 from accounts.models import Account
 from accounts.services import end_sessions
 from accounts.state import get_account
+from iam import cache
 
 from . import tokens
 from .models import RefreshToken
@@ -39,14 +40,20 @@ def authenticate_token(
     """Decodes and checks a token against the account's current state: the hot path of every
     authenticated request and of `clients/validate`, free of queries while the account is cached."""
     claims = tokens.decode(token, types=types)
-    account = get_account(claims["sub"])
+    return check_session(claims), claims
+
+
+def check_session(claims: dict, *, read: object = cache.MISSING) -> Account:
+    """The account of decoded claims, when the session they carry is still current. `read` is the cached
+    entry a caller already fetched with others in one round trip."""
+    account = get_account(claims["sub"], read=read)
     if account is None:
         raise TokenError("invalid_token")
     if claims["sv"] != account.session_version:
         raise TokenError("token_revoked")
     if not account.enabled:
         raise TokenError("account_disabled")
-    return account, claims
+    return account
 
 
 def rotate(account: Account, claims: dict) -> dict:

@@ -19,13 +19,14 @@ class ClientRecord(NamedTuple):
     secret_version: int
 
 
-def _key(client_id: UUID | str) -> str:
+def client_key(client_id: UUID | str) -> str:
     return f"client:{client_id}"
 
 
-def find_client(client_id: UUID | str) -> ClientRecord | None:
-    key = _key(client_id)
-    record = cache.get(key)
+def find_client(client_id: UUID | str, *, read: object = cache.MISSING) -> ClientRecord | None:
+    """`read`: the cached entry, when the caller fetched it already with others in one round trip."""
+    key = client_key(client_id)
+    record = cache.get(key) if read is cache.MISSING else read
     if record is cache.MISSING:
         row = (
             Client.objects.filter(pk=client_id)
@@ -39,4 +40,4 @@ def find_client(client_id: UUID | str) -> ClientRecord | None:
 
 def forget_client(client_id: UUID | str) -> None:
     """Call inside the transaction that changes or deletes the client."""
-    cache.around_commit(lambda: cache.delete_many([_key(client_id)]))
+    cache.around_commit(lambda: cache.delete_many([client_key(client_id)]))

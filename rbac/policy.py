@@ -13,7 +13,7 @@ from accounts.models import Account
 from iam import cache
 from iam.errors import ApiError
 from tenancy.models import Workspace
-from tenancy.state import authz_generation, root_workspace
+from tenancy.state import authz_generation, generation_key, root_workspace
 
 from .models import Membership
 
@@ -91,12 +91,17 @@ def _load_grants(account_id: UUID, workspace_id: UUID) -> Grants:
 
 
 def grants(account_id: UUID, workspace_id: UUID) -> Grants:
-    key = f"grants:{workspace_id}:{authz_generation(workspace_id)}:{account_id}"
-    found = cache.get(key)
-    if found is cache.MISSING:
-        found = _load_grants(account_id, workspace_id)
-        cache.set(key, found, settings.IAM_AUTH_CACHE_SECONDS)
-    return found
+    """One cache round trip when warm: the workspace's generation and the entry, which is only good when
+    it was stored under that same generation."""
+    key = f"grants:{workspace_id}:{account_id}"
+    found = cache.get_many([generation_key(workspace_id), key])
+    generation = authz_generation(workspace_id, read=found.get(generation_key(workspace_id), cache.MISSING))
+    entry = found.get(key)
+    if entry is not None and entry[0] == generation:
+        return entry[1]
+    loaded = _load_grants(account_id, workspace_id)
+    cache.set(key, (generation, loaded), settings.IAM_AUTH_CACHE_SECONDS)
+    return loaded
 
 
 def has_permission(

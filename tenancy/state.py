@@ -48,16 +48,17 @@ def root_workspace() -> Workspace:
     return workspace
 
 
-def _generation_key(workspace_id) -> str:
+def generation_key(workspace_id) -> str:
     return f"authz-generation:{workspace_id}"
 
 
-def authz_generation(workspace_id) -> int:
+def authz_generation(workspace_id, *, read: object = cache.MISSING) -> int:
     """A stamp that every cached authorization answer of the workspace carries; bumping it drops them all
-    at once. A lost key (eviction, cache restart) starts a fresh, never-used generation."""
-    key = _generation_key(workspace_id)
-    generation = cache.get(key)
-    if generation is cache.MISSING:
+    at once. A lost key (eviction, cache restart) starts a fresh, never-used generation. `read` is the
+    value a caller already fetched (with `cache.get_many`)."""
+    key = generation_key(workspace_id)
+    generation = cache.get(key) if read is cache.MISSING else read
+    if generation is cache.MISSING or generation is None:
         generation = cache.new_generation()
         cache.set(key, generation, None)
     return generation
@@ -65,5 +66,5 @@ def authz_generation(workspace_id) -> int:
 
 def forget_authorization(workspace_id) -> None:
     """Call inside the transaction that changes who may do what in the workspace."""
-    key = _generation_key(workspace_id)
+    key = generation_key(workspace_id)
     cache.around_commit(lambda: cache.set(key, cache.new_generation(), None))
