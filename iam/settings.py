@@ -83,7 +83,7 @@ REDIS_URL = env("REDIS_URL", "")
 if REDIS_URL:
     CACHES = {
         "default": {
-            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "BACKEND": "iam.redis_cache.RedisCache",
             "LOCATION": REDIS_URL,
             "KEY_PREFIX": env("IAM_CACHE_PREFIX", "iam"),
             # A cache outage must cost milliseconds, not seconds: callers fall back to the database.

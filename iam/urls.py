@@ -3,7 +3,10 @@ from django.urls import include, path
 
 from iam import views
 
+# Patterns are tried in order: `clients/validate`, which every client service calls on every request it
+# serves, comes first.
 urlpatterns = [
+    path("", include("clients.urls")),
     path("", views.Index.as_view()),
     path("health-check", views.HealthCheck.as_view()),
     path("admin/", admin.site.urls),
@@ -11,5 +14,4 @@ urlpatterns = [
     path("", include("accounts.urls")),
     path("", include("tenancy.urls")),
     path("", include("rbac.urls")),
-    path("", include("clients.urls")),
 ]
