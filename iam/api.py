@@ -11,6 +11,7 @@ from typing import Any, ClassVar
 from django.db import models
 from django.db.models import Q, QuerySet
 from rest_framework import serializers
+from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -19,6 +20,7 @@ from iam.errors import INVALID_STRUCTURE, ApiError
 from iam.fields import Integer, Invalid, String, Tags
 from iam.lookups import HasTags
 
+JSON_RENDERER = JSONRenderer()
 MAX_PAGE_SIZE = 1000  # CONTRACT 11
 DEFAULT_PAGE_SIZE = 100  # SPEC 8
 DEFAULT_ORDER = "!created_at"  # SPEC 8
@@ -142,6 +144,10 @@ class Endpoint(APIView):
 
     def get_authenticators(self):
         return [] if self.public else super().get_authenticators()
+
+    def perform_content_negotiation(self, request: Request, force: bool = False):
+        # CONTRACT 1: the answer is JSON whatever the Accept header says; no negotiation to pay for.
+        return JSON_RENDERER, JSON_RENDERER.media_type
 
     def post(self, request: Request) -> Response:
         return Response(envelope(self.handle(request, self.read_body(request))))

@@ -217,3 +217,10 @@ def test_offset_past_the_end_is_an_empty_page(operator_api):
     data = ok(operator_api.call("/accounts/list", {"options": {"offset": 50}}))
     assert data["accounts"] == []
     assert data["metadata"]["total"] == 1 and data["metadata"]["count"] == 0
+
+
+@pytest.mark.parametrize("accept", ["text/html", "application/xml", "*/*", "nonsense"])
+def test_answers_are_json_whatever_the_accept_header(operator_api, accept):
+    response = operator_api.call("/accounts/list", {}, headers={"Accept": accept})
+    assert response["Content-Type"] == "application/json"
+    assert ok(response)["metadata"]["total"] == 1
