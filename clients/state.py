@@ -19,6 +19,23 @@ class ClientRecord(NamedTuple):
     secret_version: int
 
 
+class WorkspaceOf(dict):
+    """client id -> workspace id, in process memory: a client never moves to another workspace, so this
+    can never be stale (a deleted client is refused by its cached record, which is purged). Bounded."""
+
+    LIMIT = 10_000
+
+    def remember(self, client_id: UUID, workspace_id: str) -> str:
+        if client_id not in self:
+            if len(self) >= self.LIMIT:
+                self.clear()
+            self[client_id] = workspace_id
+        return workspace_id
+
+
+workspace_of = WorkspaceOf()
+
+
 def client_key(client_id: UUID | str) -> str:
     return f"client:{client_id}"
 

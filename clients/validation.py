@@ -13,7 +13,7 @@ from authn.tokens import TokenError
 from iam import cache, crypto
 from rbac import policy
 
-from .state import client_key, find_client
+from .state import client_key, find_client, workspace_of
 
 
 def _answer(
@@ -65,20 +65,26 @@ def validate(
         claims, token_error = tokens.decode(token, types={tokens.ACCESS}), None
     except TokenError as exc:
         claims, token_error = None, exc
-    # The client and the account in one cache round trip; the grants take one more.
-    keys = [client_key(client_id)] + ([account_key(claims["sub"])] if claims else [])
+    # One cache round trip for the client, the account and the grants. A client never changes workspace,
+    # so once this process has seen it, its workspace (and with it the grant keys) is known up front.
+    keys = [client_key(client_id)]
+    if claims:
+        keys.append(account_key(claims["sub"]))
+        if client_id in workspace_of:
+            keys += policy.grant_keys(claims["sub"], workspace_of[client_id])
     found = cache.get_many(keys)
     client = find_client(client_id, read=found.get(keys[0], cache.MISSING))
     if client is None or not crypto.matches(client_secret, client.secret_digest):
         return _answer("invalid_client", allowed=denied)
-    workspace_id = client.workspace_id
+    workspace_id = workspace_of.remember(client_id, client.workspace_id)
     try:
         if token_error is not None:
             raise token_error
-        account = check_session(claims, read=found.get(keys[-1], cache.MISSING))
+        account = check_session(claims, read=found.get(keys[1], cache.MISSING))
     except TokenError as exc:
         return _answer(exc.reason, workspace_id=workspace_id, allowed=denied)
-    grants = policy.grants(account.pk, UUID(workspace_id))
+    read = found if len(keys) > 2 else None
+    grants = policy.grants(account.pk, UUID(workspace_id), read=read)
     if not grants.member:
         return _answer("not_a_member", workspace_id=workspace_id, allowed=denied, expires_at=claims["exp"])
     roles, permissions = set(grants.roles), set(grants.permissions)

@@ -90,12 +90,17 @@ def _load_grants(account_id: UUID, workspace_id: UUID) -> Grants:
     )
 
 
-def grants(account_id: UUID, workspace_id: UUID) -> Grants:
-    """One cache round trip when warm: the workspace's generation and the entry, which is only good when
-    it was stored under that same generation."""
-    key = f"grants:{workspace_id}:{account_id}"
-    found = cache.get_many([generation_key(workspace_id), key])
-    generation = authz_generation(workspace_id, read=found.get(generation_key(workspace_id), cache.MISSING))
+def grant_keys(account_id: UUID | str, workspace_id: UUID | str) -> list[str]:
+    """The cache keys `grants()` reads, for a caller that fetches them with others in one round trip."""
+    return [generation_key(workspace_id), f"grants:{workspace_id}:{account_id}"]
+
+
+def grants(account_id: UUID, workspace_id: UUID, *, read: dict | None = None) -> Grants:
+    """One cache round trip when warm (none when the caller passes what it `read` with `grant_keys`): the
+    workspace's generation and the entry, which is only good when stored under that same generation."""
+    generation_at, key = grant_keys(account_id, workspace_id)
+    found = cache.get_many([generation_at, key]) if read is None else read
+    generation = authz_generation(workspace_id, read=found.get(generation_at, cache.MISSING))
     entry = found.get(key)
     if entry is not None and entry[0] == generation:
         return entry[1]
