@@ -194,6 +194,8 @@ def main() -> None:
                 f"{name:34} {figures['rps']:>10.0f} {figures['p50']:>8.2f} {figures['p99']:>8.2f} "
                 f"{figures['errors']:>8}"
             )
+        ping, validate = (figures["rps"] for figures in results.values())
+        print(f"\nclients/validate: {validate / ping:.0%} of the trivial view's throughput (target: 50%)")
     finally:
         server.terminate()
         server.wait(timeout=10)
