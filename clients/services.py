@@ -8,7 +8,7 @@ from django.db import transaction
 from accounts.models import Account
 from iam import crypto, events
 from iam.errors import ApiError
-from iam.services import apply_changes, save_unique
+from iam.services import apply_changes, check_unique, save_unique
 from tenancy.models import Workspace
 
 from . import egress
@@ -32,8 +32,7 @@ def check_endpoint(endpoint: str | None) -> None:
 
 
 def _check_name(workspace: Workspace, name: str, *, exclude: UUID | None = None) -> None:
-    if Client.objects.in_workspace(workspace).filter(name=name).exclude(pk=exclude).exists():
-        raise ApiError(409, NAME_CONFLICT, "name")
+    check_unique(Client.objects.in_workspace(workspace), exclude=exclude, name=name)
 
 
 def _set_secret(client: Client) -> str:

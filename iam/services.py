@@ -17,6 +17,15 @@ def apply_changes(instance: models.Model, changes: Mapping[str, Any], *, fields:
     return [*changed, "updated_at"]
 
 
+def check_unique(queryset: models.QuerySet, *, exclude: Any = None, **values: Any) -> None:
+    """409 `<field> already exists` (CONTRACT 12) when another record of `queryset`, already scoped to the
+    workspace, holds one of the given values. None values are not compared (optional codes)."""
+    others = queryset.exclude(pk=exclude) if exclude is not None else queryset
+    for field, value in values.items():
+        if value is not None and others.filter(**{field: value}).exists():
+            raise ApiError(409, f"{field} already exists", field)
+
+
 def save_unique(instance: models.Model, *, conflict: str, field: str, **save_kwargs: Any) -> None:
     """Saves, turning a uniqueness race the earlier check could not see into CONTRACT's 409."""
     try:

@@ -12,7 +12,7 @@ from django.db.models import QuerySet
 from accounts.models import Account
 from iam import events
 from iam.errors import ApiError
-from iam.services import apply_changes, save_unique
+from iam.services import apply_changes, check_unique, save_unique
 from tenancy.models import Project, Workspace
 from tenancy.state import forget_authorization
 
@@ -57,8 +57,7 @@ def create_workspace(
     owner: Account,
 ) -> Workspace:
     """CONTRACT 4: the creator becomes the owner, in the same transaction."""
-    if Workspace.objects.filter(slug=slug).exists():
-        raise ApiError(409, "slug already exists", "slug")
+    check_unique(Workspace.objects.all(), slug=slug)
     workspace = Workspace(name=name, slug=slug, description=description, config=config, tags=tags, meta=meta)
     save_unique(workspace, conflict="slug already exists", field="slug", force_insert=True)
     ensure_owner(workspace, owner)
@@ -95,16 +94,6 @@ def ensure_owner(workspace: Workspace, account: Account) -> Membership:
 # Permissions
 
 
-def _check_permission_unique(
-    workspace: Workspace, *, name: str | None, code: str | None, exclude=None
-) -> None:
-    others = Permission.objects.in_workspace(workspace).exclude(pk=exclude)
-    if name is not None and others.filter(name=name).exists():
-        raise ApiError(409, "name already exists", "name")
-    if code is not None and others.filter(code=code).exists():
-        raise ApiError(409, "code already exists", "code")
-
-
 @transaction.atomic
 def create_permission(
     workspace: Workspace,
@@ -116,7 +105,7 @@ def create_permission(
     description: str | None = None,
     actor: Account | None,
 ) -> Permission:
-    _check_permission_unique(workspace, name=name, code=code)
+    check_unique(Permission.objects.in_workspace(workspace), name=name, code=code)
     permission = Permission(
         workspace=workspace, name=name, code=code, description=description, tags=tags, meta=meta
     )
@@ -128,8 +117,11 @@ def create_permission(
 def update_permission(
     permission: Permission, *, changes: dict[str, Any], actor: Account | None
 ) -> Permission:
-    _check_permission_unique(
-        permission.workspace, name=changes.get("name"), code=changes.get("code"), exclude=permission.pk
+    check_unique(
+        Permission.objects.in_workspace(permission.workspace),
+        exclude=permission.pk,
+        name=changes.get("name"),
+        code=changes.get("code"),
     )
     renamed = "name" in changes and changes["name"] != permission.name
     fields = apply_changes(permission, changes, fields=PERMISSION_FIELDS)
@@ -174,8 +166,7 @@ def create_role(
     description: str | None = None,
     actor: Account | None,
 ) -> Role:
-    if Role.objects.in_workspace(workspace).filter(name=name).exists():
-        raise ApiError(409, "name already exists", "name")
+    check_unique(Role.objects.in_workspace(workspace), name=name)
     role = Role(workspace=workspace, name=name, description=description, tags=tags, meta=meta)
     save_unique(role, conflict="name already exists", field="name", force_insert=True)
     role.permissions.set(permissions)
@@ -187,14 +178,7 @@ def update_role(
     role: Role, *, changes: dict[str, Any], permissions: list[Permission] | None = None, actor: Account | None
 ) -> Role:
     """`permissions` replaces the attached permissions (SPEC 1)."""
-    if (
-        "name" in changes
-        and Role.objects.in_workspace(role.workspace)
-        .exclude(pk=role.pk)
-        .filter(name=changes["name"])
-        .exists()
-    ):
-        raise ApiError(409, "name already exists", "name")
+    check_unique(Role.objects.in_workspace(role.workspace), exclude=role.pk, name=changes.get("name"))
     changed = "name" in changes and changes["name"] != role.name
     fields = apply_changes(role, changes, fields=ROLE_FIELDS)
     save_unique(role, conflict="name already exists", field="name", update_fields=fields)

@@ -9,7 +9,7 @@ from django.db import transaction
 from accounts.models import Account
 from iam import events
 from iam.errors import ApiError
-from iam.services import apply_changes, save_unique
+from iam.services import apply_changes, check_unique, save_unique
 
 from .models import Project, Workspace
 from .state import forget_authorization, forget_workspace
@@ -54,14 +54,6 @@ def delete_workspace(workspace: Workspace, *, actor: Account | None) -> dict:
     return summary
 
 
-def _check_project_unique(workspace: Workspace, *, name: str | None, code: str | None, exclude=None) -> None:
-    others = Project.objects.in_workspace(workspace).exclude(pk=exclude)
-    if name is not None and others.filter(name=name).exists():
-        raise ApiError(409, "name already exists", "name")
-    if code is not None and others.filter(code=code).exists():
-        raise ApiError(409, "code already exists", "code")
-
-
 @transaction.atomic
 def create_project(
     workspace: Workspace,
@@ -74,7 +66,7 @@ def create_project(
     description: str | None = None,
     actor: Account | None,
 ) -> Project:
-    _check_project_unique(workspace, name=name, code=code)
+    check_unique(Project.objects.in_workspace(workspace), name=name, code=code)
     project = Project(
         workspace=workspace,
         name=name,
@@ -94,8 +86,11 @@ def update_project(project: Project, *, changes: dict[str, Any], actor: Account 
     changes = dict(changes)
     if "new_code" in changes:
         changes["code"] = changes.pop("new_code")
-    _check_project_unique(
-        project.workspace, name=changes.get("name"), code=changes.get("code"), exclude=project.pk
+    check_unique(
+        Project.objects.in_workspace(project.workspace),
+        exclude=project.pk,
+        name=changes.get("name"),
+        code=changes.get("code"),
     )
     fields = apply_changes(project, changes, fields=PROJECT_FIELDS)
     save_unique(project, conflict="name or code already exists", field="name", update_fields=fields)
