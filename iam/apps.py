@@ -6,6 +6,11 @@ class IamConfig(AppConfig):
     name = "iam"
     verbose_name = "IAM platform"
 
+    def ready(self) -> None:
+        from iam import cache, outbox
+
+        outbox.handler(cache.PURGE_TOPIC)(cache.purge_later)
+
 
 class IamAdminConfig(admin_apps.AdminConfig):
     """Django's admin with the operators' site (`iam.sites.IamAdminSite`)."""

@@ -4,6 +4,7 @@ database, so when it is down we log and answer from the database (CONTRACT 5).""
 import logging
 import time
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 from django.core.cache import cache
@@ -45,10 +46,30 @@ def add(key: str, value: Any, timeout: int) -> None:
 
 
 def delete_many(keys: list[str]) -> None:
+    """A purge that cannot reach the cache is not dropped: it goes to the outbox and a worker retries it
+    until the cache answers, so an entry that survived the outage (a network split, not a restart) cannot
+    outlive the change by more than the retry delay."""
     try:
         cache.delete_many(keys)
     except Exception:
-        logger.error("cache unavailable: could not purge %d keys", len(keys), exc_info=True)
+        logger.error("cache unavailable: %d keys left for the outbox to purge", len(keys), exc_info=True)
+        from iam import outbox  # the outbox's models load after this module
+
+        outbox.enqueue(PURGE_TOPIC, {"keys": keys}, within=PURGE_RETRY_WINDOW)
+
+
+PURGE_TOPIC = "cache.purge"
+PURGE_RETRY_WINDOW = timedelta(hours=1)
+
+
+def purge_later(message) -> None:
+    """The outbox handler of `cache.purge` (registered in `iam.apps`)."""
+    from iam import outbox
+
+    try:
+        cache.delete_many(message.payload["keys"])
+    except Exception as exc:
+        raise outbox.RetryLater(f"cache unavailable: {exc}") from exc
 
 
 def new_generation() -> int:

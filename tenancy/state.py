@@ -65,6 +65,7 @@ def authz_generation(workspace_id, *, read: object = cache.MISSING) -> int:
 
 
 def forget_authorization(workspace_id) -> None:
-    """Call inside the transaction that changes who may do what in the workspace."""
+    """Call inside the transaction that changes who may do what in the workspace. Dropping the generation
+    drops every grant cached under it: the next read starts a new one."""
     key = generation_key(workspace_id)
-    cache.around_commit(lambda: cache.set(key, cache.new_generation(), None))
+    cache.around_commit(lambda: cache.delete_many([key]))

@@ -1,0 +1,49 @@
+"""A purge the cache could not take is retried from the outbox: an entry that survived an outage cannot
+keep a revoked session alive once the cache is reachable again."""
+
+from django.core.cache import cache as django_cache
+from django.core.cache.backends.locmem import LocMemCache
+
+from accounts.state import account_key
+from iam import outbox
+from iam.models import OutboxMessage
+from tests.conftest import ApiClient, err, ok, token_for
+from tests.factories import AccountFactory
+
+
+def test_a_revocation_during_a_cache_split_is_purged_when_the_cache_returns(
+    db, monkeypatch, django_capture_on_commit_callbacks
+):
+    account = AccountFactory()
+    token = token_for(account)
+    api = ApiClient(token)
+    ok(api.call("/accounts/describe", {"id": str(account.pk)}))  # the account is now cached
+    assert django_cache.get(account_key(account.pk)) is not None
+
+    def unreachable(*args, **kwargs):
+        raise ConnectionError("cache unreachable")
+
+    with monkeypatch.context() as split:  # the cache keeps its data but cannot be reached
+        split.setattr(LocMemCache, "delete_many", unreachable)
+        with django_capture_on_commit_callbacks(execute=False):
+            ok(api.call("/auth/revoke", {}))
+
+    # The stale entry is still there, and a purge is owed.
+    assert django_cache.get(account_key(account.pk)).session_version == account.session_version
+    (message,) = OutboxMessage.objects.filter(topic="cache.purge", payload__keys=[account_key(account.pk)])
+    assert outbox.process(message.pk) == "done"
+    err(api.call("/accounts/describe", {"id": str(account.pk)}), 401, "Authentication required or invalid credentials.")
+
+
+def test_the_purge_is_retried_while_the_cache_stays_away(db, monkeypatch):
+    def unreachable(*args, **kwargs):
+        raise ConnectionError("cache unreachable")
+
+    monkeypatch.setattr(LocMemCache, "delete_many", unreachable)
+    from iam import cache
+
+    cache.delete_many(["account:x"])
+    message = OutboxMessage.objects.get(topic="cache.purge")
+    assert outbox.process(message.pk) == "retry"
+    message.refresh_from_db()
+    assert message.attempts == 1 and "cache unavailable" in message.last_error
