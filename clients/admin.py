@@ -1,0 +1,268 @@
+"""Admin for clients and their push deliveries (CONTRACT 14), through `clients.services` and
+`clients.push`: the same validation as the API (its request serializers, the endpoint's SSRF check), the
+same events and cache purges.
+
+A client's secret is never rendered from the database (neither `secret_encrypted` nor `secret_digest`).
+A new secret (on add, or from the "Regenerate secret" action) is shown once, in the response to the POST
+that made it: not in a message, which the message storage would keep in a cookie or the session."""
+
+import json
+from typing import Any
+
+from django import forms
+from django.contrib import admin, messages
+from django.db import transaction
+from django.http import HttpRequest, HttpResponse
+from django.template import engines
+from django.template.response import TemplateResponse
+from django.urls import reverse
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString
+
+from iam.admin import RESOURCE_READONLY, ReadOnlyInline, ServiceAdmin, changed, check_with
+from iam.errors import ApiError
+
+from . import push, services
+from .models import Client, Delivery, DeliveryAttempt
+from .serializers import ClientCreateRequest, ClientUpdateRequest
+
+CLIENT_FIELDS = ("name", "endpoint", "description", "tags", "meta")
+SCHEMA = {"schema_version": "1"}
+RECENT_DELIVERIES = 20
+
+SECRETS_PAGE = engines["django"].from_string(
+    """{% extends "admin/base_site.html" %}
+{% block content %}<div id="content-main">
+<p>Copy each secret now: it is shown this once and cannot be read again.</p>
+<table id="client-secrets">
+<thead><tr><th>client</th><th>workspace</th><th>secret</th></tr></thead>
+<tbody>{% for client, secret in secrets %}
+<tr><td><a href="{% url 'admin:clients_client_change' client.pk %}">{{ client.name }}</a></td>
+<td>{{ client.workspace.slug }}</td><td><code class="client-secret">{{ secret }}</code></td></tr>
+{% endfor %}</tbody></table>
+<p><a href="{{ next_url }}">Continue</a></p>
+</div>{% endblock %}"""
+)
+
+
+class ClientForm(forms.ModelForm):
+    endpoint = forms.URLField(required=False, max_length=2048, assume_scheme="https", empty_value=None)
+
+    class Meta:
+        model = Client
+        fields = ("workspace", *CLIENT_FIELDS)
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean()
+        if self.instance._state.adding:
+            data = {name: cleaned[name] for name in CLIENT_FIELDS if cleaned.get(name) is not None}
+            check_with(self, ClientCreateRequest, data, partial=False)
+        else:
+            data = changed(self, CLIENT_FIELDS)
+            if data:
+                check_with(self, ClientUpdateRequest, {"id": str(self.instance.pk), **data})
+        if "endpoint" in self.changed_data and not self.has_error("endpoint"):
+            try:
+                services.check_endpoint(cleaned.get("endpoint"))
+            except ApiError as exc:
+                self.add_error("endpoint", exc.message)
+        return cleaned
+
+
+def secrets_page(
+    admin_site: admin.AdminSite, request: HttpRequest, secrets: list[tuple[Client, str]], next_url: str
+) -> HttpResponse:
+    context = {
+        **admin_site.each_context(request),
+        "title": "New client secret" if len(secrets) == 1 else "New client secrets",
+        "secrets": secrets,
+        "next_url": next_url,
+    }
+    request.current_app = admin_site.name
+    response = TemplateResponse(request, SECRETS_PAGE, context)
+    response["Cache-Control"] = "no-store"
+    return response
+
+
+@admin.register(Client)
+class ClientAdmin(ServiceAdmin):
+    form = ClientForm
+    list_display = ("name", "workspace", "endpoint", "created_at")
+    list_filter = ("workspace",)
+    search_fields = ("name", "=id")
+    list_select_related = ("workspace",)
+    ordering = ("workspace__slug", "name")
+    raw_id_fields = ("workspace",)
+    fields = (
+        "id",
+        "workspace",
+        "name",
+        "endpoint",
+        "description",
+        "tags",
+        "meta",
+        "secret_version",
+        "created_by",
+        "created_at",
+        "updated_at",
+        "recent_deliveries",
+    )
+    readonly_fields = (*RESOURCE_READONLY, "secret_version", "created_by", "recent_deliveries")
+    json_initial = {"meta": SCHEMA}
+    actions = ("regenerate_secrets",)
+
+    def get_readonly_fields(self, request: HttpRequest, obj=None):
+        return self.readonly_fields if obj is None else (*self.readonly_fields, "workspace")
+
+    def get_fields(self, request: HttpRequest, obj=None):
+        if obj is None:
+            return ("workspace", *CLIENT_FIELDS)
+        return self.fields
+
+    @admin.display(description="recent deliveries")
+    def recent_deliveries(self, client: Client) -> SafeString | str:
+        if client.pk is None:
+            return "-"
+        rows = client.deliveries.only(
+            "id", "event_type", "event_id", "status", "attempts", "created_at", "delivered_at", "client_id"
+        ).order_by("-created_at")[:RECENT_DELIVERIES]
+        if not rows:
+            return "none"
+        body = format_html_join(
+            "",
+            '<tr><td><a href="{}">{}</a></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>',
+            (
+                (
+                    reverse("admin:clients_delivery_change", args=[row.pk]),
+                    row.event_type,
+                    row.event_id,
+                    row.status,
+                    row.attempts,
+                    row.created_at.isoformat(timespec="seconds"),
+                    row.delivered_at.isoformat(timespec="seconds") if row.delivered_at else "-",
+                )
+                for row in rows
+            ),
+        )
+        return format_html(
+            '<table class="client-deliveries"><thead><tr><th>event</th><th>event id</th><th>status</th>'
+            "<th>attempts</th><th>created</th><th>delivered</th></tr></thead><tbody>{}</tbody></table>"
+            '<p><a href="{}?client={}">all deliveries of this client</a></p>',
+            body,
+            reverse("admin:clients_delivery_changelist"),
+            client.pk,
+        )
+
+    def create(self, request: HttpRequest, form: forms.ModelForm) -> Client:
+        data = form.cleaned_data
+        client, secret = services.create_client(
+            data["workspace"],
+            name=data["name"],
+            endpoint=data["endpoint"],
+            description=data["description"] or None,
+            tags=data["tags"],
+            meta=data["meta"],
+            actor=request.user,
+        )
+        request._new_client_secret = secret  # for response_add, the one page that shows it
+        return client
+
+    def response_add(self, request: HttpRequest, obj: Client, post_url_continue=None) -> HttpResponse:
+        secret = getattr(request, "_new_client_secret", None)
+        if secret is None:
+            return super().response_add(request, obj, post_url_continue)
+        del request._new_client_secret
+        return secrets_page(
+            self.admin_site, request, [(obj, secret)], reverse("admin:clients_client_change", args=[obj.pk])
+        )
+
+    def update(self, request: HttpRequest, current: Client, form: forms.ModelForm) -> Client:
+        changes = changed(form, CLIENT_FIELDS)
+        if "description" in changes:
+            changes["description"] = changes["description"] or None
+        return services.update_client(current, changes=changes, actor=request.user)
+
+    def remove(self, request: HttpRequest, obj: Client) -> None:
+        services.delete_client(obj, actor=request.user)
+
+    @admin.action(description="Regenerate secret")
+    def regenerate_secrets(self, request: HttpRequest, queryset) -> HttpResponse:
+        with transaction.atomic():
+            secrets = [
+                (client, services.regenerate_secret(client, actor=request.user))
+                for client in queryset.select_related("workspace")
+            ]
+        for client, _ in secrets:
+            self.log_change(request, client, [{"changed": {"fields": ["secret"]}}])
+        return secrets_page(self.admin_site, request, secrets, reverse("admin:clients_client_changelist"))
+
+
+class DeliveryAttemptInline(ReadOnlyInline):
+    model = DeliveryAttempt
+    fields = ("attempted_at", "status_code", "error", "duration_ms")
+    readonly_fields = fields
+    show_change_link = False  # attempts have no page of their own
+
+
+@admin.register(Delivery)
+class DeliveryAdmin(ServiceAdmin):
+    list_display = (
+        "event_type",
+        "event_id",
+        "client",
+        "workspace",
+        "status",
+        "attempts",
+        "created_at",
+        "delivered_at",
+    )
+    list_filter = ("status", "event_type", "workspace")
+    search_fields = ("=event_id",)
+    list_select_related = ("client", "workspace")
+    date_hierarchy = "created_at"
+    ordering = ("-created_at",)
+    # Not `secret_encrypted`: the secret the delivery was signed with when its client is gone.
+    fields = (
+        "id",
+        "event_type",
+        "event_id",
+        "client",
+        "workspace",
+        "endpoint",
+        "status",
+        "attempts",
+        "created_at",
+        "delivered_at",
+        "message_id",
+        "payload_shown",
+    )
+    readonly_fields = fields
+    inlines = (DeliveryAttemptInline,)
+    actions = ("retry_deliveries",)
+
+    @admin.display(description="payload")
+    def payload_shown(self, delivery: Delivery) -> str:
+        return format_html("<pre>{}</pre>", json.dumps(delivery.payload, indent=2, sort_keys=True))
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
+        return False  # read-only; the retry action is the one change
+
+    def has_delete_permission(self, request: HttpRequest, obj=None) -> bool:
+        return False  # `manage.py cleanup` drops finished deliveries after IAM_OUTBOX_RETENTION_DAYS
+
+    @admin.action(description="Retry failed deliveries")
+    def retry_deliveries(self, request: HttpRequest, queryset) -> None:
+        selected = list(queryset)
+        failed = [delivery for delivery in selected if delivery.status == Delivery.Status.FAILED]
+        with transaction.atomic():
+            for delivery in failed:
+                push.retry_delivery(delivery)
+        self.message_user(request, f"{len(failed)} delivery(ies) queued again.", messages.SUCCESS)
+        skipped = len(selected) - len(failed)
+        if skipped:
+            self.message_user(
+                request, f"{skipped} delivery(ies) skipped: only failed ones are retried.", messages.WARNING
+            )
