@@ -3,6 +3,7 @@ from datetime import timedelta
 from django.apps import apps
 from django.conf import settings
 from django.core.management.base import BaseCommand
+from django.db.models import Q
 from django.utils import timezone
 
 from iam.models import OutboxMessage
@@ -12,7 +13,8 @@ class Command(BaseCommand):
     help = (
         "Deletes rows nobody needs any more and prints how many: delivered (done) outbox messages "
         "processed more than IAM_OUTBOX_RETENTION_DAYS ago (failed ones stay for the admin's retry), "
-        "expired refresh-token rows and expired OAuth states. Used refresh-token rows stay until they "
+        "finished push deliveries (delivered or failed, with their attempts) older than that (pending ones "
+        "stay), expired refresh-token rows and expired OAuth states. Used refresh-token rows stay until they "
         "expire: reuse detection needs them. Safe to run at any time, e.g. daily from cron."
     )
 
@@ -24,6 +26,7 @@ class Command(BaseCommand):
                 status=OutboxMessage.Status.DONE,
                 processed_at__lt=kept_since,
             ).delete()[0],
+            "deliveries": self._finished_deliveries(kept_since),
             "refresh tokens": self._expired("authn", "RefreshToken", now),
             "oauth states": self._expired("authn", "OAuthState", now),
         }
@@ -39,3 +42,18 @@ class Command(BaseCommand):
         except LookupError:  # a model another release adds
             return 0
         return model.objects.filter(expires_at__lt=now).delete()[0]
+
+    @staticmethod
+    def _finished_deliveries(kept_since) -> int:
+        """Deliveries of `clients` (looked up by name: iam does not import the apps above it). A delivered
+        one ages from its delivery, a failed one from its creation; the attempts go by cascade."""
+        if not apps.is_installed("clients"):
+            return 0
+        try:
+            model = apps.get_model("clients", "Delivery")
+        except LookupError:
+            return 0
+        finished = Q(status="delivered", delivered_at__lt=kept_since) | Q(
+            status="failed", created_at__lt=kept_since
+        )
+        return model.objects.filter(finished).delete()[1].get(model._meta.label, 0)
