@@ -1,6 +1,7 @@
 """Every admin page renders, and none shows a secret: password hashes, access or refresh tokens, one-time
 e-mail tokens in outbox payloads, client secrets."""
 
+import uuid
 from datetime import timedelta
 
 import pytest
@@ -11,6 +12,9 @@ from django.utils import timezone
 
 from authn import tokens
 from authn.sessions import issue_session
+from clients.models import Client, Delivery, DeliveryAttempt
+from clients.services import create_client, regenerate_secret
+from iam import crypto
 from iam.models import OutboxMessage
 from tests.factories import (
     AccountFactory,
@@ -54,15 +58,57 @@ def secrets(operator) -> list[str]:
         processed_at=now,
         last_error="gave up",
     )
-    try:
-        from clients.services import create_client
-    except ImportError:
-        pass  # the clients app is not on this branch yet
-    else:
-        _, client_secret = create_client(
-            workspace, name="svc", tags=[], meta={"schema_version": "1"}, actor=operator
+    found += client_rows(workspace, operator)
+    return found
+
+
+def client_rows(workspace, operator) -> list[str]:
+    """A client with deliveries and attempts, one without an endpoint, one whose secret was rotated: the
+    plaintext secrets and their stored forms."""
+    client, secret = create_client(
+        workspace,
+        name="svc",
+        endpoint="https://hooks.example.com/iam",
+        tags=[],
+        meta={"schema_version": "1"},
+        actor=operator,
+    )
+    _, quiet_secret = create_client(
+        workspace, name="quiet", tags=[], meta={"schema_version": "1"}, actor=operator
+    )
+    rotated, first_secret = create_client(
+        workspace, name="rotated", tags=[], meta={"schema_version": "1"}, actor=operator
+    )
+    second_secret = regenerate_secret(rotated, actor=operator)
+    now = timezone.now()
+    for status in ("pending", "delivered", "failed"):
+        delivery = Delivery.objects.create(
+            event_id=uuid.uuid4(),
+            event_type="client.secret_rotated",
+            client=client,
+            workspace=workspace,
+            endpoint=client.endpoint,
+            secret_encrypted=client.secret_encrypted,
+            payload={"type": "client.secret_rotated", "workspace_id": str(workspace.pk)},
+            status=status,
+            attempts=1,
+            delivered_at=now if status == "delivered" else None,
         )
-        found.append(client_secret)
+        DeliveryAttempt.objects.create(delivery=delivery, status_code=200 if status == "delivered" else 503)
+    Delivery.objects.create(  # its client is gone: the delivery keeps the secret it was made with
+        event_id=uuid.uuid4(),
+        event_type="workspace.deleted",
+        client=None,
+        workspace=None,
+        endpoint="https://gone.example.com/",
+        secret_encrypted=crypto.encrypt(quiet_secret),
+        payload={"type": "workspace.deleted"},
+        status="failed",
+    )
+    found = [secret, quiet_secret, first_secret, second_secret]
+    for row in Client.objects.all():
+        found += [row.secret_encrypted, row.secret_digest]
+    found += list(Delivery.objects.exclude(secret_encrypted="").values_list("secret_encrypted", flat=True))
     return found
 
 
