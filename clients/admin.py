@@ -52,6 +52,9 @@ class ClientForm(forms.ModelForm):
         model = Client
         fields = ("workspace", *CLIENT_FIELDS)
 
+    def validate_unique(self) -> None:
+        """`clean` says a name is taken in the API's words; the service checks again when it saves."""
+
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean()
         if self.instance._state.adding:
@@ -61,6 +64,12 @@ class ClientForm(forms.ModelForm):
             data = changed(self, CLIENT_FIELDS)
             if data:
                 check_with(self, ClientUpdateRequest, {"id": str(self.instance.pk), **data})
+        workspace = cleaned.get("workspace") or getattr(self.instance, "workspace", None)
+        name = cleaned.get("name")
+        if workspace is not None and name and not self.has_error("name"):
+            taken = Client.objects.in_workspace(workspace).filter(name=name).exclude(pk=self.instance.pk)
+            if taken.exists():
+                self.add_error("name", services.NAME_CONFLICT)
         if "endpoint" in self.changed_data and not self.has_error("endpoint"):
             try:
                 services.check_endpoint(cleaned.get("endpoint"))

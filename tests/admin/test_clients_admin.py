@@ -110,10 +110,16 @@ def test_the_admin_refuses_what_the_api_refuses(admin_web, workspace, operator):
     make_client(workspace, operator, name="taken")
     response = add_client(admin_web, workspace, name="taken")
     assert response.status_code == 200
-    assert response.context["adminform"].form.errors  # Django's unique-constraint check, before the service's
+    assert response.context["adminform"].form.errors == {"name": ["name already exists"]}
     assert Client.objects.filter(name="taken").count() == 1
     response = add_client(admin_web, workspace, meta="{}")
-    assert "meta" in response.context["adminform"].form.errors
+    assert response.context["adminform"].form.errors == {"meta": ["meta.schema_version required"]}
+    client, _ = make_client(workspace, operator)
+    url = reverse("admin:clients_client_change", args=[client.pk])
+    data = form_data(admin_web.get(url))
+    data["name"] = "taken"
+    response = admin_web.post(url, data)
+    assert response.context["adminform"].form.errors == {"name": ["name already exists"]}
 
 
 def test_updating_and_deleting_a_client_go_through_the_services(admin_web, workspace, operator):
