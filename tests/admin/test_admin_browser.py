@@ -8,9 +8,11 @@ import shutil
 import pytest
 from django.db import connections
 
+from clients.models import Client
+from iam import crypto
 from rbac.models import Membership, Role
 from tenancy.models import Workspace
-from tests.factories import PASSWORD, AccountFactory
+from tests.factories import PASSWORD, AccountFactory, WorkspaceFactory
 
 CHROMIUM = os.environ.get("IAM_CHROMIUM", "/usr/bin/chromium")
 
@@ -86,3 +88,30 @@ def test_operator_signs_in_creates_a_workspace_and_a_role(browser, live_server, 
     assert page.locator("#result_list").get_by_text("auditors", exact=True).count() == 1
     role = Role.objects.get(workspace=workspace, name="auditors")
     assert list(role.permissions.values_list("name", flat=True)) == ["*"]
+
+
+def test_operator_creates_a_client_and_sees_its_secret_once(browser, live_server, tmp_path):
+    AccountFactory(email="operator@example.com", is_superuser=True)
+    workspace = WorkspaceFactory(slug="acme")
+    page = browser.new_page()
+    page.set_default_timeout(15_000)
+    page.goto(f"{live_server.url}/admin/login/?next=/admin/clients/client/add/")
+    page.fill("#id_username", "operator@example.com")
+    page.fill("#id_password", PASSWORD)
+    page.click("input[type=submit]")
+    page.wait_for_url(f"{live_server.url}/admin/clients/client/add/")
+
+    page.fill("#id_workspace", str(workspace.pk))
+    page.fill("#id_name", "billing")
+    page.fill("#id_endpoint", "https://hooks.example.com/iam")
+    page.click("input[name=_save]")
+    secret = page.locator("code.client-secret").inner_text()
+    page.screenshot(path=str(tmp_path / "client-secret.png"), full_page=True)
+
+    client = Client.objects.get(workspace=workspace, name="billing")
+    assert crypto.digest(secret) == client.secret_digest
+    page.click("text=Continue")
+    page.wait_for_url(f"{live_server.url}/admin/clients/client/{client.pk}/change/")
+    assert secret not in page.content()
+    page.reload()
+    assert secret not in page.content()
