@@ -32,7 +32,11 @@ def test_a_revocation_during_a_cache_split_is_purged_when_the_cache_returns(
     assert django_cache.get(account_key(account.pk)).session_version == account.session_version
     (message,) = OutboxMessage.objects.filter(topic="cache.purge", payload__keys=[account_key(account.pk)])
     assert outbox.process(message.pk) == "done"
-    err(api.call("/accounts/describe", {"id": str(account.pk)}), 401, "Authentication required or invalid credentials.")
+    err(
+        api.call("/accounts/describe", {"id": str(account.pk)}),
+        401,
+        "Authentication required or invalid credentials.",
+    )
 
 
 def test_the_purge_is_retried_while_the_cache_stays_away(db, monkeypatch):
