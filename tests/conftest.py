@@ -2,7 +2,7 @@ import json
 import os
 
 import pytest
-from django.core.cache import cache
+from django.core.cache import cache, caches
 from django.test import Client
 
 from accounts.models import Account
@@ -80,6 +80,27 @@ def token_for(account: Account) -> str:
 
 def client_for(account: Account, workspace=None) -> ApiClient:
     return ApiClient(token_for(account), str(workspace.pk) if workspace is not None else None)
+
+
+CACHE_METHODS = ("get", "set", "add", "get_many", "set_many", "delete", "delete_many", "incr")
+
+
+def break_cache(monkeypatch, *methods: str) -> None:
+    """Makes the configured cache backend (local memory, or Redis in CI) raise on `methods`, as when it
+    cannot be reached."""
+
+    def unreachable(*args, **kwargs):
+        raise ConnectionError("cache unreachable")
+
+    backend = type(caches["default"])
+    for name in methods or CACHE_METHODS:
+        monkeypatch.setattr(backend, name, unreachable)
+
+
+@pytest.fixture
+def cache_down(monkeypatch):
+    """Every cache call raises: `iam.cache` falls back to the database."""
+    break_cache(monkeypatch)
 
 
 @pytest.fixture(autouse=True)

@@ -6,7 +6,6 @@ import uuid
 
 import jwt
 import pytest
-from django.core.cache.backends.locmem import LocMemCache
 from django.test import override_settings
 
 from authn import tokens
@@ -39,17 +38,6 @@ def user(workspace):
     role = RoleFactory(workspace=workspace, name="editor", permissions=["projects:*", "roles:list"])
     membership = MembershipFactory(account=account, workspace=workspace, roles=[role])
     return account, membership
-
-
-@pytest.fixture
-def cache_down(monkeypatch):
-    """Every cache call raises, as with Redis unreachable: `iam.cache` falls back to the database."""
-
-    def broken(*args, **kwargs):
-        raise ConnectionError("cache down")
-
-    for name in ("get", "set", "add", "get_many", "set_many", "delete", "delete_many", "incr"):
-        monkeypatch.setattr(LocMemCache, name, broken)
 
 
 def validate(client, token, secret=None, **extra):

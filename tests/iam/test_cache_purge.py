@@ -2,12 +2,11 @@
 keep a revoked session alive once the cache is reachable again."""
 
 from django.core.cache import cache as django_cache
-from django.core.cache.backends.locmem import LocMemCache
 
 from accounts.state import account_key
 from iam import outbox
 from iam.models import OutboxMessage
-from tests.conftest import ApiClient, err, ok, token_for
+from tests.conftest import ApiClient, break_cache, err, ok, token_for
 from tests.factories import AccountFactory
 
 
@@ -20,11 +19,8 @@ def test_a_revocation_during_a_cache_split_is_purged_when_the_cache_returns(
     ok(api.call("/accounts/describe", {"id": str(account.pk)}))  # the account is now cached
     assert django_cache.get(account_key(account.pk)) is not None
 
-    def unreachable(*args, **kwargs):
-        raise ConnectionError("cache unreachable")
-
     with monkeypatch.context() as split:  # the cache keeps its data but cannot be reached
-        split.setattr(LocMemCache, "delete_many", unreachable)
+        break_cache(split, "delete_many")
         with django_capture_on_commit_callbacks(execute=False):
             ok(api.call("/auth/revoke", {}))
 
@@ -40,10 +36,7 @@ def test_a_revocation_during_a_cache_split_is_purged_when_the_cache_returns(
 
 
 def test_the_purge_is_retried_while_the_cache_stays_away(db, monkeypatch):
-    def unreachable(*args, **kwargs):
-        raise ConnectionError("cache unreachable")
-
-    monkeypatch.setattr(LocMemCache, "delete_many", unreachable)
+    break_cache(monkeypatch, "delete_many")
     from iam import cache
 
     cache.delete_many(["account:x"])
