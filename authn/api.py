@@ -7,7 +7,7 @@ from iam.api import Endpoint
 from iam.errors import AUTHENTICATION_REQUIRED, ApiError
 from tenancy.state import find_workspace, root_workspace
 
-from . import oauth, services, sessions, tokens
+from . import oauth, services, sessions, throttling, tokens
 from .authentication import SessionTokenAuthentication
 from .emails import CONFIRM, RESET
 from .serializers import (
@@ -157,6 +157,10 @@ class OAuthInitiate(Endpoint):
         workspace = credential_workspace(request)
         if not oauth.redirect_allowed(data["redirect_url"]):
             raise ApiError(400, "redirect_url not allowed", "redirect_url")
+        ip = client_ip(request)
+        if retry_after := throttling.oauth_starts_by_ip.retry_after(ip):
+            raise ApiError(429, "too many requests", headers={"Retry-After": str(retry_after)})
+        throttling.oauth_starts_by_ip.hit(ip)
         auth_url = oauth.initiate(config, redirect_url=data["redirect_url"], workspace=workspace)
         return self.serialize({"auth_url": auth_url})
 

@@ -571,3 +571,18 @@ def test_insecure_transport_is_allowed_only_around_loopback_calls(api, configure
         assert os.environ["OAUTHLIB_INSECURE_TRANSPORT"] == "1"
     sign_in(api)
     assert "OAUTHLIB_INSECURE_TRANSPORT" not in os.environ
+
+
+def test_initiate_is_throttled_per_ip(api, configured, monkeypatch):
+    """Each start stores a state row: one address may not pile them up."""
+    from authn import throttling
+
+    monkeypatch.setattr(throttling.oauth_starts_by_ip, "limit", 3)
+    for _ in range(3):
+        initiate(api)
+    response = api.call(INITIATE, {"redirect_url": APP})
+    err(response, 429, "too many requests")
+    assert 0 < int(response["Retry-After"]) <= 60
+    assert OAuthState.objects.count() == 3
+    other = api.call(INITIATE, {"redirect_url": APP}, REMOTE_ADDR="203.0.113.9")
+    assert ok(other)["auth_url"]
