@@ -25,7 +25,9 @@ def delivery(client, status: str, created_days_ago: float, delivered_days_ago: f
     )
     # auto_now_add ignores a value given to create()
     Delivery.objects.filter(pk=row.pk).update(created_at=now - timedelta(days=created_days_ago))
-    DeliveryAttempt.objects.create(delivery=row, status_code=500)
+    attempt = DeliveryAttempt.objects.create(delivery=row, status_code=500)
+    tried_days_ago = created_days_ago if delivered_days_ago is None else delivered_days_ago
+    DeliveryAttempt.objects.filter(pk=attempt.pk).update(attempted_at=now - timedelta(days=tried_days_ago))
     return row
 
 
@@ -41,6 +43,9 @@ def test_deletes_finished_deliveries_past_the_retention_and_keeps_pending_ones(d
         delivery(client, "delivered", 10, delivered_days_ago=1),  # delivered on a recent retry
         delivery(client, "failed", 2),
     ]
+    retried = delivery(client, "failed", 20)  # failed again on an operator's retry yesterday
+    DeliveryAttempt.objects.create(delivery=retried, status_code=503)
+    kept.append(retried)
     orphan = delivery(client, "failed", 30)
     Delivery.objects.filter(pk=orphan.pk).update(client=None)  # its client was deleted since
 
@@ -50,4 +55,4 @@ def test_deletes_finished_deliveries_past_the_retention_and_keeps_pending_ones(d
     assert "deleted 3 deliveries" in out.getvalue()
     assert set(Delivery.objects.values_list("pk", flat=True)) == {row.pk for row in kept}
     assert not DeliveryAttempt.objects.filter(delivery_id__in=[old_delivered.pk, old_failed.pk]).exists()
-    assert DeliveryAttempt.objects.count() == len(kept)
+    assert DeliveryAttempt.objects.count() == len(kept) + 1  # the retried one has two

@@ -3,7 +3,7 @@ from datetime import timedelta
 from django.apps import apps
 from django.conf import settings
 from django.core.management.base import BaseCommand
-from django.db.models import Q
+from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
 from iam.models import OutboxMessage
@@ -46,14 +46,14 @@ class Command(BaseCommand):
     @staticmethod
     def _finished_deliveries(kept_since) -> int:
         """Deliveries of `clients` (looked up by name: iam does not import the apps above it). A delivered
-        one ages from its delivery, a failed one from its creation; the attempts go by cascade."""
+        one ages from its delivery, a failed one from its last attempt (an operator may have retried it
+        lately); the attempts go by cascade."""
         if not apps.is_installed("clients"):
             return 0
-        try:
-            model = apps.get_model("clients", "Delivery")
-        except LookupError:
-            return 0
-        finished = Q(status="delivered", delivered_at__lt=kept_since) | Q(
-            status="failed", created_at__lt=kept_since
+        model = apps.get_model("clients", "Delivery")
+        attempt = apps.get_model("clients", "DeliveryAttempt")
+        tried_lately = attempt.objects.filter(delivery=OuterRef("pk"), attempted_at__gte=kept_since)
+        finished = Q(status="delivered", delivered_at__lt=kept_since) | (
+            Q(status="failed", created_at__lt=kept_since) & ~Exists(tried_lately)
         )
         return model.objects.filter(finished).delete()[1].get(model._meta.label, 0)
