@@ -4,7 +4,6 @@ from authn.services import create_password_account
 from iam.api import Endpoint, ListEndpoint
 from iam.errors import ApiError
 from rbac import policy
-from tenancy.state import root_workspace
 
 from . import services
 from .models import Account
@@ -40,7 +39,7 @@ class AccountCreate(Endpoint):
     response_serializer = AccountSerializer
 
     def handle(self, request: Request, data: dict) -> dict:
-        account = create_password_account(workspace=root_workspace(), actor=request.user, **data)
+        account = create_password_account(actor=request.user, **data)
         return self.serialize(account)
 
 
@@ -52,7 +51,7 @@ class AccountDescribe(Endpoint):
         # CONTRACT 4: any account may describe itself
         if not is_self(request, data):
             policy.require_global(request.user, "accounts:describe")
-        return self.serialize(request.user if is_self(request, data) else find_account(data))
+        return self.serialize(find_account(data))
 
 
 class AccountList(ListEndpoint):

@@ -70,10 +70,14 @@ def update_account(account: Account, *, changes: dict[str, Any], actor: Account 
     flags_changed = any(
         name in changes and changes[name] != getattr(account, name) for name in ("enabled", "verified")
     )
+    disabling = changes.get("enabled") is False and account.enabled
     fields = apply_changes(account, changes, fields=UPDATABLE)
     account.updated_by = actor
     account.save(update_fields=[*fields, "updated_by"])
     forget_account(account.pk)
+    if disabling:
+        # CONTRACT 4: tokens issued before a disable stay dead once the account is enabled again.
+        end_sessions(account)
     if flags_changed:
         events.emit("account.updated", resource=("account", account.pk), account_ids=[account.pk])
     return account
@@ -87,8 +91,10 @@ def set_password(account: Account, password: str) -> None:
     end_sessions(account)
 
 
+@transaction.atomic
 def end_sessions(account: Account) -> int:
-    """Increments the session version in the database: every token issued before fails from now on."""
+    """Increments the session version in the database: every token issued before fails from now on. The
+    bump and its `session.revoked` events commit together (CONTRACT 8)."""
     Account.objects.filter(pk=account.pk).update(session_version=F("session_version") + 1)
     account.refresh_from_db(fields=["session_version"])
     forget_account(account.pk)

@@ -15,15 +15,24 @@ def account_key(account_id: UUID | str) -> str:
     return f"account:{account_id}"
 
 
+# What the checks of a Bearer token and of `clients/validate` read, and nothing more: the cache never
+# holds the password hash or any other secret (ASVS 8.3), only these values, as a plain tuple.
+_WANTED = {"id", "email", "name", "verified", "enabled", "is_superuser", "session_version"}
+# In the model's field order, which `Model.from_db` expects of a partial row.
+CACHED_FIELDS = tuple(field.attname for field in Account._meta.concrete_fields if field.attname in _WANTED)
+
+
 def get_account(account_id: UUID | str, *, read: object = cache.MISSING) -> Account | None:
-    """`read`: the cached entry, when the caller fetched it already with others in one round trip."""
+    """`read`: the cached entry, when the caller fetched it already with others in one round trip.
+    The answer is an `Account` with only CACHED_FIELDS loaded (others load on access, from the database)."""
     key = account_key(account_id)
-    account = cache.get(key) if read is cache.MISSING else read
-    if account is cache.MISSING:
-        account = Account.objects.filter(pk=account_id).first()
-        if account is not None:
-            cache.set(key, account, settings.IAM_AUTH_CACHE_SECONDS)
-    return account
+    values = cache.get(key) if read is cache.MISSING else read
+    if values is cache.MISSING or not isinstance(values, tuple) or len(values) != len(CACHED_FIELDS):
+        values = Account.objects.filter(pk=account_id).values_list(*CACHED_FIELDS).first()
+        if values is None:
+            return None
+        cache.set(key, values, settings.IAM_AUTH_CACHE_SECONDS)
+    return Account.from_db("default", CACHED_FIELDS, values)
 
 
 def forget_account(account_id: UUID | str) -> None:

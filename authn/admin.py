@@ -26,9 +26,7 @@ from accounts.serializers import AccountCreateRequest, AccountUpdateRequest
 from accounts.state import forget_account
 from iam.admin import RESOURCE_READONLY, ReadOnlyInline, ServiceAdmin, changed, check_with
 from iam.errors import ApiError
-from iam.services import apply_changes
 from rbac.models import Membership
-from tenancy.state import root_workspace
 
 from . import services
 from .models import Credential
@@ -203,7 +201,6 @@ class AccountAdmin(ServiceAdmin):
             email=data["email"],
             password=data["password1"],
             name=data["name"],
-            workspace=root_workspace(),
             actor=request.user,
             verified=data["verified"],
             is_superuser=data["is_superuser"],
@@ -316,9 +313,8 @@ class CredentialAdmin(ServiceAdmin):
         return False
 
     def update(self, request: HttpRequest, current: Credential, form: forms.ModelForm) -> Credential:
-        fields = apply_changes(current, changed(form, ("status",)), fields=("status",))
-        current.save(update_fields=fields)
-        return current
+        # The API's service: revoking a credential here ends the account's sessions as it does there.
+        return services.update_credential(current, changes=changed(form, ("status",)))
 
     def remove(self, request: HttpRequest, obj: Credential) -> None:
-        obj.delete()
+        services.delete_credential(obj)

@@ -5,9 +5,8 @@ from rest_framework.request import Request
 from accounts.services import end_sessions
 from iam.api import Endpoint
 from iam.errors import AUTHENTICATION_REQUIRED, ApiError
-from tenancy.state import find_workspace, root_workspace
 
-from . import oauth, services, sessions, throttling, tokens
+from . import oauth, services, sessions, throttling
 from .authentication import SessionTokenAuthentication
 from .emails import CONFIRM, RESET
 from .serializers import (
@@ -29,17 +28,6 @@ from .throttling import client_ip
 from .tokens import TokenError
 
 
-def credential_workspace(request: Request):
-    """CONTRACT 3: the root workspace, unless the request names one with `X-Workspace`."""
-    ref = request.headers.get("X-Workspace", "").strip()
-    if not ref:
-        return root_workspace()
-    workspace = find_workspace(ref)
-    if workspace is None:
-        raise ApiError(404, "workspace not found", "X-Workspace")
-    return workspace
-
-
 def session_payload(account, session: dict) -> dict:
     return SessionWithAccount({**session, "account": account}).data
 
@@ -54,7 +42,6 @@ class Register(Endpoint):
             email=data["email"],
             password=data["password"],
             name=data.get("name"),
-            workspace=credential_workspace(request),
         )
         return session_payload(account, session)
 
@@ -78,11 +65,11 @@ class Refresh(Endpoint):
     response_serializer = SessionSerializer
 
     def handle(self, request: Request, data: dict) -> dict:
-        account, claims = request.user, request.auth
-        if claims["type"] == tokens.ACCESS:
-            return sessions.issue_session(account)
         try:
-            return sessions.rotate(account, claims)
+            return sessions.refresh(request.user, request.auth)
+        except sessions.RefreshReuse as exc:
+            services.end_sessions_after_reuse(request.user)
+            raise ApiError(401, AUTHENTICATION_REQUIRED) from exc
         except TokenError as exc:
             raise ApiError(401, AUTHENTICATION_REQUIRED) from exc
 
@@ -154,14 +141,13 @@ class OAuthInitiate(Endpoint):
         config = oauth.provider_config()
         if config is None:
             raise ApiError(503, "oauth provider not configured")
-        workspace = credential_workspace(request)
         if not oauth.redirect_allowed(data["redirect_url"]):
             raise ApiError(400, "redirect_url not allowed", "redirect_url")
         ip = client_ip(request)
         if retry_after := throttling.oauth_starts_by_ip.retry_after(ip):
             raise ApiError(429, "too many requests", headers={"Retry-After": str(retry_after)})
         throttling.oauth_starts_by_ip.hit(ip)
-        auth_url = oauth.initiate(config, redirect_url=data["redirect_url"], workspace=workspace)
+        auth_url = oauth.initiate(config, redirect_url=data["redirect_url"])
         return self.serialize({"auth_url": auth_url})
 
 

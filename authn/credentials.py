@@ -1,8 +1,10 @@
-"""Credential endpoints (SPEC 4 Credentials, CONTRACT 2, 6, 12): workspace-scoped, no create."""
+"""Credential endpoints (SPEC 4 Credentials, CONTRACT 2, 3, 6, 12): workspace-scoped, no create. Every
+credential lives in the root workspace; its secret, status, identity and deletion are operators' alone."""
 
 from rest_framework.request import Request
 
 from iam.api import Endpoint, ListEndpoint
+from rbac import policy
 
 from . import services
 from .models import Credential
@@ -52,8 +54,9 @@ class CredentialUpdate(Endpoint):
     response_serializer = CredentialSerializer
 
     def handle(self, request: Request, data: dict) -> dict:
-        credential = services.get_credential(request.workspace, **lookup(data), lock=True)
         changes = {name: value for name, value in data.items() if name not in LOOKUP}
+        policy.require_credential_change(request.user, changes)
+        credential = services.get_credential(request.workspace, **lookup(data), lock=True)
         return self.serialize(services.update_credential(credential, changes=changes))
 
 
@@ -64,5 +67,6 @@ class CredentialDelete(Endpoint):
     response_serializer = CredentialDeleted
 
     def handle(self, request: Request, data: dict) -> dict:
+        policy.require_credential_change(request.user, None)
         credential = services.get_credential(request.workspace, **lookup(data), lock=True)
         return services.delete_credential(credential)

@@ -15,6 +15,8 @@ from django.template.loader import render_to_string
 from accounts.models import Account
 from iam import outbox
 from iam.models import OutboxMessage
+from rbac.models import Membership
+from rbac.services import INVITATION_LIFETIME
 
 from . import tokens
 
@@ -23,6 +25,7 @@ logger = logging.getLogger(__name__)
 TOPIC = "email"
 CONFIRM = "confirm"
 RESET = "reset"
+INVITE = "invite"
 
 _KINDS = {
     CONFIRM: {
@@ -37,7 +40,15 @@ _KINDS = {
         "template": "emails/reset",
         "subject": "Reset your password",
     },
+    # CONTRACT 15: recorded by `rbac.services.invite` with the membership's id.
+    INVITE: {
+        "type": tokens.MEMBERSHIP_INVITE,
+        "path": "accept-invitation",
+        "template": "emails/invite",
+        "subject": "You are invited to a workspace",
+    },
 }
+LIFETIMES = {INVITE: INVITATION_LIFETIME}
 
 
 def enqueue(kind: str, account_id: UUID | None) -> OutboxMessage:
@@ -56,23 +67,27 @@ def should_send(kind: str, account: Account | None) -> bool:
     return not (kind == CONFIRM and account.verified)
 
 
-def link(kind: str, account: Account) -> str:
+def link(kind: str, account: Account, *, membership: Membership | None = None) -> str:
     spec = _KINDS[kind]
     token, _ = tokens.issue(
         account.pk,
         type=spec["type"],
         session_version=account.session_version,
-        lifetime=settings.IAM_EMAIL_TOKEN_LIFETIME,
+        lifetime=LIFETIMES.get(kind, settings.IAM_EMAIL_TOKEN_LIFETIME),
+        extra={"mid": str(membership.pk)} if membership is not None else None,
     )
     return f"{settings.IAM_FRONTEND_URL}/{spec['path']}?token={token}"
 
 
-def build(kind: str, account: Account) -> EmailMultiAlternatives:
+def build(kind: str, account: Account, *, membership: Membership | None = None) -> EmailMultiAlternatives:
     spec = _KINDS[kind]
+    lifetime = LIFETIMES.get(kind, settings.IAM_EMAIL_TOKEN_LIFETIME)
     context = {
         "account": account,
-        "link": link(kind, account),
-        "hours": int(settings.IAM_EMAIL_TOKEN_LIFETIME.total_seconds() // 3600),
+        "membership": membership,
+        "link": link(kind, account, membership=membership),
+        "hours": int(lifetime.total_seconds() // 3600),
+        "days": lifetime.days,
     }
     message = EmailMultiAlternatives(
         subject=spec["subject"],
@@ -94,8 +109,18 @@ def send(message: OutboxMessage) -> None:
     account = Account.objects.filter(pk=account_id).first() if account_id else None
     if not should_send(kind, account):
         return
+    membership = None
+    if kind == INVITE:  # an invitation already accepted, declined or withdrawn sends nothing
+        membership = (
+            Membership.objects.select_related("workspace")
+            .filter(pk=message.payload.get("membership_id"), account=account)
+            .filter(status=Membership.Status.INVITED)
+            .first()
+        )
+        if membership is None:
+            return
     try:
-        build(kind, account).send()
+        build(kind, account, membership=membership).send()
     except smtplib.SMTPResponseException as exc:
         if exc.smtp_code >= 500:  # a permanent refusal (RFC 5321 4.2.1)
             raise outbox.Undeliverable(f"smtp {exc.smtp_code}") from exc

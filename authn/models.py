@@ -81,7 +81,6 @@ class OAuthState(models.Model):
     provider = models.CharField(max_length=16, choices=Credential.Provider.choices)
     redirect_url = models.CharField(max_length=2048)
     code_verifier = models.TextField()
-    workspace = models.ForeignKey("tenancy.Workspace", on_delete=models.CASCADE, related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)
     expires_at = models.DateTimeField(db_index=True)
     used_at = models.DateTimeField(null=True, blank=True)

@@ -25,7 +25,7 @@ from requests_oauthlib import OAuth2Session
 from accounts.models import Account, normalize_email
 from accounts.services import create_account, end_sessions, update_account
 from iam import crypto
-from tenancy.models import Workspace
+from tenancy.state import root_workspace
 
 from .models import Credential, OAuthState
 from .sessions import issue_session
@@ -173,7 +173,7 @@ def _transport_for(*urls: str) -> Iterator[None]:
                 os.environ["OAUTHLIB_INSECURE_TRANSPORT"] = previous
 
 
-def initiate(config: ProviderConfig, *, redirect_url: str, workspace: Workspace) -> str:
+def initiate(config: ProviderConfig, *, redirect_url: str) -> str:
     """Stores a fresh state with its PKCE verifier and answers the provider's authorization URL."""
     state = secrets.token_urlsafe(32)
     client = WebApplicationClient(config.client_id)
@@ -186,7 +186,6 @@ def initiate(config: ProviderConfig, *, redirect_url: str, workspace: Workspace)
         provider=PROVIDER,
         redirect_url=redirect_url,
         code_verifier=crypto.encrypt(verifier),
-        workspace=workspace,
         expires_at=now + STATE_LIFETIME,
     )
     with _transport_for(config.authorize_url):
@@ -295,10 +294,10 @@ def _profile(claims: object) -> Profile:
 # Accounts (CONTRACT 10)
 
 
-def _oauth_credential(account: Account, workspace: Workspace, profile: Profile) -> Credential:
+def _oauth_credential(account: Account, profile: Profile) -> Credential:
     return Credential.objects.create(
         account=account,
-        workspace=workspace,
+        workspace=root_workspace(),  # CONTRACT 3: credentials live in the root workspace only
         kind=Credential.Kind.OAUTH,
         provider=PROVIDER,
         provider_id=profile.sub,
@@ -307,7 +306,7 @@ def _oauth_credential(account: Account, workspace: Workspace, profile: Profile) 
     )
 
 
-def _link(account: Account, workspace: Workspace, profile: Profile) -> Credential:
+def _link(account: Account, profile: Profile) -> Credential:
     """Links a verified provider e-mail to the account holding it. An unverified account may have been
     registered by someone who does not own the address (pre-registration hijack): the provider's word
     verifies it, and whatever that someone holds ends: the password, every other credential (an identity
@@ -320,11 +319,11 @@ def _link(account: Account, workspace: Workspace, profile: Profile) -> Credentia
         account.set_unusable_password()
         account.save(update_fields=["password"])
         end_sessions(account)
-    return _oauth_credential(account, workspace, profile)
+    return _oauth_credential(account, profile)
 
 
 @transaction.atomic
-def sign_in(profile: Profile, *, workspace: Workspace) -> Account:
+def sign_in(profile: Profile) -> Account:
     """Finds, links or creates the account of `profile` and answers it, enabled, with its credential's
     `last_used_at` set."""
     credential = (
@@ -344,7 +343,7 @@ def sign_in(profile: Profile, *, workspace: Workspace) -> Account:
         if account is not None:
             if not profile.email_verified:
                 raise OAuthFailure(OAUTH_FAILED, "unverified provider e-mail matches an account")
-            credential = _link(account, workspace, profile)
+            credential = _link(account, profile)
         else:
             account = create_account(
                 email=profile.email,
@@ -353,7 +352,7 @@ def sign_in(profile: Profile, *, workspace: Workspace) -> Account:
                 verified=profile.email_verified,
                 avatar_url=profile.picture,
             )
-            credential = _oauth_credential(account, workspace, profile)
+            credential = _oauth_credential(account, profile)
     if not account.enabled:  # raised inside the transaction: a link just made is undone
         raise OAuthFailure(OAUTH_FAILED, "account disabled")
     Credential.objects.filter(pk=credential.pk).update(last_used_at=timezone.now())
@@ -383,7 +382,7 @@ def complete(params: dict[str, str]) -> str:
             raise OAuthFailure(OAUTH_FAILED, "code_verifier unreadable") from exc
         profile = fetch_profile(config, code=params["code"], code_verifier=verifier)
         try:
-            account = sign_in(profile, workspace=state.workspace)
+            account = sign_in(profile)
         except IntegrityError as exc:  # a concurrent callback created the same account or credential
             raise OAuthFailure(OAUTH_FAILED, "concurrent sign-in") from exc
         with transaction.atomic():

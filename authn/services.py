@@ -16,6 +16,7 @@ from accounts.services import (
 from iam.errors import AUTHENTICATION_REQUIRED, ApiError
 from iam.services import apply_changes, save_unique
 from tenancy.models import Workspace
+from tenancy.state import root_workspace
 
 from . import emails, throttling, tokens
 from .models import Credential
@@ -42,20 +43,20 @@ def create_password_account(
     email: str,
     password: str,
     name: str,
-    workspace: Workspace,
     conflict_status: int = 409,
     actor: Account | None = None,
     **fields,
 ) -> Account:
     """An account with a local password credential, `pending` until the e-mail is confirmed (CONTRACT 5).
-    Used by registration and by `accounts/create`."""
+    Used by registration, `accounts/create`, the admin and `bootstrap`. Credentials live in the root
+    workspace only (CONTRACT 3): no tenant holds an account's credential."""
     if email_taken(email):
         raise ApiError(conflict_status, "email already exists", "email")
     check_password_rules(password)
     account = create_account(email=email, name=name, password=password, actor=actor, **fields)
     Credential.objects.create(
         account=account,
-        workspace=workspace,
+        workspace=root_workspace(),
         kind=Credential.Kind.PASSWORD,
         provider=Credential.Provider.LOCAL,
         status=Credential.Status.PENDING,
@@ -64,13 +65,12 @@ def create_password_account(
     return account
 
 
-def register(*, email: str, password: str, name: str | None, workspace: Workspace) -> tuple[Account, dict]:
+def register(*, email: str, password: str, name: str | None) -> tuple[Account, dict]:
     with transaction.atomic():
         account = create_password_account(
             email=email,
             password=password,
             name=name or normalize_email(email).split("@", 1)[0],
-            workspace=workspace,
             conflict_status=400,  # SPEC 7 keeps 400 for register
         )
         session = issue_session(account)
@@ -108,6 +108,14 @@ def login(*, email: str, password: str, ip: str) -> tuple[Account, dict]:
         Credential.objects.filter(pk=credential.pk).update(last_used_at=timezone.now())
         session = issue_session(account)
     return account, session
+
+
+def end_sessions_after_reuse(account: Account) -> None:
+    """RFC 9700 4.14: a used refresh token came back, so it leaked; every session of the account ends. The
+    request answers 401, so this commits on its own (the refresh endpoint runs outside the request
+    transaction)."""
+    with transaction.atomic():
+        end_sessions(account)
 
 
 # E-mail flows (SPEC 4 rules 1-2, CONTRACT 5, 9, 13)

@@ -12,8 +12,10 @@ ACCESS = "access"
 REFRESH = "refresh"
 PASSWORD_RESET = "PasswordReset"
 ACCOUNT_CONFIRM = "AccountConfirm"
+MEMBERSHIP_INVITE = "MembershipInvite"
 
 REQUIRED_CLAIMS = ["sub", "type", "sv", "iat", "exp", "jti", "iss"]
+SESSION_TYPES = frozenset({ACCESS, REFRESH})
 
 
 class TokenError(Exception):
@@ -29,9 +31,14 @@ def issue(
     session_version: int,
     lifetime: timedelta,
     jti: uuid.UUID | None = None,
+    auth_time: int | None = None,
+    not_after: datetime | None = None,
+    extra: dict | None = None,
 ) -> tuple[str, datetime]:
+    """`auth_time` (session tokens, CONTRACT 5): when the login that started the session happened.
+    `not_after` caps the expiry (a session never outlives its login by more than the refresh lifetime)."""
     now = timezone.now()
-    expires_at = now + lifetime
+    expires_at = now + lifetime if not_after is None else min(now + lifetime, not_after)
     claims = {
         "sub": str(account_id),
         "type": type,
@@ -40,7 +47,10 @@ def issue(
         "exp": int(expires_at.timestamp()),
         "jti": str(jti or uuid.uuid4()),
         "iss": settings.IAM_JWT_ISSUER,
+        **(extra or {}),
     }
+    if auth_time is not None:
+        claims["auth_time"] = auth_time
     token = jwt.encode(claims, settings.IAM_JWT_SIGNING_KEY, algorithm=settings.IAM_JWT_ALGORITHM)
     return token, expires_at
 
@@ -60,6 +70,8 @@ def decode(token: str, *, types: set[str] | frozenset[str]) -> dict:
         raise TokenError("invalid_token") from exc
     if claims.get("type") not in types or not isinstance(claims.get("sv"), int):
         raise TokenError("invalid_token")
+    if claims["type"] in SESSION_TYPES and not isinstance(claims.get("auth_time"), int):
+        raise TokenError("invalid_token")  # CONTRACT 5: every session token carries its login time
     try:
         claims["sub"] = uuid.UUID(str(claims["sub"]))
         claims["jti"] = uuid.UUID(str(claims["jti"]))

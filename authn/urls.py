@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import api, credentials
+from . import api, credentials, invitations
 
 urlpatterns = [
     path("auth/register", api.Register.as_view()),
@@ -11,6 +11,8 @@ urlpatterns = [
     path("auth/update-password", api.UpdatePassword.as_view()),
     path("auth/confirm", api.Confirm.as_view()),
     path("auth/resend-confirm", api.ResendConfirm.as_view()),
+    path("memberships/accept", invitations.MembershipAccept.as_view()),
+    path("memberships/decline", invitations.MembershipDecline.as_view()),
     path("credentials/describe", credentials.CredentialDescribe.as_view()),
     path("credentials/list", credentials.CredentialList.as_view()),
     path("credentials/update", credentials.CredentialUpdate.as_view()),

@@ -60,6 +60,9 @@ class Membership(Resource):
     scope = models.CharField(max_length=16, choices=Scope.choices)
     status = models.CharField(max_length=16, choices=Status.choices)
     roles = models.ManyToManyField(Role, related_name="memberships", blank=True)
+    # CONTRACT 15: when the account consented (accepted the invitation, created the workspace, or was
+    # added by an operator); null while it has not. Only a consented membership is ever `active`.
+    accepted_at = models.DateTimeField(null=True, blank=True)
 
     objects = WorkspaceScopedQuerySet.as_manager()
 

@@ -31,6 +31,25 @@ def allows(granted: Iterable[str], wanted: str) -> bool:
     return any(matches(name, wanted) for name in granted)
 
 
+def _sides(name: str) -> tuple[str, str]:
+    if name == "*":
+        return "*", "*"
+    resource, _, action = name.partition(":")
+    return resource, action
+
+
+def covers(granted: str, wanted: str) -> bool:
+    """CONTRACT 4's escalation rule: holding `granted` lets a caller grant `wanted`. Unlike `matches`, a
+    wildcard is covered only by an equal or wider wildcard: `projects:*` covers `projects:create` and
+    `projects:*`, but `projects:create` does not cover `projects:*`, nor `*:create` cover `projects:*`."""
+    return all(held in ("*", want) for held, want in zip(_sides(granted), _sides(wanted), strict=True))
+
+
+def uncovered(granted: Iterable[str], wanted: Iterable[str]) -> set[str]:
+    granted = list(granted)
+    return {name for name in wanted if not any(covers(held, name) for held in granted)}
+
+
 @dataclass(frozen=True)
 class Grants:
     """What the account's active memberships in one workspace give it."""
@@ -130,6 +149,65 @@ def require_in(account: Account, workspaces: Iterable[Workspace], permission: st
         raise ApiError(403, f"missing permission {permission}")
 
 
+CANNOT_GRANT = "cannot grant permissions you do not hold"
+
+
+def require_grantable(
+    account: Account | None,
+    workspace: Workspace | UUID | str,
+    names: Iterable[str],
+    *,
+    project_id: UUID | str | None = None,
+) -> None:
+    """CONTRACT 4, no escalation (Kubernetes RBAC's rule): a caller may attach a permission to a role,
+    a role to a membership, or create or rename a permission, only when its own grants in the workspace
+    at the same or a wider scope already cover every permission name the result grants. `project_id`:
+    the result grants only in that project, so the caller's grants there count too. Operators, holders
+    of `*` and the system (`account=None`: commands, bootstrap) are exempt."""
+    if account is None or account.is_superuser:
+        return
+    held = grants(account.pk, getattr(workspace, "pk", workspace))
+    scoped = held.permissions | (
+        held.project_permissions.get(str(project_id), frozenset()) if project_id else frozenset()
+    )
+    if "*" in held.permissions:
+        return
+    if uncovered(scoped, names):
+        raise ApiError(403, CANNOT_GRANT)
+
+
+# Credentials (CONTRACT 12): what only an operator may change.
+
+OPERATOR_ONLY_CREDENTIAL_FIELDS = frozenset(
+    {"secret", "status", "kind", "provider", "new_provider_id", "new_email"}
+)
+OPERATOR_ONLY_CREDENTIAL = "only an operator may change this credential"
+
+
+def require_credential_change(account: Account, fields: Iterable[str] | None) -> None:
+    """`fields`: the request's fields; None for a delete. Members holding `credentials:update` may change
+    `tags`, `meta` and `last_used_at`; a credential's secret, status, kind, provider, identity or e-mail,
+    and its deletion, belong to operators: whoever may change them can take the account over."""
+    if account.is_superuser:
+        return
+    if fields is None or OPERATOR_ONLY_CREDENTIAL_FIELDS.intersection(fields):
+        raise ApiError(403, OPERATOR_ONLY_CREDENTIAL)
+
+
+# Consent (CONTRACT 15)
+
+ONLY_INVITED_CAN_ACCEPT = "only the invited account can accept"
+
+
+def require_activation(account: Account | None, membership: Membership) -> None:
+    """A membership that was never accepted becomes active only by its own account (or an operator):
+    `memberships/update` cannot make someone a member without consent."""
+    if membership.accepted_at is not None or account is None or account.is_superuser:
+        return
+    if account.pk != membership.account_id:
+        raise ApiError(403, ONLY_INVITED_CAN_ACCEPT)
+
+
 def has_global_permission(account: Account, permission: str) -> bool:
     """Permissions on global resources are granted by roles in the root workspace (CONTRACT 3)."""
     return has_permission(account, root_workspace(), permission)
@@ -141,8 +219,15 @@ def require_global(account: Account, permission: str) -> None:
 
 
 def workspaces_of(account_ids: Iterable[UUID | str]) -> set[UUID]:
-    return set(
-        Membership.objects.filter(account_id__in=list(account_ids))
+    """Where events about these accounts go (CONTRACT 15): workspaces where they hold an accepted
+    membership, and the root workspace, which holds their credentials. An invitation alone tells a
+    workspace nothing more about an account."""
+    account_ids = list(account_ids)
+    found = set(
+        Membership.objects.filter(account_id__in=account_ids, accepted_at__isnull=False)
         .values_list("workspace_id", flat=True)
         .distinct()
     )
+    if Account.objects.filter(pk__in=account_ids, credentials__isnull=False).exists():
+        found.add(root_workspace().pk)
+    return found

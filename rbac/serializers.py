@@ -54,6 +54,7 @@ class MembershipSerializer(serializers.ModelSerializer):
             "project_id",
             "scope",
             "status",
+            "accepted_at",
             "roles",
             "tags",
             "meta",

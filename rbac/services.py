@@ -3,24 +3,27 @@ who may do what bumps the workspace's authorization generation (dropping its cac
 and records the push event CONTRACT 8 owes, in the same transaction."""
 
 from collections.abc import Iterable
+from datetime import timedelta
 from typing import Any
 from uuid import UUID
 
 from django.db import transaction
 from django.db.models import QuerySet
+from django.utils import timezone
 
 from accounts.models import Account
-from iam import events
+from iam import events, outbox
 from iam.errors import ApiError
 from iam.services import apply_changes, check_unique, save_unique
 from tenancy.models import Project, Workspace
 from tenancy.state import forget_authorization
 
+from . import policy
 from .models import Membership, Permission, Role
 
 PERMISSION_FIELDS = ("name", "code", "description", "tags", "meta")
 ROLE_FIELDS = ("name", "description", "tags", "meta")
-MEMBERSHIP_FIELDS = ("scope", "status", "project", "tags", "meta")
+MEMBERSHIP_FIELDS = ("scope", "status", "project", "tags", "meta", "accepted_at")
 OWNER_ROLE = "owner"
 ALL_PERMISSIONS = "*"
 
@@ -81,11 +84,16 @@ def ensure_owner(workspace: Workspace, account: Account) -> Membership:
         workspace=workspace,
         account=account,
         scope=Membership.Scope.WORKSPACE,
-        defaults={"status": Membership.Status.ACTIVE, "meta": {"schema_version": "1"}},
+        defaults={
+            "status": Membership.Status.ACTIVE,
+            "accepted_at": timezone.now(),  # creating the workspace is the owner's own act (CONTRACT 15)
+            "meta": {"schema_version": "1"},
+        },
     )
-    if membership.status != Membership.Status.ACTIVE:
+    if membership.status != Membership.Status.ACTIVE or membership.accepted_at is None:
         membership.status = Membership.Status.ACTIVE
-        membership.save(update_fields=["status"])
+        membership.accepted_at = membership.accepted_at or timezone.now()
+        membership.save(update_fields=["status", "accepted_at"])
     membership.roles.add(role)
     forget_authorization(workspace.pk)
     return membership
@@ -105,6 +113,7 @@ def create_permission(
     description: str | None = None,
     actor: Account | None,
 ) -> Permission:
+    policy.require_grantable(actor, workspace, [name])
     check_unique(Permission.objects.in_workspace(workspace), name=name, code=code)
     permission = Permission(
         workspace=workspace, name=name, code=code, description=description, tags=tags, meta=meta
@@ -117,6 +126,8 @@ def create_permission(
 def update_permission(
     permission: Permission, *, changes: dict[str, Any], actor: Account | None
 ) -> Permission:
+    if "name" in changes and changes["name"] != permission.name:
+        policy.require_grantable(actor, permission.workspace_id, [changes["name"]])
     check_unique(
         Permission.objects.in_workspace(permission.workspace),
         exclude=permission.pk,
@@ -166,6 +177,7 @@ def create_role(
     description: str | None = None,
     actor: Account | None,
 ) -> Role:
+    policy.require_grantable(actor, workspace, [permission.name for permission in permissions])
     check_unique(Role.objects.in_workspace(workspace), name=name)
     role = Role(workspace=workspace, name=name, description=description, tags=tags, meta=meta)
     save_unique(role, conflict="name already exists", field="name", force_insert=True)
@@ -178,6 +190,8 @@ def update_role(
     role: Role, *, changes: dict[str, Any], permissions: list[Permission] | None = None, actor: Account | None
 ) -> Role:
     """`permissions` replaces the attached permissions (SPEC 1)."""
+    if permissions is not None:
+        policy.require_grantable(actor, role.workspace_id, [permission.name for permission in permissions])
     check_unique(Role.objects.in_workspace(role.workspace), exclude=role.pk, name=changes.get("name"))
     changed = "name" in changes and changes["name"] != role.name
     fields = apply_changes(role, changes, fields=ROLE_FIELDS)
@@ -262,9 +276,15 @@ def create_membership(
     project: Project | None = None,
     actor: Account | None,
 ) -> Membership:
+    """CONTRACT 15: a membership of another account, made by anyone but an operator, starts `invited`
+    whatever `status` says, and the account is e-mailed an invitation; it joins only by accepting."""
     _check_scope(scope, project)
+    policy.require_grantable(actor, workspace, granted_by(roles), project_id=project.pk if project else None)
     if _membership_exists(workspace, account.pk, scope, project):
         raise ApiError(409, "membership already exists")
+    consented = actor is None or actor.is_superuser or actor.pk == account.pk
+    if not consented:
+        status = Membership.Status.INVITED
     membership = Membership(
         workspace=workspace,
         account=account,
@@ -273,11 +293,36 @@ def create_membership(
         project=project,
         tags=tags,
         meta=meta,
+        accepted_at=timezone.now() if consented and status != Membership.Status.INVITED else None,
     )
     save_unique(membership, conflict="membership already exists", field="account_id", force_insert=True)
     membership.roles.set(roles)
     _membership_changed("membership.created", membership)
+    if membership.status == Membership.Status.INVITED and not (actor and actor.pk == account.pk):
+        invite(membership)
     return membership
+
+
+INVITATION_LIFETIME = timedelta(days=7)  # CONTRACT 15
+
+
+def invite(membership: Membership) -> None:
+    """Records the invitation e-mail in the change's transaction; `authn.emails` mints the single-use
+    `MembershipInvite` link when it sends it (the outbox never stores a usable token)."""
+    outbox.enqueue(
+        "email",
+        {"kind": "invite", "account_id": str(membership.account_id), "membership_id": str(membership.pk)},
+        within=INVITATION_LIFETIME,
+    )
+
+
+def granted_by(roles: Iterable[Role]) -> list[str]:
+    """The permission names the given roles grant (what CONTRACT 4's escalation rule weighs)."""
+    return list(
+        Permission.objects.filter(roles__in=[role.pk for role in roles])
+        .values_list("name", flat=True)
+        .distinct()
+    )
 
 
 @transaction.atomic
@@ -295,6 +340,19 @@ def update_membership(
         changes["project"] = None
     project = changes.get("project", membership.project)
     _check_scope(scope, project)
+    activating = (
+        changes.get("status") == Membership.Status.ACTIVE and membership.status != Membership.Status.ACTIVE
+    )
+    if activating:
+        policy.require_activation(actor, membership)
+        if membership.accepted_at is None:  # an operator, or the account itself, acts for it
+            changes["accepted_at"] = timezone.now()
+    widening = {"scope", "project"} & changes.keys() or activating
+    if roles is not None or widening:
+        result = roles if roles is not None else list(membership.roles.all())
+        policy.require_grantable(
+            actor, membership.workspace_id, granted_by(result), project_id=project.pk if project else None
+        )
     if _membership_exists(membership.workspace, membership.account_id, scope, project, exclude=membership.pk):
         raise ApiError(409, "membership already exists")
     fields = apply_changes(membership, changes, fields=MEMBERSHIP_FIELDS)
@@ -303,6 +361,35 @@ def update_membership(
         membership.roles.set(roles)
     _membership_changed("membership.updated", membership)
     return membership
+
+
+@transaction.atomic
+def accept_invitation(membership: Membership) -> Membership:
+    """CONTRACT 15: the invited account's own act; the caller has checked that it is the account's. The
+    row is locked and checked again, so two uses of one link accept it once."""
+    membership = _still_invited(membership)
+    membership.status = Membership.Status.ACTIVE
+    membership.accepted_at = timezone.now()
+    membership.updated_at = membership.accepted_at
+    membership.save(update_fields=["status", "accepted_at", "updated_at"])
+    _membership_changed("membership.updated", membership)
+    return membership
+
+
+@transaction.atomic
+def decline_invitation(membership: Membership) -> dict:
+    return delete_membership(_still_invited(membership), actor=None)
+
+
+def _still_invited(membership: Membership) -> Membership:
+    locked = (
+        Membership.objects.select_for_update()
+        .filter(pk=membership.pk, status=Membership.Status.INVITED)
+        .first()
+    )
+    if locked is None:
+        raise ApiError(404, "membership not found")
+    return locked
 
 
 @transaction.atomic

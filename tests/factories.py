@@ -2,11 +2,13 @@ from functools import cache
 
 import factory
 from django.contrib.auth.hashers import make_password
+from django.utils import timezone
 
 from accounts.models import Account
 from authn.models import Credential
 from rbac.models import Membership, Permission, Role
 from tenancy.models import Project, Workspace
+from tenancy.state import root_workspace
 
 PASSWORD = "correct horse battery staple"
 
@@ -87,6 +89,10 @@ class MembershipFactory(factory.django.DjangoModelFactory):
     scope = Membership.Scope.WORKSPACE
     status = Membership.Status.ACTIVE
     meta = factory.LazyFunction(lambda: {"schema_version": "1"})
+    # CONTRACT 15: a membership made active is one its account accepted.
+    accepted_at = factory.LazyAttribute(
+        lambda membership: None if membership.status == Membership.Status.INVITED else timezone.now()
+    )
 
     @factory.post_generation
     def roles(self, create, roles, **kwargs):
@@ -99,7 +105,7 @@ class CredentialFactory(factory.django.DjangoModelFactory):
         model = Credential
 
     account = factory.SubFactory(AccountFactory)
-    workspace = factory.SubFactory(WorkspaceFactory)
+    workspace = factory.LazyFunction(root_workspace)  # CONTRACT 3: credentials live in the root workspace
     kind = Credential.Kind.PASSWORD
     provider = Credential.Provider.LOCAL
     status = Credential.Status.ACTIVE

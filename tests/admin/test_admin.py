@@ -306,7 +306,10 @@ def test_disabling_an_account_in_the_admin_refuses_its_token_at_once(admin_web):
         reverse("admin:accounts_account_changelist"),
         {"action": "enable_accounts", "_selected_action": [str(account.pk)]},
     )
-    ok(api.call("/accounts/describe", {"id": str(account.pk)}))
+    # CONTRACT 4: the disable ended the sessions; enabling again does not bring the old token back.
+    err(api.call("/accounts/describe", {"id": str(account.pk)}), 401, AUTH)
+    account.refresh_from_db()
+    ok(client_for(account).call("/accounts/describe", {"id": str(account.pk)}))
     assert len(events("account.updated")) == 2
 
 
@@ -365,7 +368,8 @@ def test_setting_a_password_in_the_admin_ends_sessions(admin_web, root):
     err(api.call("/accounts/describe", {"id": str(account.pk)}), 401, AUTH)
     login = ApiClient().call("/auth/login", {"email": account.email, "password": "a-new-passphrase"})
     assert login.status_code == 200
-    assert len(events("session.revoked")) == 0  # no workspace: no client to tell
+    # CONTRACT 15: the root workspace holds its credentials, so its clients are told; no other is.
+    assert [event["workspace_id"] for event in events("session.revoked")] == [str(root.pk)]
 
 
 def test_an_operator_setting_their_own_password_stays_signed_in(admin_web, operator):

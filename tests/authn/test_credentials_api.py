@@ -8,6 +8,7 @@ from django.test.utils import CaptureQueriesContext
 
 from accounts.models import Account
 from authn.models import Credential
+from tenancy.state import root_workspace
 from tests.conftest import ApiClient, client_for, err, ok
 from tests.factories import PASSWORD, AccountFactory, CredentialFactory, WorkspaceFactory
 
@@ -17,12 +18,14 @@ NEW_PASSWORD = "a brand new passphrase"
 
 @pytest.fixture
 def workspace(db):
-    return WorkspaceFactory()
+    return root_workspace()  # CONTRACT 3: every credential lives in the root workspace
 
 
 @pytest.fixture
-def admin(workspace, member_of):
-    return member_of(workspace, "credentials:*")[1]
+def admin(workspace, operator):
+    """Only operators change a credential's secret, status or identity (CONTRACT 12): the member case is
+    in tests/authn/test_takeover.py."""
+    return client_for(operator, workspace)
 
 
 @pytest.fixture
@@ -106,25 +109,23 @@ def test_credentials_need_the_permission_and_the_workspace(workspace, credential
 # isolation (CONTRACT 2)
 
 
-def test_a_member_of_a_cannot_reach_the_credentials_of_b(member_of):
-    a, b = WorkspaceFactory(), WorkspaceFactory()
-    _, in_a = member_of(a, "credentials:*")
-    theirs = CredentialFactory(workspace=b)
-    mine = CredentialFactory(workspace=a)
-    listed = ok(in_a.call("/credentials/list"))["credentials"]
-    assert [item["id"] for item in listed] == [str(mine.pk)]
-    for action in ("describe", "update", "delete"):
-        err(in_a.call(f"/credentials/{action}", ref(theirs)), 404, "credential not found")
+def test_a_tenant_reaches_no_credential(member_of, credential):
+    """CONTRACT 3: credentials are the root workspace's; a workspace owner sees none, not even those of
+    its own members, and cannot act on any."""
+    a = WorkspaceFactory()
+    member, in_a = member_of(a, "*")
+    mine = CredentialFactory(account=member)
+    assert ok(in_a.call("/credentials/list"))["credentials"] == []
+    for theirs in (credential, mine):
+        for action in ("describe", "update"):
+            err(in_a.call(f"/credentials/{action}", ref(theirs, tags=[])), 404, "credential not found")
+        err(in_a.call("/credentials/delete", ref(theirs)), 403, "only an operator may change this credential")
     err(
-        in_a.call("/credentials/list", headers={"X-Workspace": str(b.pk)}),
+        in_a.call("/credentials/list", headers={"X-Workspace": str(credential.workspace_id)}),
         403,
         "not a member of this workspace",
     )
-    assert (
-        ok(in_a.call("/credentials/list", {"filter": {"fields": {"workspace_id": str(b.pk)}}}))["credentials"]
-        == []
-    )
-    assert Credential.objects.filter(pk=theirs.pk).exists()
+    assert Credential.objects.filter(pk=credential.pk).exists()
 
 
 # list

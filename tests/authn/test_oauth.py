@@ -22,6 +22,7 @@ from accounts.models import Account
 from authn import oauth
 from authn.models import Credential, OAuthState
 from iam import crypto
+from tenancy.state import root_workspace
 from tests.conftest import ApiClient, err, ok
 from tests.factories import PASSWORD, AccountFactory, CredentialFactory, WorkspaceFactory
 
@@ -297,15 +298,13 @@ def test_name_defaults_to_the_local_part_and_a_bad_picture_is_dropped(api, confi
     assert (account.name, account.avatar_url) == ("bob", None)
 
 
-def test_credential_goes_to_the_workspace_named_by_x_workspace(api, configured):
+def test_the_credential_is_the_root_workspaces_whatever_x_workspace_says(api, configured):
+    """CONTRACT 3 (revised): `X-Workspace` on the initiate is ignored (it once let a tenant hold the
+    credential and so the account)."""
     workspace = WorkspaceFactory()
     sign_in(api, **{"X-Workspace": workspace.slug})
-    assert Credential.objects.get(provider_id="idp-user-1").workspace == workspace
-
-
-def test_unknown_x_workspace_is_refused(api, configured):
-    response = api.call(INITIATE, {"redirect_url": APP}, headers={"X-Workspace": "nowhere"})
-    err(response, 404, "workspace not found")
+    assert Credential.objects.get(provider_id="idp-user-1").workspace == root_workspace()
+    ok(api.call(INITIATE, {"redirect_url": APP}, headers={"X-Workspace": "nowhere"}))
 
 
 def test_redirect_url_with_a_query_and_fragment_keeps_them(api, configured):

@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from authn.models import RefreshToken
 from iam.models import OutboxMessage
-from tests.factories import AccountFactory, WorkspaceFactory
+from tests.factories import AccountFactory
 
 
 def run(**options) -> str:
@@ -67,14 +67,12 @@ def test_expired_oauth_states(db):
         assert "deleted 0 oauth states" in run()
         return
     now = timezone.now()
-    workspace = WorkspaceFactory()
     for index, expires_at in enumerate([now - timedelta(seconds=1), now + timedelta(minutes=10)]):
         model.objects.create(
             state_digest=f"{index:064d}",
             provider="idp_a",
             redirect_url="http://localhost:3000/",
             code_verifier="x",
-            workspace=workspace,
             expires_at=expires_at,
         )
     assert "deleted 1 oauth states" in run()

@@ -28,9 +28,7 @@ class Command(BaseCommand):
         account = Account.objects.filter(email=normalize_email(email)).first()
         if account is None:
             try:
-                account = create_password_account(
-                    email=email, password=password, name=name, workspace=workspace
-                )
+                account = create_password_account(email=email, password=password, name=name)
             except ApiError as exc:
                 raise CommandError(exc.message) from exc
             self.stdout.write(f"created operator {account.email} ({account.pk})")

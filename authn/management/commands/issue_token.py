@@ -1,3 +1,5 @@
+import time
+
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
@@ -25,5 +27,6 @@ class Command(BaseCommand):
             type=tokens.ACCESS,
             session_version=account.session_version,
             lifetime=settings.IAM_ACCESS_TOKEN_LIFETIME,
+            auth_time=int(time.time()),  # the command is the login of this one-token session
         )
         self.stdout.write(token)
