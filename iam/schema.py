@@ -73,7 +73,16 @@ class EndpointSchema(AutoSchema):
         responses = {200: _envelope(name, data), 400: ErrorBody}
         if not endpoint.public:
             responses.update({401: ErrorBody, 403: ErrorBody, 404: ErrorBody})
+        elif super().get_auth():  # public, with an optional Bearer (memberships/accept)
+            responses.update({401: ErrorBody, 404: ErrorBody})
         return responses
+
+    def get_auth(self):
+        auth = super().get_auth()
+        endpoint = self._endpoint()
+        if endpoint is not None and endpoint.public and auth:
+            auth.append({})  # a public endpoint that also reads a Bearer token: optional
+        return auth
 
     def get_override_parameters(self):
         endpoint = self._endpoint()
