@@ -15,10 +15,22 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 DEBUG = env("DEBUG", False, bool)
 TESTING = env("IAM_TESTING", False, bool)
 
+# CONTRACT 14: with DEBUG off these must come from the environment. Per-process caches (no REDIS_URL)
+# cannot enforce revocation or throttling across several web processes, and a built-in key signs nothing.
+# DEBUG on (`make run`) and the test suite keep the embedded defaults.
 _DEV_SECRET_KEY = "dev-insecure-secret-key-change-me-0123456789abcdef"
+_REQUIRED_IN_PRODUCTION = ("SECRET_KEY", "IAM_JWT_SIGNING_KEY", "REDIS_URL")
+if not (DEBUG or TESTING):
+    _missing = [key for key in _REQUIRED_IN_PRODUCTION if not env(key, "").strip()]
+    if env("SECRET_KEY", "") == _DEV_SECRET_KEY:
+        _missing.insert(0, "SECRET_KEY")
+    if _missing:
+        raise ImproperlyConfigured(
+            f"{', '.join(dict.fromkeys(_missing))} must be set when DEBUG is off (CONTRACT 14): "
+            "secret keys are never built in, and without REDIS_URL each web process would keep its own "
+            "cache, so revocation and throttling would not hold across processes"
+        )
 SECRET_KEY = env("SECRET_KEY", _DEV_SECRET_KEY)
-if SECRET_KEY == _DEV_SECRET_KEY and not (DEBUG or TESTING):
-    raise ImproperlyConfigured("SECRET_KEY must be set when DEBUG is off")
 
 ALLOWED_HOSTS = env("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"], list)
 CSRF_TRUSTED_ORIGINS = env("CSRF_TRUSTED_ORIGINS", [], list)
