@@ -140,6 +140,11 @@ CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
 SECURE_PROXY_SSL_HEADER = (
     ("HTTP_X_FORWARDED_PROTO", "https") if env("IAM_BEHIND_PROXY", False, bool) else None
 )
+# CONTRACT 13: the client address is REMOTE_ADDR unless N trusted reverse proxies stand in front, in which
+# case it is the N-th X-Forwarded-For entry from the right (iam/addresses.py).
+IAM_NUM_PROXIES = env("IAM_NUM_PROXIES", 0, int)
+if IAM_NUM_PROXIES < 0:
+    raise ImproperlyConfigured("IAM_NUM_PROXIES must be 0 or more")
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["authn.authentication.BearerAuthentication"],
@@ -148,7 +153,7 @@ REST_FRAMEWORK = {
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "EXCEPTION_HANDLER": "iam.errors.exception_handler",
     "UNAUTHENTICATED_USER": None,
-    "NUM_PROXIES": env("IAM_NUM_PROXIES", None, int),
+    "NUM_PROXIES": IAM_NUM_PROXIES,  # 0: DRF's own get_ident uses REMOTE_ADDR too (None trusts the header)
     "DEFAULT_SCHEMA_CLASS": "iam.schema.EndpointSchema",
 }
 
