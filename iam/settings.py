@@ -53,6 +53,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "iam.middleware.SecurityHeadersMiddleware",  # outermost: errors made by the others get the headers too
     "iam.middleware.JsonErrorsMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -137,9 +138,8 @@ SECURE_CONTENT_TYPE_NOSNIFF = True
 SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SECURE = env("SESSION_COOKIE_SECURE", not DEBUG, bool)
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
-SECURE_PROXY_SSL_HEADER = (
-    ("HTTP_X_FORWARDED_PROTO", "https") if env("IAM_BEHIND_PROXY", False, bool) else None
-)
+IAM_BEHIND_PROXY = env("IAM_BEHIND_PROXY", False, bool)  # TLS ends at a proxy: X-Forwarded-Proto, HSTS
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if IAM_BEHIND_PROXY else None
 # CONTRACT 13: the client address is REMOTE_ADDR unless N trusted reverse proxies stand in front, in which
 # case it is the N-th X-Forwarded-For entry from the right (iam/addresses.py).
 IAM_NUM_PROXIES = env("IAM_NUM_PROXIES", 0, int)
