@@ -202,6 +202,10 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {"socket_connect_timeout": 0.5, "socket_timeou
 CELERY_BEAT_SCHEDULE = {
     "sweep-outbox": {"task": "iam.sweep_outbox", "schedule": env("IAM_OUTBOX_SWEEP_SECONDS", 5.0, float)},
 }
+# Without a broker (eager tasks) outbox messages run in this many threads of the web process, never in
+# the request that committed them (CONTRACT 13). Only the unit suite sets 0: its transactions never commit,
+# so another thread could not see their rows (iam/test_settings.py).
+IAM_OUTBOX_THREADS = 2
 
 # IAM settings (CONTRACT).
 IAM_ROOT_WORKSPACE = env("IAM_ROOT_WORKSPACE", "root")
