@@ -82,8 +82,9 @@ def publish(message_id, *, countdown: float | None = None) -> None:
 
 class EmbeddedWorker:
     """The worker of the embedded mode: a small thread pool that runs the messages published after commit,
-    so no request waits for SMTP or a webhook endpoint, and timers for delayed retries. A message it never
-    ran (the process stopped) stays pending in the database for the sweeper."""
+    so no request waits for SMTP or a webhook endpoint, and timers for delayed retries. Development only:
+    a message it had not run when the process stopped stays pending in the database; production runs
+    Celery workers and beat's sweeper (REDIS_URL, CONTRACT 14)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
