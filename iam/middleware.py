@@ -18,7 +18,8 @@ class SecurityHeadersMiddleware:
         response = self.get_response(request)
         response["X-Content-Type-Options"] = "nosniff"
         response["X-Frame-Options"] = "DENY"
-        response["Referrer-Policy"] = "same-origin"
+        # A view may only choose stricter: the OAuth callback, whose redirect carries tokens, sends none.
+        response.headers.setdefault("Referrer-Policy", "same-origin")
         if settings.IAM_BEHIND_PROXY:  # TLS ends at the proxy; a browser ignores the header over plain http
             response["Strict-Transport-Security"] = self.HSTS
         return response
