@@ -47,7 +47,7 @@ def admin(workspace, member_of):
 def test_refused_at_create_and_update(admin, address):
     body = err(admin.call("/clients/create", {**BODY, "endpoint": url(address)}), 400, "endpoint not allowed")
     assert body["field"] == "endpoint"
-    public = "http://[2002:808:808::1]/hook"  # 6to4 of 8.8.8.8: a public address
+    public = "http://[2001:4860:4860::8888]/hook"
     created = ok(admin.call("/clients/create", {**BODY, "endpoint": public}))
     body = err(
         admin.call("/clients/update", {"id": created["id"], "endpoint": url(address)}),
