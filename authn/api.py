@@ -3,6 +3,7 @@ from django.views.decorators.http import require_GET
 from rest_framework.request import Request
 
 from accounts.services import end_sessions
+from iam.addresses import client_ip
 from iam.api import Endpoint
 from iam.errors import AUTHENTICATION_REQUIRED, ApiError
 
@@ -24,7 +25,6 @@ from .serializers import (
     TokenRequest,
     UpdatePasswordRequest,
 )
-from .throttling import client_ip
 from .tokens import TokenError
 
 

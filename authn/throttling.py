@@ -7,14 +7,8 @@ import time
 from datetime import timedelta
 
 from django.conf import settings
-from rest_framework.request import Request
-from rest_framework.throttling import BaseThrottle
 
 from iam import cache
-
-
-def client_ip(request: Request) -> str:
-    return BaseThrottle().get_ident(request)  # honours REST_FRAMEWORK["NUM_PROXIES"]
 
 
 def _key(scope: str, value: str) -> str:

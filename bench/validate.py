@@ -134,11 +134,15 @@ def run_python(url: str, body: str | None) -> dict:
 
 
 def main() -> None:
+    if not os.environ.get("REDIS_URL"):
+        # CONTRACT 14: with DEBUG off the service does not start on per-process caches.
+        sys.exit("make bench needs REDIS_URL (a Redis the two gunicorn workers share)")
     workdir = Path(tempfile.mkdtemp(prefix="iam-bench-"))
     env = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "bench.settings",
         "SECRET_KEY": os.environ.get("SECRET_KEY", secrets.token_urlsafe(50)),
+        "IAM_JWT_SIGNING_KEY": os.environ.get("IAM_JWT_SIGNING_KEY", secrets.token_urlsafe(50)),
         "DEBUG": "0",
         "PYTHONPATH": str(ROOT),
         "PYTHONWARNINGS": "ignore:No directory at",  # whitenoise: no collectstatic for a benchmark
@@ -183,10 +187,9 @@ def main() -> None:
         ]:
             results[name] = run_wrk(url, post, workdir) if use_wrk else run_python(url, post)
         database = env["DATABASE_URL"].split(":", 1)[0]
-        cache = "redis" if os.environ.get("REDIS_URL") else "locmem (per worker)"
         print(
             f"\ngunicorn -w 2, {CONNECTIONS} connections, {SECONDS}s each, "
-            f"load by {'wrk' if use_wrk else 'python threads'}, db {database}, cache {cache}\n"
+            f"load by {'wrk' if use_wrk else 'python threads'}, db {database}, cache redis\n"
         )
         print(f"{'endpoint':34} {'req/s':>10} {'p50 ms':>8} {'p99 ms':>8} {'non-2xx':>8}")
         for name, figures in results.items():

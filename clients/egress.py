@@ -17,9 +17,28 @@ class EndpointRefused(Exception):
     """The endpoint is not a public http(s) URL: retrying cannot help."""
 
 
+# IPv6 forms that carry an IPv4 address, which a host, a relay or a translator may reach on our behalf.
+_NAT64 = ipaddress.ip_network("64:ff9b::/96")  # RFC 6052 well-known prefix: the last 32 bits
+_NAT64_LOCAL = ipaddress.ip_network("64:ff9b:1::/48")  # RFC 8215 local-use prefix: never public
+_IPV4_COMPATIBLE = ipaddress.ip_network("::/96")  # RFC 4291 (deprecated): the last 32 bits
+_IPV4_TRANSLATED = ipaddress.ip_network("::ffff:0:0:0/96")  # RFC 2765 SIIT: the last 32 bits
+
+
+def _embedded_ipv4(address: ipaddress.IPv6Address) -> list[ipaddress.IPv4Address]:
+    found = [address.ipv4_mapped, address.sixtofour]  # ::ffff:0:0/96, 2002::/16 (6to4)
+    if address.teredo is not None:  # 2001::/32: the relay and the client behind it
+        found.extend(address.teredo)
+    if any(address in network for network in (_NAT64, _IPV4_COMPATIBLE, _IPV4_TRANSLATED)):
+        found.append(ipaddress.IPv4Address(int(address) & 0xFFFFFFFF))
+    return [ipv4 for ipv4 in found if ipv4 is not None]
+
+
 def _refused(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        address = address.ipv4_mapped
+    if isinstance(address, ipaddress.IPv6Address):
+        if address in _NAT64_LOCAL or any(_refused(ipv4) for ipv4 in _embedded_ipv4(address)):
+            return True
+        if address.ipv4_mapped is not None:
+            address = address.ipv4_mapped
     return (
         address.is_loopback
         or address.is_private

@@ -4,6 +4,27 @@ from django.http import HttpRequest, HttpResponse
 from iam.errors import STATUS_MESSAGES, error_response
 
 
+class SecurityHeadersMiddleware:
+    """CONTRACT 14: every response carries these headers, errors included. It wraps every other middleware,
+    so the responses JsonErrorsMiddleware makes itself (the 413, the re-rendered 404/405/500) and those
+    made where SecurityMiddleware never ran get them too."""
+
+    HSTS = "max-age=31536000"  # a year; no includeSubDomains: other hosts of the domain are not ours
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        response = self.get_response(request)
+        response["X-Content-Type-Options"] = "nosniff"
+        response["X-Frame-Options"] = "DENY"
+        # A view may only choose stricter: the OAuth callback, whose redirect carries tokens, sends none.
+        response.headers.setdefault("Referrer-Policy", "same-origin")
+        if settings.IAM_BEHIND_PROXY:  # TLS ends at the proxy; a browser ignores the header over plain http
+            response["Strict-Transport-Security"] = self.HSTS
+        return response
+
+
 class JsonErrorsMiddleware:
     """Renders every error that did not come from our exception handler (Django's 404 and 500 pages, a
     body over the size limit) as CONTRACT 1's flat JSON, so an API client never receives an HTML page.

@@ -1,14 +1,21 @@
 """The durable outbox. A service function calls `enqueue()` inside its transaction: the message commits
 with the change or not at all. After commit it is published to Celery; when the broker is down the
-publish is skipped (the request still succeeds) and `sweep()`, run by beat, publishes it later. A worker
+publish is skipped (the request still succeeds) and `sweep()`, run by beat, publishes it later. Without
+a broker (eager tasks, `make run`) a few threads of the process run it, never the request itself. A worker
 runs the topic's handler under a row lock, so a message published twice is still processed once at a
 time; failures are retried with exponential backoff until the message's deadline."""
 
 import logging
+import os
+import threading
+import time
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import wait as futures_wait
 from datetime import timedelta
 
-from django.db import transaction
+from django.conf import settings
+from django.db import connections, transaction
 from django.utils import timezone
 
 from iam.models import OutboxMessage
@@ -59,6 +66,11 @@ def enqueue(
 def publish(message_id, *, countdown: float | None = None) -> None:
     from iam.tasks import process_outbox_message
 
+    if process_outbox_message.app.conf.task_always_eager and settings.IAM_OUTBOX_THREADS:
+        # No broker (`make run`): an eager task would run right here, inside the request that committed
+        # the message; e-mail and pushes never do (CONTRACT 13). Threads of this process run it instead.
+        embedded.submit(message_id, countdown=countdown)
+        return
     try:
         process_outbox_message.apply_async(args=[str(message_id)], countdown=countdown, retry=False)
     except Exception:
@@ -66,6 +78,73 @@ def publish(message_id, *, countdown: float | None = None) -> None:
         logger.warning(
             "outbox: broker unavailable, message %s left for the sweeper", message_id, exc_info=True
         )
+
+
+class EmbeddedWorker:
+    """The worker of the embedded mode: a small thread pool that runs the messages published after commit,
+    so no request waits for SMTP or a webhook endpoint, and timers for delayed retries. Development only:
+    a message it had not run when the process stopped stays pending in the database; production runs
+    Celery workers and beat's sweeper (REDIS_URL, CONTRACT 14)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pool: ThreadPoolExecutor | None = None
+        self._pid = 0
+        self._running: set[Future] = set()
+        self._timers: set[threading.Timer] = set()
+
+    def submit(self, message_id, *, countdown: float | None = None) -> None:
+        with self._lock:
+            if countdown:
+                timer = threading.Timer(countdown, self._fire, args=(message_id,))
+                timer.daemon = True
+                self._timers.add(timer)
+                timer.start()
+                return
+            if self._pool is None or self._pid != os.getpid():  # a forked child gets threads of its own
+                self._pool = ThreadPoolExecutor(settings.IAM_OUTBOX_THREADS, thread_name_prefix="outbox")
+                self._pid, self._running, self._timers = os.getpid(), set(), set()
+            future = self._pool.submit(self._run, message_id)
+            self._running.add(future)
+        future.add_done_callback(self._done)
+
+    def _fire(self, message_id) -> None:
+        with self._lock:
+            self._timers.discard(threading.current_thread())
+        self.submit(message_id)
+
+    def _done(self, future: Future) -> None:
+        with self._lock:
+            self._running.discard(future)
+
+    @staticmethod
+    def _run(message_id) -> None:
+        try:
+            process(message_id)
+        except Exception:
+            logger.exception("outbox: message %s failed in the embedded worker", message_id)
+        finally:
+            connections.close_all()  # this thread's connections: an idle thread holds none
+
+    def drain(self, timeout: float = 30) -> bool:
+        """Waits until every message handed over so far, and those they hand over, has run; cancels the
+        delayed retries (their messages stay pending). For tests. False when `timeout` passed first."""
+        deadline = time.monotonic() + timeout
+        while True:
+            with self._lock:
+                running = list(self._running)
+                for timer in self._timers:
+                    timer.cancel()
+                self._timers.clear()
+            if not running:
+                return True
+            _, pending = futures_wait(running, timeout=max(0, deadline - time.monotonic()))
+            if pending:
+                return False
+
+
+embedded = EmbeddedWorker()
+drain = embedded.drain
 
 
 def backoff(attempts: int) -> timedelta:

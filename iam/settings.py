@@ -15,10 +15,22 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 DEBUG = env("DEBUG", False, bool)
 TESTING = env("IAM_TESTING", False, bool)
 
+# CONTRACT 14: with DEBUG off these must come from the environment. Per-process caches (no REDIS_URL)
+# cannot enforce revocation or throttling across several web processes, and a built-in key signs nothing.
+# DEBUG on (`make run`) and the test suite keep the embedded defaults.
 _DEV_SECRET_KEY = "dev-insecure-secret-key-change-me-0123456789abcdef"
+_REQUIRED_IN_PRODUCTION = ("SECRET_KEY", "IAM_JWT_SIGNING_KEY", "REDIS_URL")
+if not (DEBUG or TESTING):
+    _missing = [key for key in _REQUIRED_IN_PRODUCTION if not env(key, "").strip()]
+    if env("SECRET_KEY", "") == _DEV_SECRET_KEY:
+        _missing.insert(0, "SECRET_KEY")
+    if _missing:
+        raise ImproperlyConfigured(
+            f"{', '.join(dict.fromkeys(_missing))} must be set when DEBUG is off (CONTRACT 14): "
+            "secret keys are never built in, and without REDIS_URL each web process would keep its own "
+            "cache, so revocation and throttling would not hold across processes"
+        )
 SECRET_KEY = env("SECRET_KEY", _DEV_SECRET_KEY)
-if SECRET_KEY == _DEV_SECRET_KEY and not (DEBUG or TESTING):
-    raise ImproperlyConfigured("SECRET_KEY must be set when DEBUG is off")
 
 ALLOWED_HOSTS = env("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"], list)
 CSRF_TRUSTED_ORIGINS = env("CSRF_TRUSTED_ORIGINS", [], list)
@@ -41,6 +53,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "iam.middleware.SecurityHeadersMiddleware",  # outermost: errors made by the others get the headers too
     "iam.middleware.JsonErrorsMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -125,9 +138,13 @@ SECURE_CONTENT_TYPE_NOSNIFF = True
 SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SECURE = env("SESSION_COOKIE_SECURE", not DEBUG, bool)
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
-SECURE_PROXY_SSL_HEADER = (
-    ("HTTP_X_FORWARDED_PROTO", "https") if env("IAM_BEHIND_PROXY", False, bool) else None
-)
+IAM_BEHIND_PROXY = env("IAM_BEHIND_PROXY", False, bool)  # TLS ends at a proxy: X-Forwarded-Proto, HSTS
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if IAM_BEHIND_PROXY else None
+# CONTRACT 13: the client address is REMOTE_ADDR unless N trusted reverse proxies stand in front, in which
+# case it is the N-th X-Forwarded-For entry from the right (iam/addresses.py).
+IAM_NUM_PROXIES = env("IAM_NUM_PROXIES", 0, int)
+if IAM_NUM_PROXIES < 0:
+    raise ImproperlyConfigured("IAM_NUM_PROXIES must be 0 or more")
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["authn.authentication.BearerAuthentication"],
@@ -136,7 +153,7 @@ REST_FRAMEWORK = {
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "EXCEPTION_HANDLER": "iam.errors.exception_handler",
     "UNAUTHENTICATED_USER": None,
-    "NUM_PROXIES": env("IAM_NUM_PROXIES", None, int),
+    "NUM_PROXIES": IAM_NUM_PROXIES,  # 0: DRF's own get_ident uses REMOTE_ADDR too (None trusts the header)
     "DEFAULT_SCHEMA_CLASS": "iam.schema.EndpointSchema",
 }
 
@@ -185,6 +202,10 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {"socket_connect_timeout": 0.5, "socket_timeou
 CELERY_BEAT_SCHEDULE = {
     "sweep-outbox": {"task": "iam.sweep_outbox", "schedule": env("IAM_OUTBOX_SWEEP_SECONDS", 5.0, float)},
 }
+# Without a broker (eager tasks) outbox messages run in this many threads of the web process, never in
+# the request that committed them (CONTRACT 13). Only the unit suite sets 0: its transactions never commit,
+# so another thread could not see their rows (iam/test_settings.py).
+IAM_OUTBOX_THREADS = 2
 
 # IAM settings (CONTRACT).
 IAM_ROOT_WORKSPACE = env("IAM_ROOT_WORKSPACE", "root")

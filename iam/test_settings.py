@@ -17,3 +17,7 @@ if _redis:
 from iam.settings import *  # noqa: E402, F403
 
 CELERY_TASK_ALWAYS_EAGER = True
+# Each test runs in a transaction that never commits, which the embedded worker's threads could not see:
+# eager tasks run in the thread that ran the commit hooks. Tests of the threads themselves set it back
+# (the `embedded_outbox` fixture, with a committing database).
+IAM_OUTBOX_THREADS = 0

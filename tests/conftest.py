@@ -153,3 +153,15 @@ def member_of(db):
         return account, client_for(account, workspace)
 
     return make
+
+
+@pytest.fixture
+def embedded_outbox(transactional_db, settings):
+    """The embedded mode as `make run` runs it: outbox messages run in background threads after commit,
+    so the database really commits (the threads must see the rows). `outbox.drain()` waits for them; the
+    fixture drains at the end too, so no thread outlives the test."""
+    from iam import outbox
+
+    settings.IAM_OUTBOX_THREADS = 2
+    yield outbox
+    assert outbox.drain(), "the embedded outbox worker did not finish"

@@ -1,0 +1,76 @@
+"""CONTRACT 14: with DEBUG off the service refuses to start without SECRET_KEY, IAM_JWT_SIGNING_KEY and
+REDIS_URL, naming the setting; DEBUG on keeps the embedded defaults. Each case is a fresh process that
+loads the production settings (`iam.settings`, no IAM_TESTING), as gunicorn, celery and manage.py do."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+from django.conf import settings
+
+REQUIRED = ("SECRET_KEY", "IAM_JWT_SIGNING_KEY", "REDIS_URL")
+PRODUCTION = {
+    "SECRET_KEY": "a-real-secret-key-for-this-test-0123456789",
+    "IAM_JWT_SIGNING_KEY": "a-real-signing-key-for-this-test-0123456789",
+    "REDIS_URL": "redis://127.0.0.1:1/0",  # settings only read it: nothing connects at start
+}
+SHOW = (
+    "import django; django.setup(); from django.conf import settings as s; "
+    "print(s.CACHES['default']['BACKEND'], s.CELERY_TASK_ALWAYS_EAGER)"
+)
+
+
+def start(**variables: str) -> subprocess.CompletedProcess:
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "DJANGO_SETTINGS_MODULE": "iam.settings",
+        "DATABASE_URL": "sqlite:///:memory:",
+        **variables,
+    }
+    return subprocess.run(
+        [sys.executable, "-c", SHOW], env=env, cwd=settings.BASE_DIR, capture_output=True, text=True
+    )
+
+
+@pytest.mark.parametrize(
+    ("missing", "how"),
+    [*((key, "unset") for key in REQUIRED), ("REDIS_URL", "empty"), ("SECRET_KEY", "empty")],
+)
+def test_debug_off_refuses_to_start_without_the_setting(missing, how):
+    variables = {key: value for key, value in PRODUCTION.items() if key != missing}
+    if how == "empty":
+        variables[missing] = ""
+    process = start(DEBUG="0", **variables)
+    assert process.returncode != 0
+    last_line = process.stderr.strip().splitlines()[-1]
+    assert last_line.startswith(f"django.core.exceptions.ImproperlyConfigured: {missing} must be set"), (
+        last_line
+    )
+    assert process.stdout == ""
+
+
+def test_debug_off_refuses_the_built_in_secret_key():
+    process = start(
+        DEBUG="0", **{**PRODUCTION, "SECRET_KEY": "dev-insecure-secret-key-change-me-0123456789abcdef"}
+    )
+    assert process.returncode != 0
+    assert "ImproperlyConfigured: SECRET_KEY must be set" in process.stderr
+
+
+def test_debug_off_names_every_missing_setting():
+    process = start(DEBUG="0")
+    assert process.returncode != 0
+    assert "SECRET_KEY, IAM_JWT_SIGNING_KEY, REDIS_URL must be set when DEBUG is off" in process.stderr
+
+
+def test_debug_off_starts_with_all_three_and_uses_the_shared_cache():
+    process = start(DEBUG="0", **PRODUCTION)
+    assert process.returncode == 0, process.stderr
+    assert process.stdout.split() == ["iam.redis_cache.RedisCache", "False"]
+
+
+def test_debug_on_keeps_the_embedded_defaults():
+    process = start(DEBUG="1")
+    assert process.returncode == 0, process.stderr
+    assert process.stdout.split() == ["django.core.cache.backends.locmem.LocMemCache", "True"]
