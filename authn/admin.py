@@ -30,8 +30,8 @@ from iam.services import apply_changes
 from rbac.models import Membership
 from tenancy.state import root_workspace
 
-from . import services
-from .models import Credential
+from . import keys, services
+from .models import Credential, SigningKey
 
 ACCOUNT_FIELDS = ("name", "description", "avatar_url", "enabled", "verified", "tags", "meta")
 
@@ -322,3 +322,36 @@ class CredentialAdmin(ServiceAdmin):
 
     def remove(self, request: HttpRequest, obj: Credential) -> None:
         obj.delete()
+
+
+@admin.register(SigningKey)
+class SigningKeyAdmin(admin.ModelAdmin):
+    """The keys of asymmetric tokens (IAM_JWT_ALGORITHM EdDSA or ES256): public halves only, never the
+    private key. Read-only; the rotate action is the one change (`manage.py rotate_signing_key`)."""
+
+    list_display = ("kid", "algorithm", "created_at", "retired_at", "published")
+    fields = ("kid", "algorithm", "public_key", "created_at", "retired_at", "published")
+    readonly_fields = fields
+    actions = ["rotate"]
+
+    @admin.display(boolean=True, description="In the JWKS document")
+    def published(self, key: SigningKey) -> bool:
+        return key.kid in {jwk["kid"] for jwk in keys.published_keys()}
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj=None) -> bool:
+        return False  # a key drops out by itself once the tokens it signed have expired
+
+    @admin.action(description="Rotate: a new key signs from now on (select any key)")
+    def rotate(self, request: HttpRequest, queryset) -> None:
+        try:
+            key = services.rotate_signing_key(actor=request.user)
+        except ApiError as exc:
+            self.message_user(request, exc.message, messages.ERROR)
+            return
+        self.message_user(request, f"New signing key {key.kid} signs from now on.", messages.SUCCESS)

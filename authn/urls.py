@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import api, credentials
+from . import api, credentials, jwks
 
 urlpatterns = [
     path("auth/register", api.Register.as_view()),
@@ -20,4 +20,5 @@ urlpatterns = [
 urlpatterns += [
     path("auth/oauth/idp_a/initiate", api.OAuthInitiate.as_view()),
     path("auth/oauth/idp_a/callback", api.oauth_callback),
+    path(".well-known/jwks.json", jwks.Jwks.as_view()),
 ]
