@@ -6,7 +6,7 @@ from rest_framework.request import Request
 from iam.api import Endpoint, ListEndpoint
 from iam.fields import PERMISSION_NAME_MAX, PERMISSION_NAME_RE
 
-from . import services, validation
+from . import catchup, services, validation
 from .models import Client
 from .serializers import (
     ClientCreateRequest,
@@ -15,6 +15,8 @@ from .serializers import (
     ClientSerializer,
     ClientUpdateRequest,
     ClientWithSecret,
+    EventsRequest,
+    EventsResponse,
     SecretRegenerated,
     ValidateRequest,
     ValidateResponse,
@@ -134,3 +136,18 @@ class ClientValidate(Endpoint):
 
     def handle(self, request: Request, data: dict) -> dict:
         return validation.validate(**data)
+
+
+class ClientEvents(Endpoint):
+    """The workspace's events after a cursor, in commit order (see clients/catchup.py). Public: the client
+    authenticates itself with its id and secret in the body, as in `clients/validate`; a wrong pair is 401
+    `invalid client`. A cursor older than IAM_EVENT_RETENTION_DAYS is 410 `cursor expired`."""
+
+    public = True
+    error_statuses = (401, 410)
+    request_serializer = EventsRequest
+    response_serializer = EventsResponse
+
+    def handle(self, request: Request, data: dict) -> dict:
+        client = catchup.authenticate(data["client_id"], data["client_secret"])
+        return catchup.read(client.workspace_id, after=data.get("after"), limit=data["limit"])

@@ -73,6 +73,8 @@ class EndpointSchema(AutoSchema):
         responses = {200: _envelope(name, data), 400: ErrorBody}
         if not endpoint.public:
             responses.update({401: ErrorBody, 403: ErrorBody, 404: ErrorBody})
+        # Statuses an endpoint answers beyond these (`error_statuses = (401, 410)`).
+        responses.update(dict.fromkeys(getattr(endpoint, "error_statuses", ()), ErrorBody))
         return responses
 
     def get_override_parameters(self):
