@@ -32,6 +32,8 @@ class Jwks(APIView):
     permission_classes: list = []
 
     @extend_schema(
+        operation_id="jwks",
+        tags=["auth"],
         summary="Public keys that verify tokens (JWKS, not the envelope)",
         responses={
             200: inline_serializer(name="JwksDocument", fields={"keys": serializers.ListField(child=JWK)})

@@ -15,8 +15,8 @@ from .serializers import (
     ClientSerializer,
     ClientUpdateRequest,
     ClientWithSecret,
+    EventsPage,
     EventsRequest,
-    EventsResponse,
     SecretRegenerated,
     ValidateRequest,
     ValidateResponse,
@@ -116,6 +116,8 @@ class ClientValidate(Endpoint):
                 "token": body["token"],
             }
             permission, project_id = body.get("permission"), body.get("project_id")
+            if body.get("explain") is not None:
+                data["explain"] = body["explain"]
             if permission is not None:
                 data["permission"] = permission
             if project_id is not None:
@@ -130,11 +132,17 @@ class ClientValidate(Endpoint):
             or not 0 < len(data["token"]) <= ValidateRequest.TOKEN_MAX
             or not (permission is None or _is_permission_name(permission))
             or not (project_id is None or isinstance(project_id, str))
+            or not isinstance(data.get("explain", False), bool)
         ):
             return super().read_body(request)
         return data
 
     def handle(self, request: Request, data: dict) -> dict:
+        if data.pop("explain", False):
+            answer = validation.validate(**data)
+            return validation.explained(
+                answer, permission=data.get("permission"), project_id=data.get("project_id")
+            )
         return validation.validate(**data)
 
 
@@ -146,7 +154,7 @@ class ClientEvents(Endpoint):
     public = True
     error_statuses = (401, 410)
     request_serializer = EventsRequest
-    response_serializer = EventsResponse
+    response_serializer = EventsPage
 
     def handle(self, request: Request, data: dict) -> dict:
         client = catchup.authenticate(data["client_id"], data["client_secret"])

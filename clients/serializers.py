@@ -1,7 +1,8 @@
 from rest_framework import serializers
 
 from accounts.serializers import AccountBriefSerializer
-from iam.fields import Integer, JsonObject, Name, PermissionName, String, Tags, Url, Uuid
+from iam.fields import Boolean, Integer, JsonObject, Name, PermissionName, String, Tags, Url, Uuid
+from rbac.serializers import GrantPath
 from tenancy.serializers import WorkspaceSerializer
 
 from .models import Client
@@ -74,6 +75,9 @@ class ValidateRequest(serializers.Serializer):
     token = String(max_length=TOKEN_MAX)
     permission = PermissionName(required=False, allow_null=True)
     project_id = Uuid(required=False, allow_null=True)
+    explain = Boolean(
+        required=False, allow_null=True, help_text="add `matched`: every grant path behind `allowed`"
+    )
 
 
 class ValidateResponse(serializers.Serializer):
@@ -87,6 +91,7 @@ class ValidateResponse(serializers.Serializer):
     permissions = serializers.ListField(child=serializers.CharField())
     allowed = serializers.BooleanField(allow_null=True)
     expires_at = serializers.DateTimeField(allow_null=True)
+    matched = GrantPath(many=True, required=False, help_text="only with `explain: true`")
 
 
 class EventsRequest(serializers.Serializer):
@@ -116,7 +121,7 @@ class EventSerializer(serializers.Serializer):
     data = EventData()
 
 
-class EventsResponse(serializers.Serializer):
+class EventsPage(serializers.Serializer):
     events = EventSerializer(many=True)
     next_cursor = serializers.CharField(help_text="pass as `after` to read on; store it once processed")
     has_more = serializers.BooleanField(help_text="a full page: more events wait")
