@@ -26,8 +26,12 @@ from accounts.serializers import AccountCreateRequest, AccountUpdateRequest
 from accounts.state import forget_account
 from iam.admin import RESOURCE_READONLY, ReadOnlyInline, ServiceAdmin, changed, check_with
 from iam.errors import ApiError
+from iam.fields import PERMISSION_NAME_MAX
 from iam.services import apply_changes
+from rbac import policy
 from rbac.models import Membership
+from rbac.serializers import PermissionCheckRequest
+from tenancy.models import Project, Workspace
 from tenancy.state import root_workspace
 
 from . import keys, services
@@ -158,13 +162,14 @@ class AccountAdmin(ServiceAdmin):
         *RESOURCE_READONLY,
         "email",
         "password_state",
+        "access",
         "session_version",
         "last_login",
         "created_by",
         "updated_by",
     )
     fieldsets = (
-        (None, {"fields": ("id", "email", "name", "description", "avatar_url", "password_state")}),
+        (None, {"fields": ("id", "email", "name", "description", "avatar_url", "password_state", "access")}),
         ("Status", {"fields": ("enabled", "verified", "is_superuser", "session_version", "last_login")}),
         ("Data", {"fields": ("tags", "meta")}),
         ("History", {"fields": ("created_at", "created_by", "updated_at", "updated_by")}),
@@ -182,6 +187,11 @@ class AccountAdmin(ServiceAdmin):
             return state
         url = reverse("admin:accounts_account_password", args=[account.pk])
         return format_html('{} (<a href="{}">set a new password</a>)', state, url)
+
+    @admin.display(description="access")
+    def access(self, account: Account) -> str:
+        url = reverse("admin:accounts_account_check_access", args=[account.pk])
+        return format_html('<a href="{}">check access</a> (why may this account do something?)', url)
 
     def get_form(self, request: HttpRequest, obj=None, change=False, **kwargs):
         if obj is None:
@@ -254,6 +264,11 @@ class AccountAdmin(ServiceAdmin):
                 self.admin_site.admin_view(self.password_view),
                 name="accounts_account_password",
             ),
+            path(
+                "<path:object_id>/check-access/",
+                self.admin_site.admin_view(self.check_access_view),
+                name="accounts_account_check_access",
+            ),
             *super().get_urls(),
         ]
 
@@ -284,6 +299,50 @@ class AccountAdmin(ServiceAdmin):
         }
         request.current_app = self.admin_site.name
         return TemplateResponse(request, "admin/accounts/account/password.html", context)
+
+    def check_access_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        """`POST /permissions/check` for operators: the same answer (`rbac.policy.explain`), read-only."""
+        account = self.get_object(request, unquote(object_id))
+        if account is None:
+            raise Http404("account not found")
+        form = CheckAccessForm(request.GET or None)
+        answer = None
+        if form.is_valid():
+            data = form.cleaned_data
+            project = data.get("project")
+            answer = policy.explain(
+                account, data["workspace"].pk, data["permission"], project_id=project.pk if project else None
+            )
+        context = {
+            **self.admin_site.each_context(request),
+            "title": f"Check access: {account.email}",
+            "form": form,
+            "answer": answer,
+            "opts": self.opts,
+            "original": account,
+        }
+        request.current_app = self.admin_site.name
+        return TemplateResponse(request, "admin/accounts/account/check_access.html", context)
+
+
+class CheckAccessForm(forms.Form):
+    workspace = forms.ModelChoiceField(queryset=Workspace.objects.order_by("slug"), to_field_name="slug")
+    permission = forms.CharField(
+        max_length=PERMISSION_NAME_MAX, help_text="resource:action, e.g. projects:update"
+    )
+    project = forms.ModelChoiceField(
+        queryset=Project.objects.select_related("workspace").order_by("name"),
+        required=False,
+        help_text="for a project-scope grant",
+    )
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean()
+        check_with(self, PermissionCheckRequest, {"permission": cleaned.get("permission", "")})
+        project, workspace = cleaned.get("project"), cleaned.get("workspace")
+        if project is not None and workspace is not None and project.workspace_id != workspace.pk:
+            self.add_error("project", "project_id must name a project of this workspace")
+        return cleaned
 
 
 @admin.register(Credential)
