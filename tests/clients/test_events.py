@@ -248,3 +248,11 @@ def test_an_event_that_commits_late_is_never_skipped(side):
     data = pull_until(client, 2, held["next_cursor"])
     assert resources(data) == [str(early), str(late)]
     assert Event.objects.filter(workspace_id=workspace.pk).count() == 2
+
+
+def test_extreme_cursors_answer_without_error(side):
+    _, admin, client = side()
+    add_member(admin)
+    pull_until(client, 1)
+    assert ok(pull(client, "9999999999999999999.9999999999999999999.999999999999"))["events"] == []
+    assert len(ok(pull(client, "0.0.999999999999"))["events"]) == 1
