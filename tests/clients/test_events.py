@@ -156,6 +156,7 @@ def test_client_authentication_is_validate_s(side):
         ({"client_secret": None}, "client_secret required"),
     ],
 )
+@pytest.mark.django_db  # nothing to commit: the cheaper test transaction
 def test_validation(side, change, message):
     _, _, client = side()
     body = {"client_id": client["id"], "client_secret": client["secret"], **change}
@@ -256,3 +257,17 @@ def test_extreme_cursors_answer_without_error(side):
     pull_until(client, 1)
     assert ok(pull(client, "9999999999999999999.9999999999999999999.999999999999"))["events"] == []
     assert len(ok(pull(client, "0.0.999999999999"))["events"]) == 1
+
+
+@pytest.mark.skipif("connection.vendor != 'postgresql'", reason="PostgreSQL's transaction horizon")
+def test_a_long_transaction_in_another_database_holds_nothing_back(side):
+    """Only this database's transactions write the log: one running elsewhere on the server (here in the
+    `postgres` database, holding a transaction id) does not delay the events."""
+    import psycopg
+
+    _, admin, client = side()
+    params = connection.get_connection_params()
+    with psycopg.connect(**{**params, "dbname": "postgres"}, autocommit=False) as elsewhere:
+        elsewhere.execute("SELECT pg_current_xact_id()")  # a transaction id, held until the end
+        created = add_member(admin)
+        assert resources(ok(pull(client))) == [created]
