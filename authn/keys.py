@@ -7,12 +7,14 @@ with a version that lives in the shared cache: a warm lookup costs no query and 
 whose `kid` is not in memory makes the process compare the cache's version with its own (one cache call,
 no query), and reload from the database only when a rotation changed it, so a forged `kid` cannot make
 requests hit the database. The key that signs is checked against the version on each issue (login,
-refresh), so a rotation done in another process takes effect at once everywhere."""
+refresh), so a rotation done in another process takes effect at once everywhere, and reread every
+minute."""
 
 import base64
 import hashlib
 import json
 import threading
+import time
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -28,6 +30,7 @@ from iam import cache, crypto
 
 ASYMMETRIC = frozenset({"EdDSA", "ES256"})
 VERSION_KEY = "jwt-signing-keys:version"
+SIGNING_KEY_MAX_AGE = 60  # seconds
 
 
 def asymmetric() -> bool:
@@ -47,6 +50,7 @@ class _KeySet:
     version: object = None
     public: dict | None = None  # kid -> PublicKey
     signing: tuple[str, object] | None = None  # (kid, private key)
+    loaded_at: float = 0.0
 
 
 _keys = _KeySet()
@@ -90,9 +94,10 @@ def new_key(algorithm: str):
 
 
 def changed() -> None:
-    """Call in the transaction that adds or retires a key: dropping the version after the commit makes
-    every process reload (a drop that cannot reach the cache is retried through the outbox)."""
-    transaction.on_commit(lambda: cache.delete_many([VERSION_KEY]))
+    """Call in the transaction that adds or retires a key: dropping the version, now and again after the
+    commit, makes every process reload (a drop that cannot reach the cache is retried through the
+    outbox)."""
+    cache.around_commit(lambda: cache.delete_many([VERSION_KEY]))
 
 
 def _version() -> object:
@@ -132,40 +137,39 @@ def _load(version: object) -> _KeySet:
             crypto.decrypt(current.private_key_encrypted).encode(), password=None
         )
         signing = (current.kid, private)
-    return _KeySet(version=version, public=public, signing=signing)
+    return _KeySet(version=version, public=public, signing=signing, loaded_at=time.monotonic())
 
 
-def _refresh(version: object, *, force: bool = False) -> _KeySet:
+def _refresh(version: object, *, max_age: float | None = None) -> _KeySet:
     global _keys
     with _lock:
-        if force or _keys.version != version or _keys.public is None:
+        stale = max_age is not None and time.monotonic() - _keys.loaded_at > max_age
+        if stale or _keys.version != version or _keys.public is None:
             _keys = _load(version)
         return _keys
 
 
-def _ensure_signing_key() -> bool:
-    """The first asymmetric token of a fresh installation creates the first key. True when created."""
+def _ensure_signing_key() -> None:
+    """The first asymmetric token of a fresh installation creates the first key."""
     from .models import SigningKey
 
     algorithm = settings.IAM_JWT_ALGORITHM
     with transaction.atomic():
-        if SigningKey.objects.filter(algorithm=algorithm, retired_at__isnull=True).exists():
-            return False
-        new_key(algorithm)
-        changed()
-        return True
+        if not SigningKey.objects.filter(algorithm=algorithm, retired_at__isnull=True).exists():
+            new_key(algorithm)
+            changed()
 
 
 def signing_key() -> tuple[object, dict | None]:
     """The key that signs a new token, and the header that names it."""
     if not asymmetric():
         return settings.IAM_JWT_SIGNING_KEY, None
-    version = _version()
-    keys = _keys if _keys.version == version and _keys.public is not None else _refresh(version)
+    # The signing key is also reread every minute: a first key created in a transaction that then
+    # rolled back cannot sign for longer than that.
+    keys = _refresh(_version(), max_age=SIGNING_KEY_MAX_AGE)
     if keys.signing is None:
-        # A key created here commits with the caller's transaction or not at all: it is not kept in
-        # memory until the commit drops the version.
-        keys = _load(version) if _ensure_signing_key() else _refresh(version, force=True)
+        _ensure_signing_key()
+        keys = _refresh(_version())
     kid, private = keys.signing
     return private, {"kid": kid}
 

@@ -270,3 +270,24 @@ def test_admin_rotate_action(admin_web, member, algorithm, django_capture_on_com
     current = SigningKey.objects.get(retired_at__isnull=True)
     assert current.kid != old_kid and "PRIVATE" not in response.content.decode()
     assert jwt.get_unverified_header(client_for(member).token)["kid"] == current.kid
+
+
+def test_a_first_key_rolled_back_with_its_transaction_is_dropped(member, algorithm, monkeypatch):
+    import time
+
+    from django.db import transaction
+
+    def failed_request():
+        with transaction.atomic():
+            client_for(member)  # the first key, created in this transaction
+            raise RuntimeError("the request failed after issuing")
+
+    with pytest.raises(RuntimeError):
+        failed_request()
+    assert SigningKey.objects.count() == 0
+    # The process may sign with the rolled-back key for at most a minute, then rereads.
+    real = time.monotonic
+    monkeypatch.setattr(time, "monotonic", lambda: real() + keys.SIGNING_KEY_MAX_AGE + 1)
+    token = client_for(member).token
+    assert jwt.get_unverified_header(token)["kid"] == SigningKey.objects.get().kid
+    ok(describe_self(token, member))
