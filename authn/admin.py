@@ -26,10 +26,14 @@ from accounts.serializers import AccountCreateRequest, AccountUpdateRequest
 from accounts.state import forget_account
 from iam.admin import RESOURCE_READONLY, ReadOnlyInline, ServiceAdmin, changed, check_with
 from iam.errors import ApiError
+from iam.fields import PERMISSION_NAME_MAX
+from rbac import policy
 from rbac.models import Membership
+from rbac.serializers import PermissionCheckRequest
+from tenancy.models import Project, Workspace
 
-from . import services
-from .models import Credential
+from . import keys, services
+from .models import Credential, SigningKey
 
 ACCOUNT_FIELDS = ("name", "description", "avatar_url", "enabled", "verified", "tags", "meta")
 
@@ -156,13 +160,14 @@ class AccountAdmin(ServiceAdmin):
         *RESOURCE_READONLY,
         "email",
         "password_state",
+        "access",
         "session_version",
         "last_login",
         "created_by",
         "updated_by",
     )
     fieldsets = (
-        (None, {"fields": ("id", "email", "name", "description", "avatar_url", "password_state")}),
+        (None, {"fields": ("id", "email", "name", "description", "avatar_url", "password_state", "access")}),
         ("Status", {"fields": ("enabled", "verified", "is_superuser", "session_version", "last_login")}),
         ("Data", {"fields": ("tags", "meta")}),
         ("History", {"fields": ("created_at", "created_by", "updated_at", "updated_by")}),
@@ -180,6 +185,11 @@ class AccountAdmin(ServiceAdmin):
             return state
         url = reverse("admin:accounts_account_password", args=[account.pk])
         return format_html('{} (<a href="{}">set a new password</a>)', state, url)
+
+    @admin.display(description="access")
+    def access(self, account: Account) -> str:
+        url = reverse("admin:accounts_account_check_access", args=[account.pk])
+        return format_html('<a href="{}">check access</a> (why may this account do something?)', url)
 
     def get_form(self, request: HttpRequest, obj=None, change=False, **kwargs):
         if obj is None:
@@ -251,6 +261,11 @@ class AccountAdmin(ServiceAdmin):
                 self.admin_site.admin_view(self.password_view),
                 name="accounts_account_password",
             ),
+            path(
+                "<path:object_id>/check-access/",
+                self.admin_site.admin_view(self.check_access_view),
+                name="accounts_account_check_access",
+            ),
             *super().get_urls(),
         ]
 
@@ -281,6 +296,50 @@ class AccountAdmin(ServiceAdmin):
         }
         request.current_app = self.admin_site.name
         return TemplateResponse(request, "admin/accounts/account/password.html", context)
+
+    def check_access_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        """`POST /permissions/check` for operators: the same answer (`rbac.policy.explain`), read-only."""
+        account = self.get_object(request, unquote(object_id))
+        if account is None:
+            raise Http404("account not found")
+        form = CheckAccessForm(request.GET or None)
+        answer = None
+        if form.is_valid():
+            data = form.cleaned_data
+            project = data.get("project")
+            answer = policy.explain(
+                account, data["workspace"].pk, data["permission"], project_id=project.pk if project else None
+            )
+        context = {
+            **self.admin_site.each_context(request),
+            "title": f"Check access: {account.email}",
+            "form": form,
+            "answer": answer,
+            "opts": self.opts,
+            "original": account,
+        }
+        request.current_app = self.admin_site.name
+        return TemplateResponse(request, "admin/accounts/account/check_access.html", context)
+
+
+class CheckAccessForm(forms.Form):
+    workspace = forms.ModelChoiceField(queryset=Workspace.objects.order_by("slug"), to_field_name="slug")
+    permission = forms.CharField(
+        max_length=PERMISSION_NAME_MAX, help_text="resource:action, e.g. projects:update"
+    )
+    project = forms.ModelChoiceField(
+        queryset=Project.objects.select_related("workspace").order_by("name"),
+        required=False,
+        help_text="for a project-scope grant",
+    )
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean()
+        check_with(self, PermissionCheckRequest, {"permission": cleaned.get("permission", "")})
+        project, workspace = cleaned.get("project"), cleaned.get("workspace")
+        if project is not None and workspace is not None and project.workspace_id != workspace.pk:
+            self.add_error("project", "project_id must name a project of this workspace")
+        return cleaned
 
 
 @admin.register(Credential)
@@ -318,3 +377,36 @@ class CredentialAdmin(ServiceAdmin):
 
     def remove(self, request: HttpRequest, obj: Credential) -> None:
         services.delete_credential(obj)
+
+
+@admin.register(SigningKey)
+class SigningKeyAdmin(admin.ModelAdmin):
+    """The keys of asymmetric tokens (IAM_JWT_ALGORITHM EdDSA or ES256): public halves only, never the
+    private key. Read-only; the rotate action is the one change (`manage.py rotate_signing_key`)."""
+
+    list_display = ("kid", "algorithm", "created_at", "retired_at", "published")
+    fields = ("kid", "algorithm", "public_key", "created_at", "retired_at", "published")
+    readonly_fields = fields
+    actions = ["rotate"]
+
+    @admin.display(boolean=True, description="In the JWKS document")
+    def published(self, key: SigningKey) -> bool:
+        return key.kid in {jwk["kid"] for jwk in keys.published_keys()}
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj=None) -> bool:
+        return False  # a key drops out by itself once the tokens it signed have expired
+
+    @admin.action(description="Rotate: a new key signs from now on (select any key)")
+    def rotate(self, request: HttpRequest, queryset) -> None:
+        try:
+            key = services.rotate_signing_key(actor=request.user)
+        except ApiError as exc:
+            self.message_user(request, exc.message, messages.ERROR)
+            return
+        self.message_user(request, f"New signing key {key.kid} signs from now on.", messages.SUCCESS)

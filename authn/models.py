@@ -87,3 +87,23 @@ class OAuthState(models.Model):
 
     def __str__(self) -> str:
         return f"{self.provider} state {self.state_digest[:8]}"
+
+
+class SigningKey(models.Model):
+    """A key pair that signs tokens when `IAM_JWT_ALGORITHM` is asymmetric (EdDSA or ES256). The private
+    key is stored encrypted with `IAM_ENCRYPTION_KEY`; the public key is published in the JWKS document
+    while tokens it signed may still be alive: until `IAM_REFRESH_TOKEN_DAYS` after it was retired. HS256
+    keys never live here (CONTRACT 5: the setting `IAM_JWT_SIGNING_KEY`)."""
+
+    kid = models.CharField(max_length=64, primary_key=True)  # RFC 7638 thumbprint of the public key
+    algorithm = models.CharField(max_length=16)
+    public_key = models.TextField()  # PEM
+    private_key_encrypted = models.TextField(editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    retired_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["algorithm", "retired_at"], name="signing_key_current")]
+
+    def __str__(self) -> str:
+        return f"{self.algorithm} {self.kid}"

@@ -1,5 +1,6 @@
 from uuid import UUID
 
+from django.conf import settings
 from django.contrib.auth.hashers import check_password, make_password
 from django.db import transaction
 from django.utils import timezone
@@ -18,8 +19,8 @@ from iam.services import apply_changes, save_unique
 from tenancy.models import Workspace
 from tenancy.state import root_workspace
 
-from . import emails, throttling, tokens
-from .models import Credential
+from . import emails, keys, throttling, tokens
+from .models import Credential, SigningKey
 from .sessions import issue_session
 from .tokens import TokenError
 
@@ -260,3 +261,24 @@ def delete_credential(credential: Credential) -> dict:
     if usable:
         end_sessions(account)
     return summary
+
+
+# Signing keys (asymmetric tokens)
+
+
+@transaction.atomic
+def rotate_signing_key(*, actor: Account | None = None) -> SigningKey:
+    """A new key signs from now on; the retired ones stay published until the last token they signed has
+    expired (`IAM_REFRESH_TOKEN_DAYS`), then drop out of the JWKS document and verify nothing."""
+    algorithm = settings.IAM_JWT_ALGORITHM
+    if algorithm not in keys.ASYMMETRIC:
+        raise ApiError(
+            400,
+            f"IAM_JWT_ALGORITHM is {algorithm}: its key is the setting IAM_JWT_SIGNING_KEY, not rotated here",
+        )
+    SigningKey.objects.select_for_update().filter(algorithm=algorithm, retired_at__isnull=True).update(
+        retired_at=timezone.now()
+    )
+    key = keys.new_key(algorithm)
+    keys.changed()
+    return key

@@ -8,6 +8,8 @@ import jwt
 from django.conf import settings
 from django.utils import timezone
 
+from . import keys
+
 ACCESS = "access"
 REFRESH = "refresh"
 PASSWORD_RESET = "PasswordReset"
@@ -51,7 +53,8 @@ def issue(
     }
     if auth_time is not None:
         claims["auth_time"] = auth_time
-    token = jwt.encode(claims, settings.IAM_JWT_SIGNING_KEY, algorithm=settings.IAM_JWT_ALGORITHM)
+    key, headers = keys.signing_key()
+    token = jwt.encode(claims, key, algorithm=settings.IAM_JWT_ALGORITHM, headers=headers)
     return token, expires_at
 
 
@@ -59,7 +62,7 @@ def decode(token: str, *, types: set[str] | frozenset[str]) -> dict:
     try:
         claims = jwt.decode(
             token,
-            settings.IAM_JWT_SIGNING_KEY,
+            keys.verification_key(token),
             algorithms=[settings.IAM_JWT_ALGORITHM],
             issuer=settings.IAM_JWT_ISSUER,
             options={"require": REQUIRED_CLAIMS},

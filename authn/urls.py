@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import api, credentials, invitations
+from . import api, credentials, invitations, jwks
 
 urlpatterns = [
     path("auth/register", api.Register.as_view()),
@@ -22,4 +22,5 @@ urlpatterns = [
 urlpatterns += [
     path("auth/oauth/idp_a/initiate", api.OAuthInitiate.as_view()),
     path("auth/oauth/idp_a/callback", api.oauth_callback),
+    path(".well-known/jwks.json", jwks.Jwks.as_view()),
 ]

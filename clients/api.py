@@ -6,7 +6,7 @@ from rest_framework.request import Request
 from iam.api import Endpoint, ListEndpoint
 from iam.fields import PERMISSION_NAME_MAX, PERMISSION_NAME_RE
 
-from . import services, validation
+from . import catchup, services, validation
 from .models import Client
 from .serializers import (
     ClientCreateRequest,
@@ -15,6 +15,8 @@ from .serializers import (
     ClientSerializer,
     ClientUpdateRequest,
     ClientWithSecret,
+    EventsPage,
+    EventsRequest,
     SecretRegenerated,
     ValidateRequest,
     ValidateResponse,
@@ -114,6 +116,8 @@ class ClientValidate(Endpoint):
                 "token": body["token"],
             }
             permission, project_id = body.get("permission"), body.get("project_id")
+            if body.get("explain") is not None:
+                data["explain"] = body["explain"]
             if permission is not None:
                 data["permission"] = permission
             if project_id is not None:
@@ -128,9 +132,30 @@ class ClientValidate(Endpoint):
             or not 0 < len(data["token"]) <= ValidateRequest.TOKEN_MAX
             or not (permission is None or _is_permission_name(permission))
             or not (project_id is None or isinstance(project_id, str))
+            or not isinstance(data.get("explain", False), bool)
         ):
             return super().read_body(request)
         return data
 
     def handle(self, request: Request, data: dict) -> dict:
+        if data.pop("explain", False):
+            answer = validation.validate(**data)
+            return validation.explained(
+                answer, permission=data.get("permission"), project_id=data.get("project_id")
+            )
         return validation.validate(**data)
+
+
+class ClientEvents(Endpoint):
+    """The workspace's events after a cursor, in commit order (see clients/catchup.py). Public: the client
+    authenticates itself with its id and secret in the body, as in `clients/validate`; a wrong pair is 401
+    `invalid client`. A cursor older than IAM_EVENT_RETENTION_DAYS is 410 `cursor expired`."""
+
+    public = True
+    error_statuses = (401, 410)
+    request_serializer = EventsRequest
+    response_serializer = EventsPage
+
+    def handle(self, request: Request, data: dict) -> dict:
+        client = catchup.authenticate(data["client_id"], data["client_secret"])
+        return catchup.read(client.workspace_id, after=data.get("after"), limit=data["limit"])

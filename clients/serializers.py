@@ -1,7 +1,8 @@
 from rest_framework import serializers
 
 from accounts.serializers import AccountBriefSerializer
-from iam.fields import JsonObject, Name, PermissionName, String, Tags, Url, Uuid
+from iam.fields import Boolean, Integer, JsonObject, Name, PermissionName, String, Tags, Url, Uuid
+from rbac.serializers import GrantPath
 from tenancy.serializers import WorkspaceSerializer
 
 from .models import Client
@@ -74,6 +75,9 @@ class ValidateRequest(serializers.Serializer):
     token = String(max_length=TOKEN_MAX)
     permission = PermissionName(required=False, allow_null=True)
     project_id = Uuid(required=False, allow_null=True)
+    explain = Boolean(
+        required=False, allow_null=True, help_text="add `matched`: every grant path behind `allowed`"
+    )
 
 
 class ValidateResponse(serializers.Serializer):
@@ -87,3 +91,37 @@ class ValidateResponse(serializers.Serializer):
     permissions = serializers.ListField(child=serializers.CharField())
     allowed = serializers.BooleanField(allow_null=True)
     expires_at = serializers.DateTimeField(allow_null=True)
+    matched = GrantPath(many=True, required=False, help_text="only with `explain: true`")
+
+
+class EventsRequest(serializers.Serializer):
+    client_id = Uuid()
+    client_secret = String(max_length=ValidateRequest.SECRET_MAX)
+    after = String(required=False, allow_null=True, max_length=64)
+    limit = Integer(required=False, min_value=1, max_value=1000, default=100)
+
+
+class EventResource(serializers.Serializer):
+    type = serializers.CharField()
+    id = serializers.UUIDField()
+
+
+class EventData(serializers.Serializer):
+    account_ids = serializers.ListField(child=serializers.UUIDField())
+    resource = EventResource()
+
+
+class EventSerializer(serializers.Serializer):
+    """CONTRACT 8's push body (documentation only: the log stores it as sent)."""
+
+    id = serializers.UUIDField()
+    type = serializers.CharField()
+    workspace_id = serializers.UUIDField()
+    occurred_at = serializers.DateTimeField()
+    data = EventData()
+
+
+class EventsPage(serializers.Serializer):
+    events = EventSerializer(many=True)
+    next_cursor = serializers.CharField(help_text="pass as `after` to read on; store it once processed")
+    has_more = serializers.BooleanField(help_text="a full page: more events wait")

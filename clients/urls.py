@@ -10,4 +10,5 @@ urlpatterns = [
     path("clients/update", api.ClientUpdate.as_view()),
     path("clients/delete", api.ClientDelete.as_view()),
     path("clients/regenerate-secret", api.ClientRegenerateSecret.as_view()),
+    path("clients/events", api.ClientEvents.as_view()),
 ]

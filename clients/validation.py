@@ -100,3 +100,15 @@ def validate(
         allowed=grants.allows(permission, project_id) if permission is not None else None,
         expires_at=claims["exp"],
     )
+
+
+def explained(answer: dict, *, permission: str | None = None, project_id: UUID | None = None) -> dict:
+    """`"explain": true`: the answer plus `matched`, every grant path behind `allowed` (the same policy
+    data, `rbac.policy.grant_paths`); empty when nothing was asked or nothing allows it. Costs nothing
+    when not asked for."""
+    matched = []
+    if answer["allowed"]:
+        matched = policy.grant_paths(
+            UUID(answer["account"]["id"]), UUID(answer["workspace_id"]), permission, project_id
+        )
+    return {**answer, "matched": matched}

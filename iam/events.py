@@ -1,6 +1,7 @@
 """Authorization-change events (CONTRACT 8), recorded through the outbox in the caller's transaction.
 
-`emit()` writes one `push.event` outbox message per affected workspace; the clients app handles that
+`emit()` writes each event once per affected workspace to the event log (`iam.models.Event`, read by
+`POST /clients/events`) and one `push.event` outbox message; the clients app handles that
 topic by fanning the event out to each client endpoint of the workspace (one delivery per client, each
 with its own retries and recorded attempts). The fan-out runs at once, in the change's transaction: it
 must find the clients as they were, since a workspace's delete takes its clients with it. Apps below
@@ -10,9 +11,12 @@ import uuid
 from collections.abc import Callable, Iterable
 from uuid import UUID
 
+from django.db import connection
+from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
 from iam import outbox
+from iam.models import Event
 
 KINDS = frozenset(
     {
@@ -51,14 +55,19 @@ def emit(
     targets = set(workspace_ids) if workspace_ids is not None else account_workspaces(accounts)
     occurred_at = timezone.now().isoformat().replace("+00:00", "Z")
     for workspace_id in sorted(targets, key=str):
-        outbox.enqueue(
-            "push.event",
-            {
-                "id": str(uuid.uuid4()),
-                "type": kind,
-                "workspace_id": str(workspace_id),
-                "occurred_at": occurred_at,
-                "data": {"account_ids": accounts, "resource": {"type": resource[0], "id": str(resource[1])}},
-            },
-            run_now=True,
-        )
+        event = {
+            "id": str(uuid.uuid4()),
+            "type": kind,
+            "workspace_id": str(workspace_id),
+            "occurred_at": occurred_at,
+            "data": {"account_ids": accounts, "resource": {"type": resource[0], "id": str(resource[1])}},
+        }
+        record(event)
+        outbox.enqueue("push.event", event, run_now=True)
+
+
+def record(event: dict) -> None:
+    """Writes the event to the log that `POST /clients/events` reads, with the writing transaction's id
+    on PostgreSQL (the commit-order guard, see `iam.models.Event`)."""
+    xid = RawSQL("pg_current_xact_id()::text::bigint", ()) if connection.vendor == "postgresql" else 0
+    Event.objects.create(event_id=event["id"], workspace_id=event["workspace_id"], payload=event, xid=xid)

@@ -46,3 +46,30 @@ class OutboxMessage(models.Model):
 
     def __str__(self) -> str:
         return f"{self.topic} {self.id} ({self.status})"
+
+
+class Event(models.Model):
+    """The event log that `POST /clients/events` reads: every push event (CONTRACT 8) once per workspace,
+    written by `iam.events.emit` in the change's transaction, kept `IAM_EVENT_RETENTION_DAYS`.
+
+    `xid` is the writing transaction's id on PostgreSQL (`pg_current_xact_id()`), 0 elsewhere. A reader
+    is served only rows whose `xid` is below the oldest transaction still running, in (`xid`, `id`)
+    order: every transaction that could still add a row before such a position has finished, so a cursor
+    never skips an event that commits late (see clients/catchup.py). On SQLite the single writer makes
+    `id` order the commit order."""
+
+    id = models.BigAutoField(primary_key=True)
+    event_id = models.UUIDField()
+    workspace_id = models.UUIDField()  # no foreign key: `workspace.deleted` outlives its workspace
+    payload = models.JSONField()
+    xid = models.BigIntegerField(default=0)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["workspace_id", "xid", "id"], name="event_position"),
+            models.Index(fields=["created_at"], name="event_created"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.payload.get('type')} {self.event_id} in {self.workspace_id}"

@@ -75,6 +75,8 @@ class EndpointSchema(AutoSchema):
             responses.update({401: ErrorBody, 403: ErrorBody, 404: ErrorBody})
         elif super().get_auth():  # public, with an optional Bearer (memberships/accept)
             responses.update({401: ErrorBody, 404: ErrorBody})
+        # Statuses an endpoint answers beyond these (`error_statuses = (401, 410)`).
+        responses.update(dict.fromkeys(getattr(endpoint, "error_statuses", ()), ErrorBody))
         return responses
 
     def get_auth(self):

@@ -211,6 +211,10 @@ IAM_OUTBOX_THREADS = 2
 IAM_ROOT_WORKSPACE = env("IAM_ROOT_WORKSPACE", "root")
 IAM_JWT_SIGNING_KEY = env("IAM_JWT_SIGNING_KEY", SECRET_KEY)
 IAM_JWT_ALGORITHM = env("IAM_JWT_ALGORITHM", "HS256")
+if IAM_JWT_ALGORITHM not in ("HS256", "EdDSA", "ES256"):
+    raise ImproperlyConfigured("IAM_JWT_ALGORITHM must be HS256, EdDSA or ES256")
+# How long clients may cache /.well-known/jwks.json (Cache-Control max-age).
+IAM_JWKS_MAX_AGE_SECONDS = env("IAM_JWKS_MAX_AGE_SECONDS", 300, int)
 IAM_JWT_ISSUER = env("IAM_JWT_ISSUER", "iam")
 IAM_ACCESS_TOKEN_LIFETIME = timedelta(minutes=60)
 IAM_REFRESH_TOKEN_LIFETIME = timedelta(days=env("IAM_REFRESH_TOKEN_DAYS", 30, int))
@@ -228,6 +232,8 @@ IAM_WEBHOOK_TIMEOUT_SECONDS = 5
 IAM_WEBHOOK_RETRY_HOURS = 24
 # `manage.py cleanup` deletes delivered outbox messages processed longer ago than this.
 IAM_OUTBOX_RETENTION_DAYS = env("IAM_OUTBOX_RETENTION_DAYS", 7, int)
+# `POST /clients/events` serves this many days of events; older cursors answer 410 `cursor expired`.
+IAM_EVENT_RETENTION_DAYS = env("IAM_EVENT_RETENTION_DAYS", 7, int)
 
 # The key that encrypts client secrets at rest (CONTRACT 7): derived from SECRET_KEY when unset.
 IAM_ENCRYPTION_KEY = env(

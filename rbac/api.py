@@ -6,7 +6,7 @@ from iam.api import Endpoint, ListEndpoint, find_one
 from iam.errors import ApiError
 from tenancy.models import Project
 
-from . import services
+from . import policy, services
 from .models import Membership, Permission, Role
 from .serializers import (
     Deleted,
@@ -14,6 +14,8 @@ from .serializers import (
     MembershipCreateRequest,
     MembershipSerializer,
     MembershipUpdateRequest,
+    PermissionCheckRequest,
+    PermissionCheckResult,
     PermissionCreateRequest,
     PermissionRef,
     PermissionSerializer,
@@ -270,3 +272,25 @@ class MembershipDelete(MembershipEndpoint):
 
     def handle(self, request: Request, data: dict) -> dict:
         return services.delete_membership(self.get_membership(request, data), actor=request.user)
+
+
+class PermissionCheck(Endpoint):
+    """Why may (or may not) this account do this here? The decision `clients/validate` makes for the
+    account in the `X-Workspace` workspace, with every grant path behind it (`rbac.policy.explain`)."""
+
+    permission = "permissions:check"
+    workspace_scoped = True
+    request_serializer = PermissionCheckRequest
+    response_serializer = PermissionCheckResult
+
+    def handle(self, request: Request, data: dict) -> dict:
+        account = Account.objects.filter(pk=data["account_id"]).first()
+        if account is None:
+            raise ApiError(400, "account_id must name an existing account", "account_id")
+        project_id = data.get("project_id")
+        if (
+            project_id is not None
+            and not Project.objects.in_workspace(request.workspace).filter(pk=project_id).exists()
+        ):
+            raise ApiError(400, "project_id must name a project of this workspace", "project_id")
+        return policy.explain(account, request.workspace.pk, data["permission"], project_id=project_id)

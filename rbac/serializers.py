@@ -128,3 +128,31 @@ class MembershipUpdateRequest(IdRequest):
     role_ids = UuidList(required=False, max_length=100)
     tags = Tags(required=False)
     meta = JsonObject(required=False, require_schema_version=False)  # SPEC 4: optional here
+
+
+class PermissionCheckRequest(serializers.Serializer):
+    account_id = Uuid()
+    permission = PermissionName()
+    project_id = Uuid(required=False, allow_null=True)
+
+
+class GrantPath(serializers.Serializer):
+    """One way an account holds a permission: an active membership, one of its roles, the role's
+    permission whose pattern matched (`*`, `resource:*`, `*:action` or the name itself)."""
+
+    membership_id = serializers.UUIDField()
+    scope = serializers.ChoiceField(choices=Membership.Scope.choices)
+    project_id = serializers.UUIDField(allow_null=True)
+    role_id = serializers.UUIDField()
+    role = serializers.CharField()
+    pattern = serializers.CharField()
+
+
+class PermissionCheckResult(serializers.Serializer):
+    """Documentation only: the payload is built by `rbac.policy.explain`."""
+
+    allowed = serializers.BooleanField()
+    matched = GrantPath(many=True)
+    reason = serializers.ChoiceField(
+        choices=["not_a_member", "not_active", "no_matching_permission", "account_disabled"], allow_null=True
+    )

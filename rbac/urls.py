@@ -8,6 +8,7 @@ urlpatterns = [
     path("permissions/list", api.PermissionList.as_view()),
     path("permissions/update", api.PermissionUpdate.as_view()),
     path("permissions/delete", api.PermissionDelete.as_view()),
+    path("permissions/check", api.PermissionCheck.as_view()),
     path("roles/create", api.RoleCreate.as_view()),
     path("roles/describe", api.RoleDescribe.as_view()),
     path("roles/list", api.RoleList.as_view()),
