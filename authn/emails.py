@@ -13,7 +13,7 @@ from django.core.mail import EmailMultiAlternatives
 from django.template.loader import render_to_string
 
 from accounts.models import Account
-from iam import outbox
+from iam import metrics, outbox
 from iam.models import OutboxMessage
 
 from . import tokens
@@ -95,7 +95,11 @@ def send(message: OutboxMessage) -> None:
     if not should_send(kind, account):
         return
     try:
-        build(kind, account).send()
+        try:
+            build(kind, account).send()
+        except Exception:
+            metrics.EMAILS.labels("failed").inc()
+            raise
     except smtplib.SMTPResponseException as exc:
         if exc.smtp_code >= 500:  # a permanent refusal (RFC 5321 4.2.1)
             raise outbox.Undeliverable(f"smtp {exc.smtp_code}") from exc
@@ -107,4 +111,5 @@ def send(message: OutboxMessage) -> None:
         raise outbox.RetryLater(f"recipient refused: {codes}") from exc
     except (smtplib.SMTPException, OSError) as exc:  # connection refused, timeouts, TLS failures
         raise outbox.RetryLater(f"{type(exc).__name__}: {exc}") from exc
+    metrics.EMAILS.labels("sent").inc()
     logger.info("email: sent %s to account %s", kind, account.pk)

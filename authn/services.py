@@ -13,6 +13,7 @@ from accounts.services import (
     set_password,
     update_account,
 )
+from iam import audit, metrics
 from iam.errors import AUTHENTICATION_REQUIRED, ApiError
 from iam.services import apply_changes, save_unique
 from tenancy.models import Workspace
@@ -53,13 +54,20 @@ def create_password_account(
         raise ApiError(conflict_status, "email already exists", "email")
     check_password_rules(password)
     account = create_account(email=email, name=name, password=password, actor=actor, **fields)
-    Credential.objects.create(
+    credential = Credential.objects.create(
         account=account,
         workspace=workspace,
         kind=Credential.Kind.PASSWORD,
         provider=Credential.Provider.LOCAL,
         status=Credential.Status.PENDING,
         email=account.email,
+    )
+    audit.record(
+        "credential.create",
+        resource=("credential", credential.pk),
+        workspace_id=workspace.pk,
+        changes=audit.created(credential, ("account_id", "kind", "provider", "status", "email")),
+        actor=actor,
     )
     return account
 
@@ -86,6 +94,7 @@ def login(*, email: str, password: str, ip: str) -> tuple[Account, dict]:
         throttling.login_failures_by_ip.retry_after(ip) or 0,
     )
     if retry_after:
+        _login_refused("throttled", email)
         raise ApiError(429, "too many failed login attempts", headers={"Retry-After": str(retry_after)})
 
     account = Account.objects.filter(email=email).first()
@@ -100,14 +109,26 @@ def login(*, email: str, password: str, ip: str) -> tuple[Account, dict]:
     if not valid or credential is None or credential.status == Credential.Status.REVOKED:
         throttling.login_failures_by_email.hit(email)
         throttling.login_failures_by_ip.hit(ip)
+        _login_refused("invalid", email, account)
         raise ApiError(401, INVALID_CREDENTIALS)
     if not account.enabled:
+        _login_refused("disabled", email, account)
         raise ApiError(403, "account disabled")
     throttling.login_failures_by_email.reset(email)
     with transaction.atomic():
         Credential.objects.filter(pk=credential.pk).update(last_used_at=timezone.now())
         session = issue_session(account)
+        audit.record("account.login", resource=("account", account.pk), actor=account)
+    metrics.LOGINS.labels("ok").inc()
     return account, session
+
+
+def _login_refused(outcome: str, email: str, account: Account | None = None) -> None:
+    """Counted and recorded (actor unknown): the e-mail tried, and the account when there is one."""
+    metrics.LOGINS.labels(outcome).inc()
+    action = "account.login_throttled" if outcome == "throttled" else "account.login_failed"
+    changes = {"email": email} if outcome == "throttled" else {"email": email, "reason": outcome}
+    audit.record(action, resource=("account", account.pk if account else None), changes=changes)
 
 
 # E-mail flows (SPEC 4 rules 1-2, CONTRACT 5, 9, 13)
@@ -147,9 +168,10 @@ def confirm_email(*, token: str) -> Account:
     account, _ = _account_for(token, tokens.ACCOUNT_CONFIRM)
     if not account.verified:
         update_account(account, changes={"verified": True}, actor=account)
-    Credential.objects.filter(
+    if Credential.objects.filter(
         account=account, kind=Credential.Kind.PASSWORD, status=Credential.Status.PENDING
-    ).update(status=Credential.Status.ACTIVE, updated_at=timezone.now())
+    ).update(status=Credential.Status.ACTIVE, updated_at=timezone.now()):
+        audit.record("credential.activate", resource=("account", account.pk), actor=account)
     return account
 
 
@@ -230,6 +252,12 @@ def update_credential(credential: Credential, *, changes: dict) -> Credential:
     revoked = (
         changes.get("status") == Credential.Status.REVOKED and credential.status != Credential.Status.REVOKED
     )
+    audit.record(
+        "credential.update",
+        resource=("credential", credential.pk),
+        workspace_id=credential.workspace_id,
+        changes=audit.diff(credential, changes, CREDENTIAL_UPDATABLE),
+    )
     fields = apply_changes(credential, changes, fields=CREDENTIAL_UPDATABLE)
     _check_credential_conflicts(credential)
     save_unique(
@@ -248,6 +276,12 @@ def delete_credential(credential: Credential) -> dict:
     summary = {"id": str(credential.pk)}
     usable = credential.status != Credential.Status.REVOKED
     account = credential.account
+    audit.record(
+        "credential.delete",
+        resource=("credential", credential.pk),
+        workspace_id=credential.workspace_id,
+        changes=audit.removed(credential, ("account_id", "kind", "provider", "status", "provider_id")),
+    )
     credential.delete()
     if usable:
         end_sessions(account)

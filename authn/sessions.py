@@ -7,7 +7,7 @@ from django.utils import timezone
 from accounts.models import Account
 from accounts.services import end_sessions
 from accounts.state import get_account
-from iam import cache
+from iam import audit, cache
 
 from . import tokens
 from .models import RefreshToken
@@ -68,5 +68,6 @@ def rotate(account: Account, claims: dict) -> dict:
     if row is None:
         raise TokenError("invalid_token")
     with transaction.atomic():
+        audit.record("session.refresh_reuse", resource=("account", account.pk), actor=account)
         end_sessions(account)  # committed before the refusal
     raise TokenError("token_revoked")

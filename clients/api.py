@@ -3,6 +3,7 @@ import uuid
 from django.db.models import QuerySet
 from rest_framework.request import Request
 
+from iam import metrics
 from iam.api import Endpoint, ListEndpoint
 from iam.fields import PERMISSION_NAME_MAX, PERMISSION_NAME_RE
 
@@ -133,4 +134,6 @@ class ClientValidate(Endpoint):
         return data
 
     def handle(self, request: Request, data: dict) -> dict:
-        return validation.validate(**data)
+        answer = validation.validate(**data)
+        metrics.VALIDATIONS.labels(answer["reason"] or "ok").inc()
+        return answer

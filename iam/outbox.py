@@ -11,6 +11,7 @@ from datetime import timedelta
 from django.db import transaction
 from django.utils import timezone
 
+from iam import audit
 from iam.models import OutboxMessage
 
 logger = logging.getLogger(__name__)
@@ -113,12 +114,27 @@ def _finish(message: OutboxMessage, status: str, error: str) -> str:
     message.last_error = error[:2000]
     message.processed_at = timezone.now()
     message.save(update_fields=["attempts", "status", "last_error", "processed_at"])
+    if status == OutboxMessage.Status.FAILED:
+        audit.record(
+            "outbox.fail",
+            resource=("outbox_message", message.pk),
+            changes=_status_change(message, OutboxMessage.Status.PENDING, status),
+        )
     return status
+
+
+def _status_change(message: OutboxMessage, before: str, after: str) -> dict:
+    return {"topic": message.topic, "status": {"before": before, "after": after}}
 
 
 def retry(message: OutboxMessage) -> None:
     """Puts a failed message back in the queue (the admin's 'retry' action)."""
     now = timezone.now()
+    audit.record(
+        "outbox.retry",
+        resource=("outbox_message", message.pk),
+        changes=_status_change(message, message.status, OutboxMessage.Status.PENDING),
+    )
     OutboxMessage.objects.filter(pk=message.pk).update(
         status=OutboxMessage.Status.PENDING,
         next_attempt_at=now,

@@ -41,6 +41,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "iam.middleware.RequestContextMiddleware",
+    "iam.middleware.MetricsMiddleware",
     "iam.middleware.JsonErrorsMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -207,6 +209,10 @@ IAM_WEBHOOK_TIMEOUT_SECONDS = 5
 IAM_WEBHOOK_RETRY_HOURS = 24
 # `manage.py cleanup` deletes delivered outbox messages processed longer ago than this.
 IAM_OUTBOX_RETENTION_DAYS = env("IAM_OUTBOX_RETENTION_DAYS", 7, int)
+# `manage.py cleanup` deletes audit entries older than this.
+IAM_AUDIT_RETENTION_DAYS = env("IAM_AUDIT_RETENTION_DAYS", 365, int)
+# `GET /metrics` asks for `Authorization: Bearer <this>` when set.
+IAM_METRICS_TOKEN = env("IAM_METRICS_TOKEN", "")
 
 # The key that encrypts client secrets at rest (CONTRACT 7): derived from SECRET_KEY when unset.
 IAM_ENCRYPTION_KEY = env(
@@ -226,8 +232,11 @@ IAM_OAUTH_REDIRECT_ALLOWLIST = env("IAM_OAUTH_REDIRECT_ALLOWLIST", [], list)
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "filters": {"request_id": {"()": "iam.context.RequestIdFilter"}},
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s [%(request_id)s] %(message)s"}},
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["request_id"]}
+    },
     "root": {"handlers": ["console"], "level": env("LOG_LEVEL", "INFO")},
     "loggers": {"django.request": {"level": "ERROR"}},
 }

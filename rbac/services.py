@@ -10,7 +10,7 @@ from django.db import transaction
 from django.db.models import QuerySet
 
 from accounts.models import Account
-from iam import events
+from iam import audit, events
 from iam.errors import ApiError
 from iam.services import apply_changes, check_unique, save_unique
 from tenancy.models import Project, Workspace
@@ -34,6 +34,15 @@ def resolve(queryset: QuerySet, ids: Iterable[UUID], *, field: str) -> list:
         noun = queryset.model._meta.verbose_name
         raise ApiError(400, f"{field} must name {noun}s of this workspace", field)
     return found
+
+
+def _ids_change(current, new: Iterable | None, name: str) -> dict:
+    """The audit `changes` of a replaced relation (`current`: its manager, None for a new record)."""
+    if new is None:
+        return {}
+    before = sorted(str(pk) for pk in current.values_list("pk", flat=True)) if current is not None else None
+    after = sorted(str(item.pk) for item in new)
+    return {} if before == after else {name: {"before": before, "after": after}}
 
 
 def _active_holders(memberships: QuerySet) -> list[UUID]:
@@ -60,6 +69,13 @@ def create_workspace(
     check_unique(Workspace.objects.all(), slug=slug)
     workspace = Workspace(name=name, slug=slug, description=description, config=config, tags=tags, meta=meta)
     save_unique(workspace, conflict="slug already exists", field="slug", force_insert=True)
+    audit.record(
+        "workspace.create",
+        resource=("workspace", workspace.pk),
+        workspace_id=workspace.pk,
+        changes=audit.created(workspace, ("name", "slug", "description", "tags")),
+        actor=owner,
+    )
     ensure_owner(workspace, owner)
     return workspace
 
@@ -77,12 +93,20 @@ def ensure_owner(workspace: Workspace, account: Account) -> Membership:
         defaults={"description": "Holds every permission of the workspace.", "meta": {"schema_version": "1"}},
     )
     role.permissions.add(permission)
-    membership, _ = Membership.objects.get_or_create(
+    membership, made = Membership.objects.get_or_create(
         workspace=workspace,
         account=account,
         scope=Membership.Scope.WORKSPACE,
         defaults={"status": Membership.Status.ACTIVE, "meta": {"schema_version": "1"}},
     )
+    if made:  # the owner set-up of workspace/create, `bootstrap` or `create_workspace`
+        audit.record(
+            "membership.create",
+            resource=("membership", membership.pk),
+            workspace_id=workspace.pk,
+            changes=audit.created(membership, ("account_id", "scope", "status"))
+            | {"roles": {"before": None, "after": [OWNER_ROLE]}},
+        )
     if membership.status != Membership.Status.ACTIVE:
         membership.status = Membership.Status.ACTIVE
         membership.save(update_fields=["status"])
@@ -110,6 +134,13 @@ def create_permission(
         workspace=workspace, name=name, code=code, description=description, tags=tags, meta=meta
     )
     save_unique(permission, conflict="name or code already exists", field="name", force_insert=True)
+    audit.record(
+        "permission.create",
+        resource=("permission", permission.pk),
+        workspace_id=workspace.pk,
+        changes=audit.created(permission, ("name", "code", "description", "tags")),
+        actor=actor,
+    )
     return permission
 
 
@@ -124,6 +155,13 @@ def update_permission(
         code=changes.get("code"),
     )
     renamed = "name" in changes and changes["name"] != permission.name
+    audit.record(
+        "permission.update",
+        resource=("permission", permission.pk),
+        workspace_id=permission.workspace_id,
+        changes=audit.diff(permission, changes, PERMISSION_FIELDS),
+        actor=actor,
+    )
     fields = apply_changes(permission, changes, fields=PERMISSION_FIELDS)
     save_unique(permission, conflict="name or code already exists", field="name", update_fields=fields)
     if renamed:
@@ -140,6 +178,13 @@ def update_permission(
 @transaction.atomic
 def delete_permission(permission: Permission, *, actor: Account | None) -> dict:
     """CONTRACT 6: the permission leaves the roles that held it."""
+    audit.record(
+        "permission.delete",
+        resource=("permission", permission.pk),
+        workspace_id=permission.workspace_id,
+        changes=audit.removed(permission, ("name", "code")),
+        actor=actor,
+    )
     events.emit(
         "permission.deleted",
         resource=("permission", permission.pk),
@@ -170,6 +215,14 @@ def create_role(
     role = Role(workspace=workspace, name=name, description=description, tags=tags, meta=meta)
     save_unique(role, conflict="name already exists", field="name", force_insert=True)
     role.permissions.set(permissions)
+    audit.record(
+        "role.create",
+        resource=("role", role.pk),
+        workspace_id=workspace.pk,
+        changes=audit.created(role, ("name", "description", "tags"))
+        | {"permission_ids": {"before": None, "after": sorted(str(p.pk) for p in permissions)}},
+        actor=actor,
+    )
     return role
 
 
@@ -180,6 +233,14 @@ def update_role(
     """`permissions` replaces the attached permissions (SPEC 1)."""
     check_unique(Role.objects.in_workspace(role.workspace), exclude=role.pk, name=changes.get("name"))
     changed = "name" in changes and changes["name"] != role.name
+    audit.record(
+        "role.update",
+        resource=("role", role.pk),
+        workspace_id=role.workspace_id,
+        changes=audit.diff(role, changes, ROLE_FIELDS)
+        | _ids_change(role.permissions, permissions, "permission_ids"),
+        actor=actor,
+    )
     fields = apply_changes(role, changes, fields=ROLE_FIELDS)
     save_unique(role, conflict="name already exists", field="name", update_fields=fields)
     if permissions is not None:
@@ -206,6 +267,13 @@ def role_changed(role: Role) -> None:
 @transaction.atomic
 def delete_role(role: Role, *, actor: Account | None) -> dict:
     """CONTRACT 6: the role leaves the memberships that held it."""
+    audit.record(
+        "role.delete",
+        resource=("role", role.pk),
+        workspace_id=role.workspace_id,
+        changes=audit.removed(role, ("name",)),
+        actor=actor,
+    )
     events.emit(
         "role.deleted",
         resource=("role", role.pk),
@@ -276,6 +344,14 @@ def create_membership(
     )
     save_unique(membership, conflict="membership already exists", field="account_id", force_insert=True)
     membership.roles.set(roles)
+    audit.record(
+        "membership.create",
+        resource=("membership", membership.pk),
+        workspace_id=workspace.pk,
+        changes=audit.created(membership, ("account_id", "scope", "status", "project_id", "tags"))
+        | _ids_change(None, roles, "role_ids"),
+        actor=actor,
+    )
     _membership_changed("membership.created", membership)
     return membership
 
@@ -297,6 +373,14 @@ def update_membership(
     _check_scope(scope, project)
     if _membership_exists(membership.workspace, membership.account_id, scope, project, exclude=membership.pk):
         raise ApiError(409, "membership already exists")
+    audit.record(
+        "membership.update",
+        resource=("membership", membership.pk),
+        workspace_id=membership.workspace_id,
+        changes=audit.diff(membership, changes, MEMBERSHIP_FIELDS)
+        | _ids_change(membership.roles, roles, "role_ids"),
+        actor=actor,
+    )
     fields = apply_changes(membership, changes, fields=MEMBERSHIP_FIELDS)
     save_unique(membership, conflict="membership already exists", field="account_id", update_fields=fields)
     if roles is not None:
@@ -307,6 +391,13 @@ def update_membership(
 
 @transaction.atomic
 def delete_membership(membership: Membership, *, actor: Account | None) -> dict:
+    audit.record(
+        "membership.delete",
+        resource=("membership", membership.pk),
+        workspace_id=membership.workspace_id,
+        changes=audit.removed(membership, ("account_id", "scope", "status", "project_id")),
+        actor=actor,
+    )
     _membership_changed("membership.deleted", membership)
     summary = {"id": str(membership.pk)}
     membership.delete()

@@ -4,6 +4,7 @@ from django.db import transaction
 from accounts.models import Account, normalize_email
 from authn.models import Credential
 from authn.services import create_password_account
+from iam.context import as_command
 from iam.errors import ApiError
 from rbac.services import ensure_owner
 from tenancy.state import root_workspace
@@ -21,6 +22,7 @@ class Command(BaseCommand):
         parser.add_argument("--password", required=True)
         parser.add_argument("--name", default="Operator")
 
+    @as_command
     @transaction.atomic
     def handle(self, *args, email: str, password: str, name: str, **options):
         workspace = root_workspace()

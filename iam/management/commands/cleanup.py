@@ -6,7 +6,7 @@ from django.core.management.base import BaseCommand
 from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
-from iam.models import OutboxMessage
+from iam.models import AuditEntry, OutboxMessage
 
 
 class Command(BaseCommand):
@@ -14,7 +14,8 @@ class Command(BaseCommand):
         "Deletes rows nobody needs any more and prints how many: delivered (done) outbox messages "
         "processed more than IAM_OUTBOX_RETENTION_DAYS ago (failed ones stay for the admin's retry), "
         "finished push deliveries (delivered or failed, with their attempts) older than that (pending ones "
-        "stay), expired refresh-token rows and expired OAuth states. Used refresh-token rows stay until they "
+        "stay), expired refresh-token rows, expired OAuth states and audit entries older than "
+        "IAM_AUDIT_RETENTION_DAYS. Used refresh-token rows stay until they "
         "expire: reuse detection needs them. Safe to run at any time, e.g. daily from cron."
     )
 
@@ -29,6 +30,9 @@ class Command(BaseCommand):
             "deliveries": self._finished_deliveries(kept_since),
             "refresh tokens": self._expired("authn", "RefreshToken", now),
             "oauth states": self._expired("authn", "OAuthState", now),
+            "audit entries": AuditEntry.objects.filter(
+                occurred_at__lt=now - timedelta(days=settings.IAM_AUDIT_RETENTION_DAYS)
+            ).delete()[0],
         }
         for name, count in counts.items():
             self.stdout.write(f"deleted {count} {name}")
