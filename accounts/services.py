@@ -76,7 +76,7 @@ def update_account(account: Account, *, changes: dict[str, Any], actor: Account 
     flags_changed = any(
         name in changes and changes[name] != getattr(account, name) for name in ("enabled", "verified")
     )
-    audit.record(
+    audit.record_update(
         "account.update",
         resource=("account", account.pk),
         changes=audit.diff(account, changes, UPDATABLE),

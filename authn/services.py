@@ -252,7 +252,7 @@ def update_credential(credential: Credential, *, changes: dict) -> Credential:
     revoked = (
         changes.get("status") == Credential.Status.REVOKED and credential.status != Credential.Status.REVOKED
     )
-    audit.record(
+    audit.record_update(
         "credential.update",
         resource=("credential", credential.pk),
         workspace_id=credential.workspace_id,

@@ -86,7 +86,7 @@ def update_client(client: Client, *, changes: dict[str, Any], actor: Account | N
     with transaction.atomic():
         if "name" in changes and changes["name"] != client.name:
             _check_name(client.workspace, changes["name"], exclude=client.pk)
-        audit.record(
+        audit.record_update(
             "client.update",
             resource=("client", client.pk),
             workspace_id=client.workspace_id,

@@ -111,3 +111,8 @@ def record(
         request_id=ctx.request_id or "",
         **_request_details(ctx.request),
     )
+
+
+def record_update(action: str, *, changes: Mapping[str, Any], **kwargs: Any) -> AuditEntry | None:
+    """`record()` for an update: an update that changes nothing is no change, and leaves no entry."""
+    return record(action, changes=changes, **kwargs) if changes else None

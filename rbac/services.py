@@ -155,7 +155,7 @@ def update_permission(
         code=changes.get("code"),
     )
     renamed = "name" in changes and changes["name"] != permission.name
-    audit.record(
+    audit.record_update(
         "permission.update",
         resource=("permission", permission.pk),
         workspace_id=permission.workspace_id,
@@ -233,7 +233,7 @@ def update_role(
     """`permissions` replaces the attached permissions (SPEC 1)."""
     check_unique(Role.objects.in_workspace(role.workspace), exclude=role.pk, name=changes.get("name"))
     changed = "name" in changes and changes["name"] != role.name
-    audit.record(
+    audit.record_update(
         "role.update",
         resource=("role", role.pk),
         workspace_id=role.workspace_id,
@@ -373,7 +373,7 @@ def update_membership(
     _check_scope(scope, project)
     if _membership_exists(membership.workspace, membership.account_id, scope, project, exclude=membership.pk):
         raise ApiError(409, "membership already exists")
-    audit.record(
+    audit.record_update(
         "membership.update",
         resource=("membership", membership.pk),
         workspace_id=membership.workspace_id,

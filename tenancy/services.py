@@ -24,7 +24,7 @@ def _member_ids(memberships) -> list:
 
 @transaction.atomic
 def update_workspace(workspace: Workspace, *, changes: dict[str, Any], actor: Account | None) -> Workspace:
-    audit.record(
+    audit.record_update(
         "workspace.update",
         resource=("workspace", workspace.pk),
         workspace_id=workspace.pk,
@@ -113,7 +113,7 @@ def update_project(project: Project, *, changes: dict[str, Any], actor: Account 
         name=changes.get("name"),
         code=changes.get("code"),
     )
-    audit.record(
+    audit.record_update(
         "project.update",
         resource=("project", project.pk),
         workspace_id=project.workspace_id,
