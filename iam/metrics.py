@@ -13,16 +13,9 @@ from django.db.models import Count, Min
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 from django.views.decorators.http import require_GET
-from prometheus_client import (
-    CONTENT_TYPE_LATEST,
-    REGISTRY,
-    CollectorRegistry,
-    Counter,
-    Histogram,
-    generate_latest,
-    multiprocess,
-)
+from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram, multiprocess
 from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector
 
 from iam.errors import AUTHENTICATION_REQUIRED, error_response
@@ -81,20 +74,20 @@ class OutboxCollector(Collector):
         yield oldest
 
 
-def registry() -> CollectorRegistry:
-    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
-        scraped = CollectorRegistry()
-        multiprocess.MultiProcessCollector(scraped)
-    else:
-        scraped = CollectorRegistry()
-        scraped.register(_ProcessRegistry())
-    scraped.register(OutboxCollector())
-    return scraped
-
-
-class _ProcessRegistry(Collector):
+class _ThisProcess(Collector):
     def collect(self):
         return REGISTRY.collect()
+
+
+def registry() -> CollectorRegistry:
+    """What a scrape reads: every process's files in multiprocess mode, else this process's figures."""
+    scraped = CollectorRegistry()
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        multiprocess.MultiProcessCollector(scraped)
+    else:
+        scraped.register(_ThisProcess())
+    scraped.register(OutboxCollector())
+    return scraped
 
 
 def _authorized(request: HttpRequest) -> bool:
@@ -111,4 +104,6 @@ def metrics_view(request: HttpRequest) -> HttpResponse:
         response = error_response(401, AUTHENTICATION_REQUIRED)
         response["WWW-Authenticate"] = 'Bearer realm="metrics"'
         return response
-    return HttpResponse(generate_latest(registry()), content_type=CONTENT_TYPE_LATEST)
+    # As prometheus-client's own exporter: OpenMetrics when the scraper asks for it, else the text format.
+    encode, content_type = choose_encoder(request.META.get("HTTP_ACCEPT", ""))
+    return HttpResponse(encode(registry()), content_type=content_type)
