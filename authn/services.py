@@ -1,6 +1,9 @@
+import hashlib
 from uuid import UUID
 
 from django.contrib.auth.hashers import check_password, make_password
+from django.core.exceptions import ValidationError
+from django.core.validators import validate_email
 from django.db import transaction
 from django.utils import timezone
 
@@ -13,7 +16,7 @@ from accounts.services import (
     set_password,
     update_account,
 )
-from iam import audit, metrics
+from iam import audit, cache, metrics
 from iam.errors import AUTHENTICATION_REQUIRED, ApiError
 from iam.services import apply_changes, save_unique
 from tenancy.models import Workspace
@@ -94,7 +97,7 @@ def login(*, email: str, password: str, ip: str) -> tuple[Account, dict]:
         throttling.login_failures_by_ip.retry_after(ip) or 0,
     )
     if retry_after:
-        _login_refused("throttled", email)
+        _login_refused("throttled", email, ip=ip)
         raise ApiError(429, "too many failed login attempts", headers={"Retry-After": str(retry_after)})
 
     account = Account.objects.filter(email=email).first()
@@ -123,9 +126,20 @@ def login(*, email: str, password: str, ip: str) -> tuple[Account, dict]:
     return account, session
 
 
-def _login_refused(outcome: str, email: str, account: Account | None = None) -> None:
-    """Counted and recorded (actor unknown): the e-mail tried, and the account when there is one."""
+def _login_refused(outcome: str, email: str, account: Account | None = None, *, ip: str = "") -> None:
+    """Counted, and recorded with the actor unknown: the address tried (only when it is one: a password
+    typed into the e-mail field must not reach the log) and the account when there is one. A throttled
+    attempt costs no password check, so it is recorded once a minute per address and client at most,
+    lest a flood of refused attempts fill the table."""
     metrics.LOGINS.labels(outcome).inc()
+    if outcome == "throttled":
+        seen = hashlib.sha256(f"{email}|{ip}".encode()).hexdigest()[:32]
+        if not cache.add(f"audit:throttled:{seen}", 1, 60):
+            return
+    try:
+        validate_email(email)
+    except ValidationError:
+        email = "(not an e-mail address)"
     action = "account.login_throttled" if outcome == "throttled" else "account.login_failed"
     changes = {"email": email} if outcome == "throttled" else {"email": email, "reason": outcome}
     audit.record(action, resource=("account", account.pk if account else None), changes=changes)

@@ -43,12 +43,14 @@ def set(key: str, value: Any, timeout: int) -> None:
         metrics.CACHE_ERRORS.labels("set").inc()
 
 
-def add(key: str, value: Any, timeout: int) -> None:
+def add(key: str, value: Any, timeout: int) -> bool:
+    """True when the key was not there (and is now)."""
     try:
-        cache.add(key, value, timeout)
+        return bool(cache.add(key, value, timeout))
     except Exception:
         logger.warning("cache unavailable: add", exc_info=True)
         metrics.CACHE_ERRORS.labels("add").inc()
+        return False
 
 
 def delete_many(keys: list[str]) -> None:

@@ -179,6 +179,8 @@ def test_logins_failures_throttles_and_disabled_accounts_are_recorded(api, root)
     assert len(failed) == 5
     assert failed[0].changes == {"email": account.email, "reason": "invalid"}
     assert failed[0].actor_id is None and failed[0].resource_id == account.pk
+    err(login(api, account.email), 429, "too many failed login attempts")
+    # refused before any password check: recorded once a minute per address and client, not per attempt
     [throttled] = entries("account.login_throttled")
     assert throttled.changes == {"email": account.email}
 
@@ -186,6 +188,13 @@ def test_logins_failures_throttles_and_disabled_accounts_are_recorded(api, root)
     assert (
         entries("account.login_failed", resource_id__isnull=True)[0].changes["email"] == "nobody@example.com"
     )
+
+    err(login(api, "correct horse battery", "wrong password!"), 401, "invalid credentials")
+    # a password typed into the e-mail field does not reach the log
+    assert entries("account.login_failed", resource_id__isnull=True)[1].changes == {
+        "email": "(not an e-mail address)",
+        "reason": "invalid",
+    }
 
     disabled = AccountFactory(enabled=False)
     CredentialFactory(account=disabled, workspace=root)
