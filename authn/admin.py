@@ -27,7 +27,6 @@ from accounts.state import forget_account
 from iam import audit
 from iam.admin import RESOURCE_READONLY, ReadOnlyInline, ServiceAdmin, changed, check_with
 from iam.errors import ApiError
-from iam.services import apply_changes
 from rbac.models import Membership
 from tenancy.state import root_workspace
 
@@ -323,9 +322,8 @@ class CredentialAdmin(ServiceAdmin):
         return False
 
     def update(self, request: HttpRequest, current: Credential, form: forms.ModelForm) -> Credential:
-        fields = apply_changes(current, changed(form, ("status",)), fields=("status",))
-        current.save(update_fields=fields)
-        return current
+        # Through the service, as over the API: recorded, and a revoke ends the account's sessions.
+        return services.update_credential(current, changes=changed(form, ("status",)))
 
     def remove(self, request: HttpRequest, obj: Credential) -> None:
-        obj.delete()
+        services.delete_credential(obj)

@@ -108,6 +108,30 @@ def test_granting_operator_status_in_the_admin_is_recorded(operator):
     assert entry.actor_id == operator.pk and entry.actor_kind == "operator"
 
 
+def test_revoking_a_credential_in_the_admin_is_recorded_and_ends_the_sessions(operator, root):
+    web = Client()
+    web.force_login(operator)
+    account = AccountFactory()
+    credential = CredentialFactory(account=account, workspace=root)
+    api = client_for(account)
+    ok(api.call("/accounts/describe", {"id": str(account.pk)}))
+    url = reverse("admin:authn_credential_change", args=[credential.pk])
+
+    response = web.post(url, {"status": "revoked"})
+
+    assert response.status_code == 302, response.content[:500]
+    [entry] = entries("credential.update")
+    assert entry.actor_id == operator.pk and entry.actor_kind == "operator"
+    assert entry.changes == {"status": {"before": "active", "after": "revoked"}}
+    assert entries("session.revoke", resource_id=account.pk)
+    err(api.call("/accounts/describe", {"id": str(account.pk)}), 401)
+
+    response = web.post(reverse("admin:authn_credential_delete", args=[credential.pk]), {"post": "yes"})
+    assert response.status_code == 302
+    [deleted] = entries("credential.delete")
+    assert deleted.actor_id == operator.pk and deleted.changes["status"] == {"before": "revoked", "after": None}
+
+
 def test_a_command_change_records_the_command(db):
     call_command("bootstrap", "--email", "boss@example.com", "--password", PASSWORD, stdout=io.StringIO())
 
