@@ -129,7 +129,10 @@ def test_revoking_a_credential_in_the_admin_is_recorded_and_ends_the_sessions(op
     response = web.post(reverse("admin:authn_credential_delete", args=[credential.pk]), {"post": "yes"})
     assert response.status_code == 302
     [deleted] = entries("credential.delete")
-    assert deleted.actor_id == operator.pk and deleted.changes["status"] == {"before": "revoked", "after": None}
+    assert deleted.actor_id == operator.pk and deleted.changes["status"] == {
+        "before": "revoked",
+        "after": None,
+    }
 
 
 def test_a_command_change_records_the_command(db):
