@@ -78,7 +78,8 @@ def _request_details(request) -> dict:
         ip = ipaddress.ip_address((ip or "").strip()).compressed
     except ValueError:
         ip = None
-    return {"ip": ip, "user_agent": request.META.get("HTTP_USER_AGENT", "")[:512]}
+    agent = request.META.get("HTTP_USER_AGENT", "").replace("\x00", "")[:512]  # PostgreSQL refuses NUL
+    return {"ip": ip, "user_agent": agent}
 
 
 def _request_actor(request) -> Any:

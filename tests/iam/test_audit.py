@@ -7,6 +7,7 @@ import json
 from datetime import timedelta
 
 import pytest
+from django.conf import settings
 from django.core.management import call_command
 from django.test import Client, override_settings
 from django.urls import reverse
@@ -58,6 +59,27 @@ def test_an_api_change_records_the_account_its_address_agent_and_request_id(memb
     assert update.actor_id == account.pk
     ok(api.call("/projects/update", {"id": project["id"], "name": "Shop"}))
     assert len(entries("project.update")) == 1  # an update that changes nothing is no change
+
+
+@pytest.mark.parametrize(
+    ("forwarded", "recorded"),
+    [
+        ("203.0.113.9", "203.0.113.9"),
+        ("2001:db8:0:0::1", "2001:db8::1"),
+        ("not-an-address", None),
+        ("", None),
+    ],
+)
+def test_the_address_behind_a_trusted_proxy_is_recorded_when_it_is_one(db, forwarded, recorded):
+    with override_settings(REST_FRAMEWORK={**settings.REST_FRAMEWORK, "NUM_PROXIES": 1}):
+        response = ApiClient().call(
+            "/auth/login",
+            {"email": "nobody@example.com", "password": "wrong password!"},
+            headers={"X-Forwarded-For": forwarded, "User-Agent": "agent\x00with a NUL"},
+        )
+    err(response, 401, "invalid credentials")
+    [entry] = entries("account.login_failed")
+    assert entry.ip == recorded and entry.user_agent == "agentwith a NUL"
 
 
 def test_a_refused_change_leaves_no_entry(member_of):

@@ -4,12 +4,13 @@ on every response, errors included, and on every log line written while the requ
 import logging
 
 import pytest
+from django.conf import settings
 from django.test import override_settings
 
 from iam.context import RequestIdFilter
 from tests.conftest import ApiClient, err
 
-TRUSTED = {"REST_FRAMEWORK": {"NUM_PROXIES": 1}}
+TRUSTED = {"REST_FRAMEWORK": {**settings.REST_FRAMEWORK, "NUM_PROXIES": 1}}
 
 
 def test_each_response_carries_a_fresh_request_id(api):
