@@ -8,6 +8,7 @@ import logging
 from collections.abc import Callable
 from datetime import timedelta
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -21,7 +22,6 @@ _handlers: dict[str, Handler] = {}
 
 FIRST_RETRY_SECONDS = 5
 MAX_RETRY_SECONDS = 3600
-SWEEP_GRACE = timedelta(seconds=30)
 SWEEP_BATCH = 500
 
 
@@ -146,7 +146,7 @@ def retry(message: OutboxMessage) -> None:
 def sweep() -> int:
     """Publishes messages that are due and were not processed: a publish lost to a broker outage, a worker
     that died, a retry whose delayed publish failed."""
-    cutoff = timezone.now() - SWEEP_GRACE
+    cutoff = timezone.now() - timedelta(seconds=settings.IAM_OUTBOX_SWEEP_GRACE_SECONDS)
     due = list(
         OutboxMessage.objects.filter(status=OutboxMessage.Status.PENDING, next_attempt_at__lte=cutoff)
         .order_by("next_attempt_at")

@@ -183,10 +183,28 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # Publishing must not hang a request while the broker is down: the outbox sweeper catches up later.
-CELERY_BROKER_TRANSPORT_OPTIONS = {"socket_connect_timeout": 0.5, "socket_timeout": 1, "max_retries": 0}
+# No ack emulation (issue 12 item 7): with it, kombu's Redis transport keeps unacknowledged messages in a
+# hash and, when the broker connection drops while the worker holds one, puts it back through the
+# transport it has just closed (`'NoneType' object has no attribute 'hostname'`): the worker logs
+# "Unrecoverable error" and exits. The outbox rows in PostgreSQL are the record of what is owed, and the
+# sweeper re-publishes whatever a worker did not finish, so the broker's own redelivery is not needed.
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "socket_connect_timeout": 0.5,
+    "socket_timeout": 1,
+    "max_retries": 0,
+    "ack_emulation": False,
+}
+# The worker reconnects for as long as the broker is away (Celery's default gives up after 100 tries), and
+# lets a running task finish (its outcome is committed to PostgreSQL, not to the broker).
+CELERY_BROKER_CONNECTION_RETRY = True
+CELERY_BROKER_CONNECTION_MAX_RETRIES = None
+CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
 CELERY_BEAT_SCHEDULE = {
     "sweep-outbox": {"task": "iam.sweep_outbox", "schedule": env("IAM_OUTBOX_SWEEP_SECONDS", 5.0, float)},
 }
+# The sweeper leaves a message this long after it was due before re-publishing it (its publish may be in
+# flight); the live test layer shortens it so outage recovery is measured in seconds.
+IAM_OUTBOX_SWEEP_GRACE_SECONDS = env("IAM_OUTBOX_SWEEP_GRACE_SECONDS", 30.0, float)
 
 # IAM settings (CONTRACT).
 IAM_ROOT_WORKSPACE = env("IAM_ROOT_WORKSPACE", "root")
