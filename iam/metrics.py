@@ -7,6 +7,7 @@ import hmac
 import logging
 import os
 from collections.abc import Iterator
+from pathlib import Path
 
 from django.conf import settings
 from django.db.models import Count, Min
@@ -21,6 +22,10 @@ from prometheus_client.registry import Collector
 from iam.errors import AUTHENTICATION_REQUIRED, error_response
 
 logger = logging.getLogger(__name__)
+
+if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+    # A worker started before the web server (which creates it) must not fail its first count.
+    Path(os.environ["PROMETHEUS_MULTIPROC_DIR"]).mkdir(parents=True, exist_ok=True)
 
 REQUESTS = Counter("iam_http_requests_total", "HTTP requests by endpoint and status.", ["endpoint", "status"])
 LATENCY = Histogram(

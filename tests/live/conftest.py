@@ -187,6 +187,9 @@ class LiveService:
             "IAM_OUTBOX_SWEEP_SECONDS": "1",
             "IAM_OUTBOX_SWEEP_GRACE_SECONDS": "2",
             "LOG_LEVEL": "INFO",
+            # Web and worker write their metrics side by side, as on one host (README, Metrics).
+            "PROMETHEUS_MULTIPROC_DIR": str(tmp / "metrics"),
+            "IAM_METRICS_TOKEN": secrets.token_urlsafe(24),
             # A configured provider, so the OAuth endpoints run their real code (nothing listens there).
             "IAM_IDP_A_CLIENT_ID": "live-client",
             "IAM_IDP_A_CLIENT_SECRET": "live-secret",
@@ -248,6 +251,8 @@ class LiveService:
         command = [
             str(BIN / "gunicorn"),
             "iam.wsgi:application",
+            "-c",  # as the Procfile: multiprocess metrics, so a scrape adds up every worker's figures
+            str(BASE_DIR / "iam" / "gunicorn.conf.py"),
             "--bind",
             f"127.0.0.1:{port}",
             "--workers",
