@@ -5,7 +5,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import F
 
-from iam import events
+from iam import audit, events
 from iam.errors import ApiError
 from iam.services import apply_changes
 
@@ -62,6 +62,12 @@ def create_account(
     else:
         account.set_password(password)
     account.save(force_insert=True)
+    audit.record(
+        "account.create",
+        resource=("account", account.pk),
+        changes=audit.created(account, ("email", "name", "verified", "is_superuser")),
+        actor=actor,
+    )
     return account
 
 
@@ -69,6 +75,12 @@ def create_account(
 def update_account(account: Account, *, changes: dict[str, Any], actor: Account | None) -> Account:
     flags_changed = any(
         name in changes and changes[name] != getattr(account, name) for name in ("enabled", "verified")
+    )
+    audit.record_update(
+        "account.update",
+        resource=("account", account.pk),
+        changes=audit.diff(account, changes, UPDATABLE),
+        actor=actor,
     )
     disabling = changes.get("enabled") is False and account.enabled
     fields = apply_changes(account, changes, fields=UPDATABLE)
@@ -88,6 +100,7 @@ def set_password(account: Account, password: str) -> None:
     """A new password ends every session (CONTRACT 5)."""
     account.set_password(password)
     account.save(update_fields=["password"])
+    audit.record("account.password_set", resource=("account", account.pk))
     end_sessions(account)
 
 
@@ -97,6 +110,13 @@ def end_sessions(account: Account) -> int:
     bump and its `session.revoked` events commit together (CONTRACT 8)."""
     Account.objects.filter(pk=account.pk).update(session_version=F("session_version") + 1)
     account.refresh_from_db(fields=["session_version"])
+    audit.record(
+        "session.revoke",
+        resource=("account", account.pk),
+        changes={
+            "session_version": {"before": account.session_version - 1, "after": account.session_version}
+        },
+    )
     forget_account(account.pk)
     events.emit("session.revoked", resource=("account", account.pk), account_ids=[account.pk])
     return account.session_version
@@ -106,6 +126,12 @@ def end_sessions(account: Account) -> int:
 def delete_account(account: Account, *, actor: Account | None) -> dict:
     summary = {"id": str(account.pk), "email": account.email}
     account_id = account.pk
+    audit.record(
+        "account.delete",
+        resource=("account", account_id),
+        changes=audit.removed(account, ("email", "name")),
+        actor=actor,
+    )
     # Resolved before the delete: the memberships that name the workspaces go with the account.
     events.emit("account.deleted", resource=("account", account_id), account_ids=[account_id])
     account.delete()  # CONTRACT 6: memberships and credentials cascade

@@ -24,6 +24,7 @@ from accounts import services as accounts
 from accounts.models import Account, normalize_email
 from accounts.serializers import AccountCreateRequest, AccountUpdateRequest
 from accounts.state import forget_account
+from iam import audit
 from iam.admin import RESOURCE_READONLY, ReadOnlyInline, ServiceAdmin, changed, check_with
 from iam.errors import ApiError
 from iam.fields import PERMISSION_NAME_MAX
@@ -222,6 +223,12 @@ class AccountAdmin(ServiceAdmin):
             accounts.update_account(current, changes=changes, actor=request.user)
         if "is_superuser" in form.changed_data:
             # Operator status is the admin's own business (no API sets it); cached accounts carry it.
+            granted = {"is_superuser": form.cleaned_data["is_superuser"]}
+            audit.record_update(
+                "account.update",
+                resource=("account", current.pk),
+                changes=audit.diff(current, granted, granted),
+            )
             current.is_superuser = form.cleaned_data["is_superuser"]
             current.save(update_fields=["is_superuser"])
             forget_account(current.pk)
@@ -372,7 +379,7 @@ class CredentialAdmin(ServiceAdmin):
         return False
 
     def update(self, request: HttpRequest, current: Credential, form: forms.ModelForm) -> Credential:
-        # The API's service: revoking a credential here ends the account's sessions as it does there.
+        # Through the service, as over the API: recorded, and a revoke ends the account's sessions.
         return services.update_credential(current, changes=changed(form, ("status",)))
 
     def remove(self, request: HttpRequest, obj: Credential) -> None:

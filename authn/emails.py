@@ -13,7 +13,7 @@ from django.core.mail import EmailMultiAlternatives
 from django.template.loader import render_to_string
 
 from accounts.models import Account
-from iam import outbox
+from iam import metrics, outbox
 from iam.models import OutboxMessage
 from rbac.models import Membership
 from rbac.services import INVITATION_LIFETIME
@@ -120,7 +120,11 @@ def send(message: OutboxMessage) -> None:
         if membership is None:
             return
     try:
-        build(kind, account, membership=membership).send()
+        try:
+            build(kind, account, membership=membership).send()
+        except Exception:
+            metrics.EMAILS.labels("failed").inc()
+            raise
     except smtplib.SMTPResponseException as exc:
         if exc.smtp_code >= 500:  # a permanent refusal (RFC 5321 4.2.1)
             raise outbox.Undeliverable(f"smtp {exc.smtp_code}") from exc
@@ -132,4 +136,5 @@ def send(message: OutboxMessage) -> None:
         raise outbox.RetryLater(f"recipient refused: {codes}") from exc
     except (smtplib.SMTPException, OSError) as exc:  # connection refused, timeouts, TLS failures
         raise outbox.RetryLater(f"{type(exc).__name__}: {exc}") from exc
+    metrics.EMAILS.labels("sent").inc()
     logger.info("email: sent %s to account %s", kind, account.pk)

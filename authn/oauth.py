@@ -24,7 +24,7 @@ from requests_oauthlib import OAuth2Session
 
 from accounts.models import Account, normalize_email
 from accounts.services import create_account, end_sessions, update_account
-from iam import crypto
+from iam import audit, crypto
 from tenancy.state import root_workspace
 
 from .models import Credential, OAuthState
@@ -295,7 +295,7 @@ def _profile(claims: object) -> Profile:
 
 
 def _oauth_credential(account: Account, profile: Profile) -> Credential:
-    return Credential.objects.create(
+    credential = Credential.objects.create(
         account=account,
         workspace=root_workspace(),  # CONTRACT 3: credentials live in the root workspace only
         kind=Credential.Kind.OAUTH,
@@ -304,6 +304,16 @@ def _oauth_credential(account: Account, profile: Profile) -> Credential:
         status=Credential.Status.ACTIVE,
         email=profile.email,
     )
+    audit.record(
+        "credential.create",
+        resource=("credential", credential.pk),
+        workspace_id=credential.workspace_id,
+        changes=audit.created(
+            credential, ("account_id", "kind", "provider", "provider_id", "status", "email")
+        ),
+        actor=account,
+    )
+    return credential
 
 
 def _link(account: Account, profile: Profile) -> Credential:
@@ -311,6 +321,9 @@ def _link(account: Account, profile: Profile) -> Credential:
     registered by someone who does not own the address (pre-registration hijack): the provider's word
     verifies it, and whatever that someone holds ends: the password, every other credential (an identity
     whose provider did not vouch for the address included) and every session."""
+    audit.record(
+        "account.link", resource=("account", account.pk), changes={"provider": PROVIDER}, actor=account
+    )
     if not account.verified:
         update_account(account, changes={"verified": True}, actor=None)
         Credential.objects.filter(account=account).exclude(status=Credential.Status.REVOKED).update(
@@ -356,6 +369,9 @@ def sign_in(profile: Profile) -> Account:
     if not account.enabled:  # raised inside the transaction: a link just made is undone
         raise OAuthFailure(OAUTH_FAILED, "account disabled")
     Credential.objects.filter(pk=credential.pk).update(last_used_at=timezone.now())
+    audit.record(
+        "account.login", resource=("account", account.pk), changes={"provider": PROVIDER}, actor=account
+    )
     return account
 
 

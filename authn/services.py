@@ -1,7 +1,10 @@
+import hashlib
 from uuid import UUID
 
 from django.conf import settings
 from django.contrib.auth.hashers import check_password, make_password
+from django.core.exceptions import ValidationError
+from django.core.validators import validate_email
 from django.db import transaction
 from django.utils import timezone
 
@@ -14,6 +17,7 @@ from accounts.services import (
     set_password,
     update_account,
 )
+from iam import audit, cache, metrics
 from iam.errors import AUTHENTICATION_REQUIRED, ApiError
 from iam.services import apply_changes, save_unique
 from tenancy.models import Workspace
@@ -55,13 +59,20 @@ def create_password_account(
         raise ApiError(conflict_status, "email already exists", "email")
     check_password_rules(password)
     account = create_account(email=email, name=name, password=password, actor=actor, **fields)
-    Credential.objects.create(
+    credential = Credential.objects.create(
         account=account,
         workspace=root_workspace(),
         kind=Credential.Kind.PASSWORD,
         provider=Credential.Provider.LOCAL,
         status=Credential.Status.PENDING,
         email=account.email,
+    )
+    audit.record(
+        "credential.create",
+        resource=("credential", credential.pk),
+        workspace_id=credential.workspace_id,
+        changes=audit.created(credential, ("account_id", "kind", "provider", "status", "email")),
+        actor=actor,
     )
     return account
 
@@ -87,6 +98,7 @@ def login(*, email: str, password: str, ip: str) -> tuple[Account, dict]:
         throttling.login_failures_by_ip.retry_after(ip) or 0,
     )
     if retry_after:
+        _login_refused("throttled", email, ip=ip)
         raise ApiError(429, "too many failed login attempts", headers={"Retry-After": str(retry_after)})
 
     account = Account.objects.filter(email=email).first()
@@ -101,13 +113,17 @@ def login(*, email: str, password: str, ip: str) -> tuple[Account, dict]:
     if not valid or credential is None or credential.status == Credential.Status.REVOKED:
         throttling.login_failures_by_email.hit(email)
         throttling.login_failures_by_ip.hit(ip)
+        _login_refused("invalid", email, account)
         raise ApiError(401, INVALID_CREDENTIALS)
     if not account.enabled:
+        _login_refused("disabled", email, account)
         raise ApiError(403, "account disabled")
     throttling.login_failures_by_email.reset(email)
     with transaction.atomic():
         Credential.objects.filter(pk=credential.pk).update(last_used_at=timezone.now())
         session = issue_session(account)
+        audit.record("account.login", resource=("account", account.pk), actor=account)
+    metrics.LOGINS.labels("ok").inc()
     return account, session
 
 
@@ -116,7 +132,27 @@ def end_sessions_after_reuse(account: Account) -> None:
     request answers 401, so this commits on its own (the refresh endpoint runs outside the request
     transaction)."""
     with transaction.atomic():
+        audit.record("session.refresh_reuse", resource=("account", account.pk), actor=account)
         end_sessions(account)
+
+
+def _login_refused(outcome: str, email: str, account: Account | None = None, *, ip: str = "") -> None:
+    """Counted, and recorded with the actor unknown: the address tried (only when it is one: a password
+    typed into the e-mail field must not reach the log) and the account when there is one. A throttled
+    attempt costs no password check, so it is recorded once a minute per address and client at most,
+    lest a flood of refused attempts fill the table."""
+    metrics.LOGINS.labels(outcome).inc()
+    if outcome == "throttled":
+        seen = hashlib.sha256(f"{email}|{ip}".encode()).hexdigest()[:32]
+        if not cache.add(f"audit:throttled:{seen}", 1, 60):
+            return
+    try:
+        validate_email(email)
+    except ValidationError:
+        email = "(not an e-mail address)"
+    action = "account.login_throttled" if outcome == "throttled" else "account.login_failed"
+    changes = {"email": email} if outcome == "throttled" else {"email": email, "reason": outcome}
+    audit.record(action, resource=("account", account.pk if account else None), changes=changes)
 
 
 # E-mail flows (SPEC 4 rules 1-2, CONTRACT 5, 9, 13)
@@ -156,9 +192,10 @@ def confirm_email(*, token: str) -> Account:
     account, _ = _account_for(token, tokens.ACCOUNT_CONFIRM)
     if not account.verified:
         update_account(account, changes={"verified": True}, actor=account)
-    Credential.objects.filter(
+    if Credential.objects.filter(
         account=account, kind=Credential.Kind.PASSWORD, status=Credential.Status.PENDING
-    ).update(status=Credential.Status.ACTIVE, updated_at=timezone.now())
+    ).update(status=Credential.Status.ACTIVE, updated_at=timezone.now()):
+        audit.record("credential.activate", resource=("account", account.pk), actor=account)
     return account
 
 
@@ -239,6 +276,12 @@ def update_credential(credential: Credential, *, changes: dict) -> Credential:
     revoked = (
         changes.get("status") == Credential.Status.REVOKED and credential.status != Credential.Status.REVOKED
     )
+    audit.record_update(
+        "credential.update",
+        resource=("credential", credential.pk),
+        workspace_id=credential.workspace_id,
+        changes=audit.diff(credential, changes, CREDENTIAL_UPDATABLE),
+    )
     fields = apply_changes(credential, changes, fields=CREDENTIAL_UPDATABLE)
     _check_credential_conflicts(credential)
     save_unique(
@@ -257,6 +300,12 @@ def delete_credential(credential: Credential) -> dict:
     summary = {"id": str(credential.pk)}
     usable = credential.status != Credential.Status.REVOKED
     account = credential.account
+    audit.record(
+        "credential.delete",
+        resource=("credential", credential.pk),
+        workspace_id=credential.workspace_id,
+        changes=audit.removed(credential, ("account_id", "kind", "provider", "status", "provider_id")),
+    )
     credential.delete()
     if usable:
         end_sessions(account)

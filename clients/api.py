@@ -3,6 +3,7 @@ import uuid
 from django.db.models import QuerySet
 from rest_framework.request import Request
 
+from iam import metrics
 from iam.api import Endpoint, ListEndpoint
 from iam.fields import PERMISSION_NAME_MAX, PERMISSION_NAME_RE
 
@@ -138,12 +139,14 @@ class ClientValidate(Endpoint):
         return data
 
     def handle(self, request: Request, data: dict) -> dict:
-        if data.pop("explain", False):
-            answer = validation.validate(**data)
+        explain = data.pop("explain", False)
+        answer = validation.validate(**data)
+        metrics.VALIDATIONS.labels(answer["reason"] or "ok").inc()
+        if explain:
             return validation.explained(
                 answer, permission=data.get("permission"), project_id=data.get("project_id")
             )
-        return validation.validate(**data)
+        return answer
 
 
 class ClientEvents(Endpoint):

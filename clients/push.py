@@ -17,7 +17,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from iam import crypto, outbox
+from iam import crypto, metrics, outbox
 from iam.models import OutboxMessage
 
 from . import egress
@@ -100,7 +100,9 @@ def deliver(message: OutboxMessage) -> None:
         error=error,
         duration_ms=int((time.monotonic() - started) * 1000),
     )
-    if status_code is not None and 200 <= status_code < 300:
+    delivered = status_code is not None and 200 <= status_code < 300
+    metrics.PUSH_ATTEMPTS.labels("delivered" if delivered else "failed").inc()
+    if delivered:
         delivery.status, delivery.delivered_at = Delivery.Status.DELIVERED, timezone.now()
         delivery.save(update_fields=["attempts", "status", "delivered_at"])
         return

@@ -6,7 +6,7 @@ from uuid import UUID
 from django.db import transaction
 
 from accounts.models import Account
-from iam import crypto, events
+from iam import audit, crypto, events
 from iam.errors import ApiError
 from iam.services import apply_changes, check_unique, save_unique
 from tenancy.models import Workspace
@@ -16,6 +16,7 @@ from .models import Client, Delivery
 from .state import forget_client
 
 NAME_CONFLICT = "name already exists"
+UPDATABLE = ("name", "endpoint", "description", "tags")  # what the audit log shows of a client
 
 
 def get_client(workspace: Workspace, *, id: UUID) -> Client:
@@ -67,6 +68,13 @@ def create_client(
         )
         secret = _set_secret(client)
         save_unique(client, conflict=NAME_CONFLICT, field="name")
+        audit.record(
+            "client.create",
+            resource=("client", client.pk),
+            workspace_id=workspace.pk,
+            changes=audit.created(client, UPDATABLE),
+            actor=actor,
+        )
         forget_client(client.pk)  # drops a cached "unknown client" for this id
     return client, secret
 
@@ -78,6 +86,13 @@ def update_client(client: Client, *, changes: dict[str, Any], actor: Account | N
     with transaction.atomic():
         if "name" in changes and changes["name"] != client.name:
             _check_name(client.workspace, changes["name"], exclude=client.pk)
+        audit.record_update(
+            "client.update",
+            resource=("client", client.pk),
+            workspace_id=client.workspace_id,
+            changes=audit.diff(client, changes, UPDATABLE),
+            actor=actor,
+        )
         fields = apply_changes(client, changes, fields=["name", "endpoint", "description", "tags", "meta"])
         save_unique(client, conflict=NAME_CONFLICT, field="name", update_fields=fields)
         forget_client(client.pk)
@@ -88,6 +103,13 @@ def delete_client(client: Client, *, actor: Account | None) -> dict:
     """Destructive (SPEC 4): the client stops validating at once and its pending pushes are dropped."""
     summary = {"id": str(client.pk)}
     with transaction.atomic():
+        audit.record(
+            "client.delete",
+            resource=("client", client.pk),
+            workspace_id=client.workspace_id,
+            changes=audit.removed(client, ("name", "endpoint")),
+            actor=actor,
+        )
         forget_client(client.pk)
         client.deliveries.filter(status=Delivery.Status.PENDING).update(status=Delivery.Status.FAILED)
         client.delete()
@@ -102,6 +124,12 @@ def regenerate_secret(client: Client, *, actor: Account | None) -> str:
         fields = apply_changes(client, {}, fields=[])
         client.save(update_fields=["secret_encrypted", "secret_digest", "secret_version", *fields])
         forget_client(client.pk)
+        audit.record(
+            "client.regenerate_secret",
+            resource=("client", client.pk),
+            workspace_id=client.workspace_id,
+            actor=actor,
+        )
         events.emit(
             "client.secret_rotated",
             resource=("client", client.pk),

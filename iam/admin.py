@@ -15,7 +15,7 @@ from rest_framework import serializers
 from iam import outbox
 from iam.api import validation_error
 from iam.errors import ApiError
-from iam.models import OutboxMessage
+from iam.models import AuditEntry, OutboxMessage
 
 RESOURCE_READONLY = ("id", "created_at", "updated_at")
 
@@ -192,3 +192,43 @@ class OutboxMessageAdmin(ServiceAdmin):
             for message in failed:
                 outbox.retry(message)
         self.message_user(request, f"{len(failed)} message(s) queued again.", messages.SUCCESS)
+
+
+@admin.register(AuditEntry)
+class AuditEntryAdmin(admin.ModelAdmin):
+    """Read-only (issue 16): entries are append-only; `manage.py cleanup` drops them after
+    IAM_AUDIT_RETENTION_DAYS. Filters as `POST /audit/list`'s: exact ids in the search box."""
+
+    list_display = ("occurred_at", "action", "actor_kind", "actor_id", "resource_type", "resource_id", "ip")
+    list_filter = ("action", "resource_type", "actor_kind")
+    search_fields = ("=actor_id", "=resource_id", "=workspace_id", "=request_id")
+    date_hierarchy = "occurred_at"
+    ordering = ("-occurred_at",)
+    fields = (
+        "id",
+        "occurred_at",
+        "actor_kind",
+        "actor_id",
+        "action",
+        "workspace_id",
+        "resource_type",
+        "resource_id",
+        "changes_shown",
+        "ip",
+        "user_agent",
+        "request_id",
+    )
+    readonly_fields = fields
+
+    @admin.display(description="changes")
+    def changes_shown(self, entry: AuditEntry) -> str:
+        return format_html("<pre>{}</pre>", json.dumps(entry.changes, indent=2, sort_keys=True))
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj=None) -> bool:
+        return False

@@ -249,6 +249,8 @@ class ListEndpoint(Endpoint):
 
     list_key: ClassVar[str]
     filter_fields: ClassVar[Mapping[str, str]]
+    order_fields: ClassVar[tuple[str, ...]] = ("created_at", "updated_at")  # besides the filter fields
+    default_order: ClassVar[str] = DEFAULT_ORDER
     request_serializer = ListRequest
 
     def get_queryset(self, request: Request) -> QuerySet:
@@ -274,7 +276,7 @@ class ListEndpoint(Endpoint):
             condition &= Q(HasTags("tags", filters["tags"]))
         queryset = queryset.filter(condition)
 
-        order_bys = options.get("order_bys") or [DEFAULT_ORDER]
+        order_bys = options.get("order_bys") or [self.default_order]
         ordering = [self._order_expression(model, item) for item in order_bys]
         descending = ordering[-1].startswith("-")
         ordering.append("-pk" if descending else "pk")  # CONTRACT 11: ties broken by id
@@ -294,7 +296,7 @@ class ListEndpoint(Endpoint):
 
     def _order_expression(self, model: type[models.Model], item: str) -> str:
         name = item.removeprefix("!")
-        if name in ("created_at", "updated_at"):
+        if name in self.order_fields:
             path = name
         elif name in self.filter_fields:
             path = self.filter_fields[name]

@@ -10,6 +10,8 @@ from typing import Any
 from django.core.cache import cache
 from django.db import transaction
 
+from iam import metrics
+
 logger = logging.getLogger(__name__)
 
 MISSING = object()
@@ -20,6 +22,7 @@ def get(key: str) -> Any:
         return cache.get(key, MISSING)
     except Exception:
         logger.warning("cache unavailable: get %s", key.split(":", 1)[0], exc_info=True)
+        metrics.CACHE_ERRORS.labels("get").inc()
         return MISSING
 
 
@@ -28,6 +31,7 @@ def get_many(keys: list[str]) -> dict[str, Any]:
         return cache.get_many(keys)
     except Exception:
         logger.warning("cache unavailable: get_many", exc_info=True)
+        metrics.CACHE_ERRORS.labels("get_many").inc()
         return {}
 
 
@@ -36,13 +40,17 @@ def set(key: str, value: Any, timeout: int) -> None:
         cache.set(key, value, timeout)
     except Exception:
         logger.warning("cache unavailable: set", exc_info=True)
+        metrics.CACHE_ERRORS.labels("set").inc()
 
 
-def add(key: str, value: Any, timeout: int) -> None:
+def add(key: str, value: Any, timeout: int) -> bool:
+    """True when the key was not there (and is now)."""
     try:
-        cache.add(key, value, timeout)
+        return bool(cache.add(key, value, timeout))
     except Exception:
         logger.warning("cache unavailable: add", exc_info=True)
+        metrics.CACHE_ERRORS.labels("add").inc()
+        return False
 
 
 def delete_many(keys: list[str]) -> None:
@@ -53,6 +61,7 @@ def delete_many(keys: list[str]) -> None:
         cache.delete_many(keys)
     except Exception:
         logger.error("cache unavailable: %d keys left for the outbox to purge", len(keys), exc_info=True)
+        metrics.CACHE_ERRORS.labels("delete_many").inc()
         from iam import outbox  # the outbox's models load after this module
 
         outbox.enqueue(PURGE_TOPIC, {"keys": keys}, within=PURGE_RETRY_WINDOW)
@@ -86,6 +95,7 @@ def incr(key: str, timeout: int) -> int | None:
         return None
     except Exception:
         logger.warning("cache unavailable: incr", exc_info=True)
+        metrics.CACHE_ERRORS.labels("incr").inc()
         return None
 
 

@@ -1,6 +1,9 @@
+import time
+
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 
+from iam import context, metrics
 from iam.errors import STATUS_MESSAGES, error_response
 
 
@@ -56,3 +59,41 @@ class JsonErrorsMiddleware:
             return int(request.META.get("CONTENT_LENGTH") or 0)
         except ValueError:
             return 0
+
+
+class RequestContextMiddleware:
+    """Gives every request an id (`X-Request-ID` from a trusted proxy, that is when IAM_NUM_PROXIES is set,
+    else a fresh one), echoes it on every response, errors included, and makes the request the context
+    of what it changes (`iam.context`: audit actor, address, user agent) and of what it logs."""
+
+    header = "X-Request-ID"
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+        self.trust_header = bool(settings.REST_FRAMEWORK.get("NUM_PROXIES"))
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        sent = request.META.get("HTTP_X_REQUEST_ID", "") if self.trust_header else ""
+        request_id = sent if context.REQUEST_ID_RE.fullmatch(sent) else context.new_request_id()
+        kind = context.OPERATOR if request.path.startswith("/admin/") else context.ACCOUNT
+        with context.acting(context.Context(kind, request=request, request_id=request_id)):
+            response = self.get_response(request)
+        response[self.header] = request_id
+        return response
+
+
+class MetricsMiddleware:
+    """One counter and one histogram observation per request, labelled with the route pattern (never the
+    raw path, so the label set stays bounded); no query, no lock beyond prometheus-client's own."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        started = time.perf_counter()
+        response = self.get_response(request)
+        match = request.resolver_match
+        endpoint = match.route if match is not None else "unmatched"
+        metrics.REQUESTS.labels(endpoint, str(response.status_code)).inc()
+        metrics.LATENCY.labels(endpoint).observe(time.perf_counter() - started)
+        return response

@@ -73,3 +73,34 @@ class Event(models.Model):
 
     def __str__(self) -> str:
         return f"{self.payload.get('type')} {self.event_id} in {self.workspace_id}"
+
+
+class AuditEntry(models.Model):
+    """One change, recorded in the change's transaction by `iam.audit.record`. Append-only: nothing
+    updates or deletes an entry but `manage.py cleanup` after IAM_AUDIT_RETENTION_DAYS. Actor, workspace
+    and resource are plain UUIDs, not foreign keys: the entry outlives them, and `iam` imports no app."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    occurred_at = models.DateTimeField(default=timezone.now, db_index=True)
+    actor_id = models.UUIDField(null=True, blank=True)
+    actor_kind = models.CharField(max_length=16)
+    action = models.CharField(max_length=64)
+    workspace_id = models.UUIDField(null=True, blank=True)
+    resource_type = models.CharField(max_length=64)
+    resource_id = models.UUIDField(null=True, blank=True)
+    changes = models.JSONField(default=dict, blank=True)
+    ip = models.GenericIPAddressField(null=True, blank=True)
+    user_agent = models.CharField(max_length=512, blank=True, default="")
+    request_id = models.CharField(max_length=128, blank=True, default="")
+
+    class Meta:
+        verbose_name = "audit entry"
+        verbose_name_plural = "audit entries"
+        indexes = [
+            models.Index(fields=["workspace_id", "occurred_at"], name="audit_workspace"),
+            models.Index(fields=["resource_type", "resource_id"], name="audit_resource"),
+            models.Index(fields=["actor_id", "occurred_at"], name="audit_actor"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.action} {self.resource_type} {self.resource_id or ''}".rstrip()

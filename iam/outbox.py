@@ -18,6 +18,7 @@ from django.conf import settings
 from django.db import connections, transaction
 from django.utils import timezone
 
+from iam import audit
 from iam.models import OutboxMessage
 
 logger = logging.getLogger(__name__)
@@ -27,7 +28,6 @@ _handlers: dict[str, Handler] = {}
 
 FIRST_RETRY_SECONDS = 5
 MAX_RETRY_SECONDS = 3600
-SWEEP_GRACE = timedelta(seconds=30)
 SWEEP_BATCH = 500
 
 
@@ -192,12 +192,27 @@ def _finish(message: OutboxMessage, status: str, error: str) -> str:
     message.last_error = error[:2000]
     message.processed_at = timezone.now()
     message.save(update_fields=["attempts", "status", "last_error", "processed_at"])
+    if status == OutboxMessage.Status.FAILED:
+        audit.record(
+            "outbox.fail",
+            resource=("outbox_message", message.pk),
+            changes=_status_change(message, OutboxMessage.Status.PENDING, status),
+        )
     return status
+
+
+def _status_change(message: OutboxMessage, before: str, after: str) -> dict:
+    return {"topic": message.topic, "status": {"before": before, "after": after}}
 
 
 def retry(message: OutboxMessage) -> None:
     """Puts a failed message back in the queue (the admin's 'retry' action)."""
     now = timezone.now()
+    audit.record(
+        "outbox.retry",
+        resource=("outbox_message", message.pk),
+        changes=_status_change(message, message.status, OutboxMessage.Status.PENDING),
+    )
     OutboxMessage.objects.filter(pk=message.pk).update(
         status=OutboxMessage.Status.PENDING,
         next_attempt_at=now,
@@ -209,7 +224,7 @@ def retry(message: OutboxMessage) -> None:
 def sweep() -> int:
     """Publishes messages that are due and were not processed: a publish lost to a broker outage, a worker
     that died, a retry whose delayed publish failed."""
-    cutoff = timezone.now() - SWEEP_GRACE
+    cutoff = timezone.now() - timedelta(seconds=settings.IAM_OUTBOX_SWEEP_GRACE_SECONDS)
     due = list(
         OutboxMessage.objects.filter(status=OutboxMessage.Status.PENDING, next_attempt_at__lte=cutoff)
         .order_by("next_attempt_at")

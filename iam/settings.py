@@ -54,6 +54,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "iam.middleware.SecurityHeadersMiddleware",  # outermost: errors made by the others get the headers too
+    "iam.middleware.RequestContextMiddleware",
+    "iam.middleware.MetricsMiddleware",
     "iam.middleware.JsonErrorsMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -198,7 +200,22 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # Publishing must not hang a request while the broker is down: the outbox sweeper catches up later.
-CELERY_BROKER_TRANSPORT_OPTIONS = {"socket_connect_timeout": 0.5, "socket_timeout": 1, "max_retries": 0}
+# No ack emulation (issue 12 item 7): with it, kombu's Redis transport keeps unacknowledged messages in a
+# hash and, when the broker connection drops while the worker holds one, puts it back through the
+# transport it has just closed (`'NoneType' object has no attribute 'hostname'`): the worker logs
+# "Unrecoverable error" and exits. The outbox rows in PostgreSQL are the record of what is owed, and the
+# sweeper re-publishes whatever a worker did not finish, so the broker's own redelivery is not needed.
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "socket_connect_timeout": 0.5,
+    "socket_timeout": 1,
+    "max_retries": 0,
+    "ack_emulation": False,
+}
+# The worker reconnects for as long as the broker is away (Celery's default gives up after 100 tries), and
+# lets a running task finish (its outcome is committed to PostgreSQL, not to the broker).
+CELERY_BROKER_CONNECTION_RETRY = True
+CELERY_BROKER_CONNECTION_MAX_RETRIES = None
+CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
 CELERY_BEAT_SCHEDULE = {
     "sweep-outbox": {"task": "iam.sweep_outbox", "schedule": env("IAM_OUTBOX_SWEEP_SECONDS", 5.0, float)},
 }
@@ -206,6 +223,9 @@ CELERY_BEAT_SCHEDULE = {
 # the request that committed them (CONTRACT 13). Only the unit suite sets 0: its transactions never commit,
 # so another thread could not see their rows (iam/test_settings.py).
 IAM_OUTBOX_THREADS = 2
+# The sweeper leaves a message this long after it was due before re-publishing it (its publish may be in
+# flight); the live test layer shortens it so outage recovery is measured in seconds.
+IAM_OUTBOX_SWEEP_GRACE_SECONDS = env("IAM_OUTBOX_SWEEP_GRACE_SECONDS", 30.0, float)
 
 # IAM settings (CONTRACT).
 IAM_ROOT_WORKSPACE = env("IAM_ROOT_WORKSPACE", "root")
@@ -234,6 +254,10 @@ IAM_WEBHOOK_RETRY_HOURS = 24
 IAM_OUTBOX_RETENTION_DAYS = env("IAM_OUTBOX_RETENTION_DAYS", 7, int)
 # `POST /clients/events` serves this many days of events; older cursors answer 410 `cursor expired`.
 IAM_EVENT_RETENTION_DAYS = env("IAM_EVENT_RETENTION_DAYS", 7, int)
+# `manage.py cleanup` deletes audit entries older than this.
+IAM_AUDIT_RETENTION_DAYS = env("IAM_AUDIT_RETENTION_DAYS", 365, int)
+# `GET /metrics` asks for `Authorization: Bearer <this>` when set.
+IAM_METRICS_TOKEN = env("IAM_METRICS_TOKEN", "")
 
 # The key that encrypts client secrets at rest (CONTRACT 7): derived from SECRET_KEY when unset.
 IAM_ENCRYPTION_KEY = env(
@@ -253,8 +277,11 @@ IAM_OAUTH_REDIRECT_ALLOWLIST = env("IAM_OAUTH_REDIRECT_ALLOWLIST", [], list)
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "filters": {"request_id": {"()": "iam.context.RequestIdFilter"}},
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s [%(request_id)s] %(message)s"}},
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["request_id"]}
+    },
     "root": {"handlers": ["console"], "level": env("LOG_LEVEL", "INFO")},
     "loggers": {"django.request": {"level": "ERROR"}},
 }

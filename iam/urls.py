@@ -1,7 +1,7 @@
 from django.contrib import admin
 from django.urls import include, path
 
-from iam import views
+from iam import metrics, views
 
 # Patterns are tried in order: `clients/validate`, which every client service calls on every request it
 # serves, comes first.
@@ -9,6 +9,8 @@ urlpatterns = [
     path("", include("clients.urls")),
     path("", views.Index.as_view()),
     path("health-check", views.HealthCheck.as_view()),
+    path("metrics", metrics.metrics_view),
+    path("audit/list", views.AuditList.as_view()),
     path("admin/", admin.site.urls),
     path("", include("authn.urls")),
     path("", include("accounts.urls")),

@@ -1,13 +1,17 @@
 import logging
 
+from django.conf import settings
 from django.db import connection
+from django.db.models import Q, QuerySet
 from drf_spectacular.utils import extend_schema
+from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from iam.api import envelope
-from iam.errors import error_response
+from iam.api import ListEndpoint, envelope
+from iam.errors import ApiError, error_response
+from iam.models import AuditEntry
 
 logger = logging.getLogger(__name__)
 
@@ -34,3 +38,52 @@ class HealthCheck(HealthView):
             logger.exception("health-check: database unavailable")
             return error_response(503, "database unavailable")
         return Response(envelope("Healthy"))
+
+
+class AuditEntrySerializer(serializers.ModelSerializer):
+    class Meta:
+        model = AuditEntry
+        fields = (
+            "id",
+            "occurred_at",
+            "actor_id",
+            "actor_kind",
+            "action",
+            "workspace_id",
+            "resource_type",
+            "resource_id",
+            "changes",
+            "ip",
+            "user_agent",
+            "request_id",
+        )
+
+
+class AuditList(ListEndpoint):
+    """`POST /audit/list` (issue 16): the entries of the `X-Workspace` workspace; the root workspace's
+    callers also see the global ones (accounts, logins, sessions). Append-only: no other audit endpoint."""
+
+    permission = "audit:list"
+    workspace_scoped = True
+    list_key = "entries"
+    filter_fields = {
+        "actor_id": "actor_id",
+        "action": "action",
+        "resource_type": "resource_type",
+        "resource_id": "resource_id",
+    }
+    order_fields = ("occurred_at",)
+    default_order = "!occurred_at"
+    response_serializer = AuditEntrySerializer
+
+    def handle(self, request: Request, data: dict) -> dict:
+        if data.get("filter", {}).get("tags"):
+            raise ApiError(400, "unknown filter field: tags", "filter.tags")
+        return super().handle(request, data)
+
+    def get_queryset(self, request: Request) -> QuerySet:
+        workspace = request.workspace
+        scope = Q(workspace_id=workspace.pk)
+        if workspace.slug == settings.IAM_ROOT_WORKSPACE:
+            scope |= Q(workspace_id__isnull=True)
+        return AuditEntry.objects.filter(scope)

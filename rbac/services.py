@@ -12,7 +12,7 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from accounts.models import Account
-from iam import events, outbox
+from iam import audit, events, outbox
 from iam.errors import ApiError
 from iam.services import apply_changes, check_unique, save_unique
 from tenancy.models import Project, Workspace
@@ -39,6 +39,15 @@ def resolve(queryset: QuerySet, ids: Iterable[UUID], *, field: str) -> list:
     return found
 
 
+def _ids_change(current, new: Iterable | None, name: str) -> dict:
+    """The audit `changes` of a replaced relation (`current`: its manager, None for a new record)."""
+    if new is None:
+        return {}
+    before = sorted(str(pk) for pk in current.values_list("pk", flat=True)) if current is not None else None
+    after = sorted(str(item.pk) for item in new)
+    return {} if before == after else {name: {"before": before, "after": after}}
+
+
 def _active_holders(memberships: QuerySet) -> list[UUID]:
     return list(
         memberships.filter(status=Membership.Status.ACTIVE).values_list("account_id", flat=True).distinct()
@@ -63,6 +72,13 @@ def create_workspace(
     check_unique(Workspace.objects.all(), slug=slug)
     workspace = Workspace(name=name, slug=slug, description=description, config=config, tags=tags, meta=meta)
     save_unique(workspace, conflict="slug already exists", field="slug", force_insert=True)
+    audit.record(
+        "workspace.create",
+        resource=("workspace", workspace.pk),
+        workspace_id=workspace.pk,
+        changes=audit.created(workspace, ("name", "slug", "description", "tags")),
+        actor=owner,
+    )
     ensure_owner(workspace, owner)
     return workspace
 
@@ -80,7 +96,7 @@ def ensure_owner(workspace: Workspace, account: Account) -> Membership:
         defaults={"description": "Holds every permission of the workspace.", "meta": {"schema_version": "1"}},
     )
     role.permissions.add(permission)
-    membership, _ = Membership.objects.get_or_create(
+    membership, made = Membership.objects.get_or_create(
         workspace=workspace,
         account=account,
         scope=Membership.Scope.WORKSPACE,
@@ -90,6 +106,14 @@ def ensure_owner(workspace: Workspace, account: Account) -> Membership:
             "meta": {"schema_version": "1"},
         },
     )
+    if made:  # the owner set-up of workspace/create, `bootstrap` or `create_workspace`
+        audit.record(
+            "membership.create",
+            resource=("membership", membership.pk),
+            workspace_id=workspace.pk,
+            changes=audit.created(membership, ("account_id", "scope", "status"))
+            | {"roles": {"before": None, "after": [OWNER_ROLE]}},
+        )
     if membership.status != Membership.Status.ACTIVE or membership.accepted_at is None:
         membership.status = Membership.Status.ACTIVE
         membership.accepted_at = membership.accepted_at or timezone.now()
@@ -119,6 +143,13 @@ def create_permission(
         workspace=workspace, name=name, code=code, description=description, tags=tags, meta=meta
     )
     save_unique(permission, conflict="name or code already exists", field="name", force_insert=True)
+    audit.record(
+        "permission.create",
+        resource=("permission", permission.pk),
+        workspace_id=workspace.pk,
+        changes=audit.created(permission, ("name", "code", "description", "tags")),
+        actor=actor,
+    )
     return permission
 
 
@@ -135,6 +166,13 @@ def update_permission(
         code=changes.get("code"),
     )
     renamed = "name" in changes and changes["name"] != permission.name
+    audit.record_update(
+        "permission.update",
+        resource=("permission", permission.pk),
+        workspace_id=permission.workspace_id,
+        changes=audit.diff(permission, changes, PERMISSION_FIELDS),
+        actor=actor,
+    )
     fields = apply_changes(permission, changes, fields=PERMISSION_FIELDS)
     save_unique(permission, conflict="name or code already exists", field="name", update_fields=fields)
     if renamed:
@@ -151,6 +189,13 @@ def update_permission(
 @transaction.atomic
 def delete_permission(permission: Permission, *, actor: Account | None) -> dict:
     """CONTRACT 6: the permission leaves the roles that held it."""
+    audit.record(
+        "permission.delete",
+        resource=("permission", permission.pk),
+        workspace_id=permission.workspace_id,
+        changes=audit.removed(permission, ("name", "code")),
+        actor=actor,
+    )
     events.emit(
         "permission.deleted",
         resource=("permission", permission.pk),
@@ -182,6 +227,14 @@ def create_role(
     role = Role(workspace=workspace, name=name, description=description, tags=tags, meta=meta)
     save_unique(role, conflict="name already exists", field="name", force_insert=True)
     role.permissions.set(permissions)
+    audit.record(
+        "role.create",
+        resource=("role", role.pk),
+        workspace_id=workspace.pk,
+        changes=audit.created(role, ("name", "description", "tags"))
+        | {"permission_ids": {"before": None, "after": sorted(str(p.pk) for p in permissions)}},
+        actor=actor,
+    )
     return role
 
 
@@ -194,6 +247,14 @@ def update_role(
         policy.require_grantable(actor, role.workspace_id, [permission.name for permission in permissions])
     check_unique(Role.objects.in_workspace(role.workspace), exclude=role.pk, name=changes.get("name"))
     changed = "name" in changes and changes["name"] != role.name
+    audit.record_update(
+        "role.update",
+        resource=("role", role.pk),
+        workspace_id=role.workspace_id,
+        changes=audit.diff(role, changes, ROLE_FIELDS)
+        | _ids_change(role.permissions, permissions, "permission_ids"),
+        actor=actor,
+    )
     fields = apply_changes(role, changes, fields=ROLE_FIELDS)
     save_unique(role, conflict="name already exists", field="name", update_fields=fields)
     if permissions is not None:
@@ -220,6 +281,13 @@ def role_changed(role: Role) -> None:
 @transaction.atomic
 def delete_role(role: Role, *, actor: Account | None) -> dict:
     """CONTRACT 6: the role leaves the memberships that held it."""
+    audit.record(
+        "role.delete",
+        resource=("role", role.pk),
+        workspace_id=role.workspace_id,
+        changes=audit.removed(role, ("name",)),
+        actor=actor,
+    )
     events.emit(
         "role.deleted",
         resource=("role", role.pk),
@@ -297,6 +365,14 @@ def create_membership(
     )
     save_unique(membership, conflict="membership already exists", field="account_id", force_insert=True)
     membership.roles.set(roles)
+    audit.record(
+        "membership.create",
+        resource=("membership", membership.pk),
+        workspace_id=workspace.pk,
+        changes=audit.created(membership, ("account_id", "scope", "status", "project_id", "tags"))
+        | _ids_change(None, roles, "role_ids"),
+        actor=actor,
+    )
     _membership_changed("membership.created", membership)
     if membership.status == Membership.Status.INVITED and not (actor and actor.pk == account.pk):
         invite(membership)
@@ -355,6 +431,14 @@ def update_membership(
         )
     if _membership_exists(membership.workspace, membership.account_id, scope, project, exclude=membership.pk):
         raise ApiError(409, "membership already exists")
+    audit.record_update(
+        "membership.update",
+        resource=("membership", membership.pk),
+        workspace_id=membership.workspace_id,
+        changes=audit.diff(membership, changes, MEMBERSHIP_FIELDS)
+        | _ids_change(membership.roles, roles, "role_ids"),
+        actor=actor,
+    )
     fields = apply_changes(membership, changes, fields=MEMBERSHIP_FIELDS)
     save_unique(membership, conflict="membership already exists", field="account_id", update_fields=fields)
     if roles is not None:
@@ -372,6 +456,13 @@ def accept_invitation(membership: Membership) -> Membership:
     membership.accepted_at = timezone.now()
     membership.updated_at = membership.accepted_at
     membership.save(update_fields=["status", "accepted_at", "updated_at"])
+    audit.record(
+        "membership.accept",
+        resource=("membership", membership.pk),
+        workspace_id=membership.workspace_id,
+        changes={"status": {"before": Membership.Status.INVITED, "after": Membership.Status.ACTIVE}},
+        actor=membership.account,
+    )
     _membership_changed("membership.updated", membership)
     return membership
 
@@ -394,6 +485,13 @@ def _still_invited(membership: Membership) -> Membership:
 
 @transaction.atomic
 def delete_membership(membership: Membership, *, actor: Account | None) -> dict:
+    audit.record(
+        "membership.delete",
+        resource=("membership", membership.pk),
+        workspace_id=membership.workspace_id,
+        changes=audit.removed(membership, ("account_id", "scope", "status", "project_id")),
+        actor=actor,
+    )
     _membership_changed("membership.deleted", membership)
     summary = {"id": str(membership.pk)}
     membership.delete()

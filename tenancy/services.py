@@ -7,7 +7,7 @@ from django.conf import settings
 from django.db import transaction
 
 from accounts.models import Account
-from iam import events
+from iam import audit, events
 from iam.errors import ApiError
 from iam.services import apply_changes, check_unique, save_unique
 
@@ -24,6 +24,13 @@ def _member_ids(memberships) -> list:
 
 @transaction.atomic
 def update_workspace(workspace: Workspace, *, changes: dict[str, Any], actor: Account | None) -> Workspace:
+    audit.record_update(
+        "workspace.update",
+        resource=("workspace", workspace.pk),
+        workspace_id=workspace.pk,
+        changes=audit.diff(workspace, changes, WORKSPACE_FIELDS),
+        actor=actor,
+    )
     fields = apply_changes(workspace, changes, fields=WORKSPACE_FIELDS)
     workspace.save(update_fields=fields)
     forget_workspace(workspace)
@@ -42,6 +49,13 @@ def delete_workspace(workspace: Workspace, *, actor: Account | None) -> dict:
     if workspace.slug == settings.IAM_ROOT_WORKSPACE:
         raise ApiError(400, "the root workspace cannot be deleted")
     summary = {"id": str(workspace.pk), "slug": workspace.slug, "name": workspace.name}
+    audit.record(
+        "workspace.delete",
+        resource=("workspace", workspace.pk),
+        workspace_id=workspace.pk,
+        changes=audit.removed(workspace, ("slug", "name")),
+        actor=actor,
+    )
     events.emit(
         "workspace.deleted",
         resource=("workspace", workspace.pk),
@@ -78,6 +92,13 @@ def create_project(
         created_by=actor,
     )
     save_unique(project, conflict="name or code already exists", field="name", force_insert=True)
+    audit.record(
+        "project.create",
+        resource=("project", project.pk),
+        workspace_id=workspace.pk,
+        changes=audit.created(project, ("name", "code", "description", "tags")),
+        actor=actor,
+    )
     return project
 
 
@@ -92,6 +113,13 @@ def update_project(project: Project, *, changes: dict[str, Any], actor: Account 
         name=changes.get("name"),
         code=changes.get("code"),
     )
+    audit.record_update(
+        "project.update",
+        resource=("project", project.pk),
+        workspace_id=project.workspace_id,
+        changes=audit.diff(project, changes, PROJECT_FIELDS),
+        actor=actor,
+    )
     fields = apply_changes(project, changes, fields=PROJECT_FIELDS)
     save_unique(project, conflict="name or code already exists", field="name", update_fields=fields)
     return project
@@ -101,6 +129,13 @@ def update_project(project: Project, *, changes: dict[str, Any], actor: Account 
 def delete_project(project: Project, *, actor: Account | None) -> dict:
     """CONTRACT 6: takes its project-scope memberships, whose accounts lose what they granted."""
     summary = {"id": str(project.pk), "name": project.name, "code": project.code}
+    audit.record(
+        "project.delete",
+        resource=("project", project.pk),
+        workspace_id=project.workspace_id,
+        changes=audit.removed(project, ("name", "code")),
+        actor=actor,
+    )
     events.emit(
         "project.deleted",
         resource=("project", project.pk),

@@ -1,5 +1,6 @@
 import json
 import os
+from pathlib import Path
 
 import pytest
 from django.core.cache import cache, caches
@@ -15,6 +16,18 @@ def pytest_configure(config):
     # CI sets CI=true: a service that is not there must fail the run, never skip it.
     if os.environ.get("CI") and not os.environ.get("REDIS_URL"):
         raise pytest.UsageError("CI runs need REDIS_URL (and DATABASE_URL) pointing at the real services")
+
+
+LIVE_LAYER = Path(__file__).parent / "live"
+
+
+def pytest_ignore_collect(collection_path: Path, config) -> bool | None:
+    """The live layer (tests/live) runs in its own invocation, `pytest tests/live`: the unit suite's
+    `pytest` leaves it out, so its service stack is not started once per xdist worker."""
+    if collection_path != LIVE_LAYER:
+        return None
+    asked = [Path(arg.split("::")[0]).resolve() for arg in config.args]
+    return not any(path == LIVE_LAYER or LIVE_LAYER in path.parents for path in asked)
 
 
 class ApiClient(Client):

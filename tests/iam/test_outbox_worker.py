@@ -134,7 +134,8 @@ def test_a_mail_lost_to_a_broker_outage_is_delivered_after_the_sweep(worker_env,
     use_broker(broker)
     assert outbox.sweep() == 0  # still within the grace period
     OutboxMessage.objects.filter(pk=message.pk).update(
-        next_attempt_at=message.next_attempt_at - outbox.SWEEP_GRACE - timedelta(seconds=1)
+        next_attempt_at=message.next_attempt_at
+        - timedelta(seconds=settings.IAM_OUTBOX_SWEEP_GRACE_SECONDS + 1)
     )
     assert outbox.sweep() == 1
     assert queued(broker) == 1

@@ -4,6 +4,8 @@ from django.db import transaction
 from accounts.models import Account, normalize_email
 from authn.models import Credential
 from authn.services import create_password_account
+from iam import audit
+from iam.context import as_command
 from iam.errors import ApiError
 from rbac.services import ensure_owner
 from tenancy.state import root_workspace
@@ -21,6 +23,7 @@ class Command(BaseCommand):
         parser.add_argument("--password", required=True)
         parser.add_argument("--name", default="Operator")
 
+    @as_command
     @transaction.atomic
     def handle(self, *args, email: str, password: str, name: str, **options):
         workspace = root_workspace()
@@ -34,6 +37,9 @@ class Command(BaseCommand):
             self.stdout.write(f"created operator {account.email} ({account.pk})")
         else:
             self.stdout.write(f"found account {account.email} ({account.pk})")
+        flags = dict.fromkeys(("is_superuser", "verified", "enabled"), True)
+        if changes := audit.diff(account, flags, flags):
+            audit.record("account.update", resource=("account", account.pk), changes=changes)
         account.is_superuser = account.verified = account.enabled = True
         account.save(update_fields=["is_superuser", "verified", "enabled"])
         Credential.objects.filter(account=account, kind=Credential.Kind.PASSWORD).update(

@@ -6,7 +6,7 @@ from django.core.management.base import BaseCommand
 from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
-from iam.models import Event, OutboxMessage
+from iam.models import AuditEntry, Event, OutboxMessage
 
 
 class Command(BaseCommand):
@@ -14,9 +14,10 @@ class Command(BaseCommand):
         "Deletes rows nobody needs any more and prints how many: delivered (done) outbox messages "
         "processed more than IAM_OUTBOX_RETENTION_DAYS ago (failed ones stay for the admin's retry), "
         "finished push deliveries (delivered or failed, with their attempts) older than that (pending ones "
-        "stay), expired refresh-token rows and expired OAuth states. Used refresh-token rows stay until they "
-        "expire: reuse detection needs them. Events (POST /clients/events) go an hour after "
-        "IAM_EVENT_RETENTION_DAYS. Safe to run at any time, e.g. daily from cron."
+        "stay), expired refresh-token rows, expired OAuth states and audit entries older than "
+        "IAM_AUDIT_RETENTION_DAYS. Used refresh-token rows stay until they expire: reuse detection needs "
+        "them. Events (POST /clients/events) go an hour after IAM_EVENT_RETENTION_DAYS. Safe to run at "
+        "any time, e.g. daily from cron."
     )
 
     def handle(self, *args, **options):
@@ -34,6 +35,9 @@ class Command(BaseCommand):
             # position than a cursor that is not yet expired (see clients/catchup.py).
             "events": Event.objects.filter(
                 created_at__lt=now - timedelta(days=settings.IAM_EVENT_RETENTION_DAYS, hours=1)
+            ).delete()[0],
+            "audit entries": AuditEntry.objects.filter(
+                occurred_at__lt=now - timedelta(days=settings.IAM_AUDIT_RETENTION_DAYS)
             ).delete()[0],
         }
         for name, count in counts.items():

@@ -2,6 +2,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
 from accounts.models import Account, normalize_email
+from iam.context import as_command
 from iam.fields import SLUG_RE
 from rbac.services import ensure_owner
 from tenancy.models import Workspace
@@ -19,6 +20,7 @@ class Command(BaseCommand):
         parser.add_argument("--name", required=True)
         parser.add_argument("--owner-email", required=True)
 
+    @as_command
     @transaction.atomic
     def handle(self, *args, slug: str, name: str, owner_email: str, **options):
         if not SLUG_RE.fullmatch(slug):

@@ -1,0 +1,57 @@
+"""Small helpers for live tests: CONTRACT 1's envelope, and the few records most tests need, made over
+HTTP as a client would."""
+
+import uuid
+
+import requests
+
+META = {"schema_version": "1"}
+
+
+def ok(response: requests.Response) -> dict:
+    assert response.status_code == 200, (response.status_code, response.text[:2000])
+    body = response.json()
+    assert body["success"] is True and body["status"] == 200, body
+    return body["data"]
+
+
+def err(response: requests.Response, status: int, message: str | None = None) -> dict:
+    assert response.status_code == status, (response.status_code, response.text[:2000])
+    body = response.json()
+    assert body["success"] is False and body["status"] == status, body
+    if message is not None:
+        assert body["message"] == message, body
+    return body
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:12]}"
+
+
+def create_workspace(live, token: str) -> dict:
+    slug = unique("ws")
+    body = {"name": slug, "slug": slug, "config": META, "tags": [], "meta": META}
+    return ok(live.post("/workspace/create", body, token=token))
+
+
+def create_client(live, token: str, workspace: str, endpoint: str | None = None) -> dict:
+    body = {"name": unique("client"), "endpoint": endpoint, "tags": [], "meta": META}
+    return ok(live.post("/clients/create", body, token=token, workspace=workspace))
+
+
+def create_role(live, token: str, workspace: str, permission_ids: list[str] = ()) -> dict:
+    body = {"name": unique("role"), "permission_ids": list(permission_ids), "tags": [], "meta": META}
+    return ok(live.post("/roles/create", body, token=token, workspace=workspace))
+
+
+def add_member(live, token: str, workspace: str, account_id: str, role_ids: list[str] = ()) -> dict:
+    """As an operator: the membership is `active` at once (CONTRACT 15)."""
+    body = {
+        "account_id": account_id,
+        "scope": "workspace",
+        "status": "active",
+        "role_ids": list(role_ids),
+        "tags": [],
+        "meta": META,
+    }
+    return ok(live.post("/memberships/create", body, token=token, workspace=workspace))
