@@ -84,7 +84,8 @@ class Refresh(Endpoint):
         try:
             return sessions.rotate(account, claims)
         except TokenError as exc:
-            raise ApiError(401, AUTHENTICATION_REQUIRED) from exc
+            # A reused refresh token ended every session of the account: that must commit (RFC 9700 4.14).
+            raise ApiError(401, AUTHENTICATION_REQUIRED, commit=True) from exc
 
 
 class Revoke(Endpoint):

@@ -68,5 +68,5 @@ def rotate(account: Account, claims: dict) -> dict:
     if row is None:
         raise TokenError("invalid_token")
     with transaction.atomic():
-        end_sessions(account)  # committed before the refusal
+        end_sessions(account)  # kept: the caller commits before refusing (`ApiError(commit=True)`)
     raise TokenError("token_revoked")

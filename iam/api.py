@@ -8,7 +8,7 @@ classes named in `REST_FRAMEWORK` (`authn.authentication`, `rbac.permissions`)."
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from django.db import models
+from django.db import models, transaction
 from django.db.models import Q, QuerySet
 from rest_framework import serializers
 from rest_framework.renderers import JSONRenderer
@@ -132,13 +132,23 @@ class Endpoint(APIView):
       the record's project with `rbac.policy.require(..., project_id=...)` (CONTRACT 4).
     - `request_serializer` / `response_serializer`: the body's and the `data`'s shapes.
 
-    and implement `handle(request, data) -> payload`."""
+    and implement `handle(request, data) -> payload`.
+
+    One transaction boundary (STYLE "Transactions have one boundary"): `handle` runs inside one
+    `transaction.atomic()`, owned here, so no call site has to open one. The request's writes commit
+    together or not at all, row locks (`select_for_update`) are held until that commit, `on_commit` work
+    (publishes, cache purges) runs only once everything has committed, and an `ApiError` rolls the whole
+    request back, unless it says `commit=True` (a refusal whose writes must stand). The reads (every
+    describe and list, and `clients/validate`) declare `read_only`: they neither write nor lock, and skip
+    the BEGIN/COMMIT round trips on the hot paths. tests/iam/test_machinery.py holds every endpoint to
+    that rule by its path, so a new write endpoint cannot be left outside."""
 
     http_method_names = ["post"]
     permission: ClassVar[str | None] = None
     public: ClassVar[bool] = False
     workspace_scoped: ClassVar[bool] = False
     project_aware: ClassVar[bool] = False
+    read_only: ClassVar[bool] = False
     request_serializer: ClassVar[type[serializers.Serializer] | None] = None
     response_serializer: ClassVar[type[serializers.Serializer] | None] = None
 
@@ -150,7 +160,20 @@ class Endpoint(APIView):
         return JSON_RENDERER, JSON_RENDERER.media_type
 
     def post(self, request: Request) -> Response:
-        return Response(envelope(self.handle(request, self.read_body(request))))
+        data = self.read_body(request)
+        if self.read_only:
+            return Response(envelope(self.handle(request, data)))
+        refusal = None
+        with transaction.atomic():
+            try:
+                payload = self.handle(request, data)
+            except ApiError as exc:
+                if not exc.commit:
+                    raise
+                refusal = exc
+        if refusal is not None:
+            raise refusal
+        return Response(envelope(payload))
 
     def read_body(self, request: Request) -> dict:
         body = request.data
@@ -250,6 +273,7 @@ class ListEndpoint(Endpoint):
     list_key: ClassVar[str]
     filter_fields: ClassVar[Mapping[str, str]]
     request_serializer = ListRequest
+    read_only = True
 
     def get_queryset(self, request: Request) -> QuerySet:
         raise NotImplementedError
