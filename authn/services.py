@@ -14,7 +14,7 @@ from accounts.services import (
     update_account,
 )
 from iam.errors import AUTHENTICATION_REQUIRED, ApiError
-from iam.services import apply_changes, save_unique
+from iam.services import apply_changes, save_unique, unique_conflict
 from tenancy.models import Workspace
 
 from . import emails, throttling, tokens
@@ -52,7 +52,9 @@ def create_password_account(
     if email_taken(email):
         raise ApiError(conflict_status, "email already exists", "email")
     check_password_rules(password)
-    account = create_account(email=email, name=name, password=password, actor=actor, **fields)
+    # A registration racing this one past the check above gets the check's answer, not a 500.
+    with unique_conflict("email already exists", "email", status=conflict_status):
+        account = create_account(email=email, name=name, password=password, actor=actor, **fields)
     Credential.objects.create(
         account=account,
         workspace=workspace,
@@ -233,7 +235,11 @@ def update_credential(credential: Credential, *, changes: dict) -> Credential:
     fields = apply_changes(credential, changes, fields=CREDENTIAL_UPDATABLE)
     _check_credential_conflicts(credential)
     save_unique(
-        credential, conflict="provider_id already exists", field="new_provider_id", update_fields=fields
+        credential,
+        conflict="provider_id already exists",
+        field="new_provider_id",
+        check=lambda: _check_credential_conflicts(credential),
+        update_fields=fields,
     )
     if secret is not None:
         set_password(account, secret)  # ends the sessions

@@ -109,7 +109,13 @@ def create_permission(
     permission = Permission(
         workspace=workspace, name=name, code=code, description=description, tags=tags, meta=meta
     )
-    save_unique(permission, conflict="name or code already exists", field="name", force_insert=True)
+    save_unique(
+        permission,
+        conflict="name or code already exists",
+        field="name",
+        check=lambda: check_unique(Permission.objects.in_workspace(workspace), name=name, code=code),
+        force_insert=True,
+    )
     return permission
 
 
@@ -117,15 +123,20 @@ def create_permission(
 def update_permission(
     permission: Permission, *, changes: dict[str, Any], actor: Account | None
 ) -> Permission:
-    check_unique(
-        Permission.objects.in_workspace(permission.workspace),
-        exclude=permission.pk,
-        name=changes.get("name"),
-        code=changes.get("code"),
-    )
+    def check() -> None:
+        check_unique(
+            Permission.objects.in_workspace(permission.workspace),
+            exclude=permission.pk,
+            name=changes.get("name"),
+            code=changes.get("code"),
+        )
+
+    check()
     renamed = "name" in changes and changes["name"] != permission.name
     fields = apply_changes(permission, changes, fields=PERMISSION_FIELDS)
-    save_unique(permission, conflict="name or code already exists", field="name", update_fields=fields)
+    save_unique(
+        permission, conflict="name or code already exists", field="name", check=check, update_fields=fields
+    )
     if renamed:
         forget_authorization(permission.workspace_id)
         events.emit(
@@ -274,7 +285,7 @@ def create_membership(
         tags=tags,
         meta=meta,
     )
-    save_unique(membership, conflict="membership already exists", field="account_id", force_insert=True)
+    save_unique(membership, conflict="membership already exists", field=None, force_insert=True)
     membership.roles.set(roles)
     _membership_changed("membership.created", membership)
     return membership
@@ -298,7 +309,7 @@ def update_membership(
     if _membership_exists(membership.workspace, membership.account_id, scope, project, exclude=membership.pk):
         raise ApiError(409, "membership already exists")
     fields = apply_changes(membership, changes, fields=MEMBERSHIP_FIELDS)
-    save_unique(membership, conflict="membership already exists", field="account_id", update_fields=fields)
+    save_unique(membership, conflict="membership already exists", field=None, update_fields=fields)
     if roles is not None:
         membership.roles.set(roles)
     _membership_changed("membership.updated", membership)
