@@ -24,6 +24,7 @@ JSON_RENDERER = JSONRenderer()
 MAX_PAGE_SIZE = 1000  # CONTRACT 11
 DEFAULT_PAGE_SIZE = 100  # SPEC 8
 DEFAULT_ORDER = "!created_at"  # SPEC 8
+MAX_ORDER_BYS = 8  # CONTRACT 12
 
 
 def envelope(data: Any) -> dict:
@@ -231,6 +232,8 @@ class ListOptions(serializers.Serializer):
         items = [value] if isinstance(value, str) else value
         if not isinstance(items, list) or not all(isinstance(item, str) and item for item in items):
             raise Invalid("options.order_bys must be a string or an array of strings")
+        if len(items) > MAX_ORDER_BYS:
+            raise Invalid(f"order_bys must have at most {MAX_ORDER_BYS} items")
         return items
 
 
