@@ -5,6 +5,7 @@ whatever the Content-Type, SPEC 7's parse messages), validates it with the decla
 result in the envelope, and leaves authentication, workspace selection and the permission check to the
 classes named in `REST_FRAMEWORK` (`authn.authentication`, `rbac.permissions`)."""
 
+import datetime as dt
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
@@ -263,6 +264,11 @@ def _parse_filter_value(name: str, field: models.Field, value: Any) -> Any:
         raise ApiError(400, f"invalid value for filter field: {name}", name) from exc
     if internal == "DateTimeField" and parsed is None:
         raise ApiError(400, f"invalid value for filter field: {name}", name)
+    if internal == "DateTimeField" and parsed.tzinfo is not None:
+        try:  # the database compares in UTC: 0001-01-01T00:00:00+01:00 has no UTC value
+            parsed = parsed.astimezone(dt.UTC)
+        except OverflowError as exc:
+            raise ApiError(400, f"invalid value for filter field: {name}", name) from exc
     if isinstance(target, models.EmailField):
         parsed = parsed.lower()
     return parsed

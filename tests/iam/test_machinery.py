@@ -469,3 +469,32 @@ def test_order_bys_has_at_most_eight_items(any_api, path):
             "order_bys must have at most 8 items",
         )
         assert body["field"] == "options.order_bys"
+
+
+# Times that parse but have no value in UTC, or no such day: 400, never a 500 (OverflowError, ValueError)
+
+IMPOSSIBLE_TIMES = [
+    "0001-01-01T00:00:00+01:00",
+    "9999-12-31T23:59:59-01:00",
+    "2024-02-30T00:00:00Z",
+    "2024-01-01T24:00:00Z",
+    "2024-01-01T00:00:00+25:00",
+]
+
+
+def test_list_filters_on_impossible_times_are_400(operator_api):
+    """accounts/list has the time filters (SPEC 4); every list parses them in `_parse_filter_value`."""
+    for name in ("created_at", "updated_at"):
+        for value in IMPOSSIBLE_TIMES:
+            response = operator_api.call("/accounts/list", {"filter": {"fields": {name: value}}})
+            assert err(response, 400, f"invalid value for filter field: {name}")["field"] == name
+
+
+def test_credential_last_used_at_on_impossible_times_is_400(operator, root):
+    from tests.factories import CredentialFactory
+
+    credential = CredentialFactory(workspace=root)
+    admin = client_for(operator, root)
+    for value in IMPOSSIBLE_TIMES:
+        body = {"id": str(credential.pk), "account_id": str(credential.account_id), "last_used_at": value}
+        assert err(admin.call("/credentials/update", body), 400)["field"] == "last_used_at"
