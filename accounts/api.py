@@ -44,6 +44,7 @@ class AccountCreate(Endpoint):
 
 
 class AccountDescribe(Endpoint):
+    read_only = True
     request_serializer = AccountRef
     response_serializer = AccountSerializer
 

@@ -67,11 +67,9 @@ class Refresh(Endpoint):
     def handle(self, request: Request, data: dict) -> dict:
         try:
             return sessions.refresh(request.user, request.auth)
-        except sessions.RefreshReuse as exc:
-            services.end_sessions_after_reuse(request.user)
-            raise ApiError(401, AUTHENTICATION_REQUIRED) from exc
         except TokenError as exc:
-            raise ApiError(401, AUTHENTICATION_REQUIRED) from exc
+            # A reused refresh token ended every session of the account: that must commit (RFC 9700 4.14).
+            raise ApiError(401, AUTHENTICATION_REQUIRED, commit=True) from exc
 
 
 class Revoke(Endpoint):

@@ -18,6 +18,7 @@ def lookup(data: dict) -> dict:
 
 
 class CredentialDescribe(Endpoint):
+    read_only = True
     permission = "credentials:describe"
     workspace_scoped = True
     request_serializer = CredentialRef

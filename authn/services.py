@@ -19,7 +19,7 @@ from accounts.services import (
 )
 from iam import audit, cache, metrics
 from iam.errors import AUTHENTICATION_REQUIRED, ApiError
-from iam.services import apply_changes, save_unique
+from iam.services import apply_changes, save_unique, unique_conflict
 from tenancy.models import Workspace
 from tenancy.state import root_workspace
 
@@ -58,7 +58,9 @@ def create_password_account(
     if email_taken(email):
         raise ApiError(conflict_status, "email already exists", "email")
     check_password_rules(password)
-    account = create_account(email=email, name=name, password=password, actor=actor, **fields)
+    # A registration racing this one past the check above gets the check's answer, not a 500.
+    with unique_conflict("email already exists", "email", status=conflict_status):
+        account = create_account(email=email, name=name, password=password, actor=actor, **fields)
     credential = Credential.objects.create(
         account=account,
         workspace=root_workspace(),
@@ -99,7 +101,9 @@ def login(*, email: str, password: str, ip: str) -> tuple[Account, dict]:
     )
     if retry_after:
         _login_refused("throttled", email, ip=ip)
-        raise ApiError(429, "too many failed login attempts", headers={"Retry-After": str(retry_after)})
+        raise ApiError(
+            429, "too many failed login attempts", headers={"Retry-After": str(retry_after)}, commit=True
+        )
 
     account = Account.objects.filter(email=email).first()
     if account is None or not account.has_usable_password():
@@ -114,10 +118,10 @@ def login(*, email: str, password: str, ip: str) -> tuple[Account, dict]:
         throttling.login_failures_by_email.hit(email)
         throttling.login_failures_by_ip.hit(ip)
         _login_refused("invalid", email, account)
-        raise ApiError(401, INVALID_CREDENTIALS)
+        raise ApiError(401, INVALID_CREDENTIALS, commit=True)  # the refusal's audit entry stands
     if not account.enabled:
         _login_refused("disabled", email, account)
-        raise ApiError(403, "account disabled")
+        raise ApiError(403, "account disabled", commit=True)
     throttling.login_failures_by_email.reset(email)
     with transaction.atomic():
         Credential.objects.filter(pk=credential.pk).update(last_used_at=timezone.now())
@@ -125,15 +129,6 @@ def login(*, email: str, password: str, ip: str) -> tuple[Account, dict]:
         audit.record("account.login", resource=("account", account.pk), actor=account)
     metrics.LOGINS.labels("ok").inc()
     return account, session
-
-
-def end_sessions_after_reuse(account: Account) -> None:
-    """RFC 9700 4.14: a used refresh token came back, so it leaked; every session of the account ends. The
-    request answers 401, so this commits on its own (the refresh endpoint runs outside the request
-    transaction)."""
-    with transaction.atomic():
-        audit.record("session.refresh_reuse", resource=("account", account.pk), actor=account)
-        end_sessions(account)
 
 
 def _login_refused(outcome: str, email: str, account: Account | None = None, *, ip: str = "") -> None:
@@ -285,7 +280,11 @@ def update_credential(credential: Credential, *, changes: dict) -> Credential:
     fields = apply_changes(credential, changes, fields=CREDENTIAL_UPDATABLE)
     _check_credential_conflicts(credential)
     save_unique(
-        credential, conflict="provider_id already exists", field="new_provider_id", update_fields=fields
+        credential,
+        conflict="provider_id already exists",
+        field="new_provider_id",
+        check=lambda: _check_credential_conflicts(credential),
+        update_fields=fields,
     )
     if secret is not None:
         set_password(account, secret)  # ends the sessions

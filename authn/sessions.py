@@ -8,8 +8,9 @@ from django.db import transaction
 from django.utils import timezone
 
 from accounts.models import Account
+from accounts.services import end_sessions
 from accounts.state import get_account
-from iam import cache
+from iam import audit, cache
 
 from . import tokens
 from .models import RefreshToken
@@ -82,11 +83,7 @@ def rotate(account: Account, claims: dict) -> dict:
             return issue_session(account, auth_time=claims["auth_time"])
     if row is None:
         raise TokenError("invalid_token")
-    raise RefreshReuse()
-
-
-class RefreshReuse(TokenError):
-    """A used refresh token came back: the caller ends the account's sessions, then answers 401."""
-
-    def __init__(self) -> None:
-        super().__init__("token_revoked")
+    with transaction.atomic():
+        audit.record("session.refresh_reuse", resource=("account", account.pk), actor=account)
+        end_sessions(account)  # kept: the caller commits before refusing (`ApiError(commit=True)`)
+    raise TokenError("token_revoked")

@@ -45,6 +45,7 @@ class ClientCreate(Endpoint):
 
 
 class ClientDescribe(Endpoint):
+    read_only = True
     permission = "clients:describe"
     workspace_scoped = True
     request_serializer = ClientRef
@@ -103,6 +104,7 @@ class ClientValidate(Endpoint):
     """CONTRACT 7. Public: the client authenticates itself with its id and secret in the body."""
 
     public = True
+    read_only = True  # answers from the cache or plain reads: no transaction on the hot path
     request_serializer = ValidateRequest
     response_serializer = ValidateResponse
 

@@ -5,10 +5,11 @@ whatever the Content-Type, SPEC 7's parse messages), validates it with the decla
 result in the envelope, and leaves authentication, workspace selection and the permission check to the
 classes named in `REST_FRAMEWORK` (`authn.authentication`, `rbac.permissions`)."""
 
+import datetime as dt
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from django.db import models
+from django.db import models, transaction
 from django.db.models import Q, QuerySet
 from rest_framework import serializers
 from rest_framework.renderers import JSONRenderer
@@ -24,6 +25,7 @@ JSON_RENDERER = JSONRenderer()
 MAX_PAGE_SIZE = 1000  # CONTRACT 11
 DEFAULT_PAGE_SIZE = 100  # SPEC 8
 DEFAULT_ORDER = "!created_at"  # SPEC 8
+MAX_ORDER_BYS = 8  # CONTRACT 12
 
 
 def envelope(data: Any) -> dict:
@@ -132,13 +134,23 @@ class Endpoint(APIView):
       the record's project with `rbac.policy.require(..., project_id=...)` (CONTRACT 4).
     - `request_serializer` / `response_serializer`: the body's and the `data`'s shapes.
 
-    and implement `handle(request, data) -> payload`."""
+    and implement `handle(request, data) -> payload`.
+
+    One transaction boundary (STYLE "Transactions have one boundary"): `handle` runs inside one
+    `transaction.atomic()`, owned here, so no call site has to open one. The request's writes commit
+    together or not at all, row locks (`select_for_update`) are held until that commit, `on_commit` work
+    (publishes, cache purges) runs only once everything has committed, and an `ApiError` rolls the whole
+    request back, unless it says `commit=True` (a refusal whose writes must stand). The reads (every
+    describe and list, and `clients/validate`) declare `read_only`: they neither write nor lock, and skip
+    the BEGIN/COMMIT round trips on the hot paths. tests/iam/test_machinery.py holds every endpoint to
+    that rule by its path, so a new write endpoint cannot be left outside."""
 
     http_method_names = ["post"]
     permission: ClassVar[str | None] = None
     public: ClassVar[bool] = False
     workspace_scoped: ClassVar[bool] = False
     project_aware: ClassVar[bool] = False
+    read_only: ClassVar[bool] = False
     request_serializer: ClassVar[type[serializers.Serializer] | None] = None
     response_serializer: ClassVar[type[serializers.Serializer] | None] = None
 
@@ -150,7 +162,20 @@ class Endpoint(APIView):
         return JSON_RENDERER, JSON_RENDERER.media_type
 
     def post(self, request: Request) -> Response:
-        return Response(envelope(self.handle(request, self.read_body(request))))
+        data = self.read_body(request)
+        if self.read_only:
+            return Response(envelope(self.handle(request, data)))
+        refusal = None
+        with transaction.atomic():
+            try:
+                payload = self.handle(request, data)
+            except ApiError as exc:
+                if not exc.commit:
+                    raise
+                refusal = exc
+        if refusal is not None:
+            raise refusal
+        return Response(envelope(payload))
 
     def read_body(self, request: Request) -> dict:
         body = request.data
@@ -208,6 +233,8 @@ class ListOptions(serializers.Serializer):
         items = [value] if isinstance(value, str) else value
         if not isinstance(items, list) or not all(isinstance(item, str) and item for item in items):
             raise Invalid("options.order_bys must be a string or an array of strings")
+        if len(items) > MAX_ORDER_BYS:
+            raise Invalid(f"order_bys must have at most {MAX_ORDER_BYS} items")
         return items
 
 
@@ -237,6 +264,11 @@ def _parse_filter_value(name: str, field: models.Field, value: Any) -> Any:
         raise ApiError(400, f"invalid value for filter field: {name}", name) from exc
     if internal == "DateTimeField" and parsed is None:
         raise ApiError(400, f"invalid value for filter field: {name}", name)
+    if internal == "DateTimeField" and parsed.tzinfo is not None:
+        try:  # the database compares in UTC: 0001-01-01T00:00:00+01:00 has no UTC value
+            parsed = parsed.astimezone(dt.UTC)
+        except OverflowError as exc:
+            raise ApiError(400, f"invalid value for filter field: {name}", name) from exc
     if isinstance(target, models.EmailField):
         parsed = parsed.lower()
     return parsed
@@ -252,6 +284,7 @@ class ListEndpoint(Endpoint):
     order_fields: ClassVar[tuple[str, ...]] = ("created_at", "updated_at")  # besides the filter fields
     default_order: ClassVar[str] = DEFAULT_ORDER
     request_serializer = ListRequest
+    read_only = True
 
     def get_queryset(self, request: Request) -> QuerySet:
         raise NotImplementedError

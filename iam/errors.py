@@ -28,12 +28,24 @@ STATUS_MESSAGES = {
 
 
 class ApiError(Exception):
-    def __init__(self, status: int, message: str, field: str | None = None, headers: dict | None = None):
+    """`commit=True`: the endpoint's transaction commits before the error is answered, for a refusal whose
+    writes must stand (a reused refresh token ends every session, then is refused)."""
+
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        field: str | None = None,
+        headers: dict | None = None,
+        *,
+        commit: bool = False,
+    ):
         super().__init__(message)
         self.status = status
         self.message = message
         self.field = field
         self.headers = headers or {}
+        self.commit = commit
 
 
 def error_response(

@@ -136,7 +136,11 @@ class UuidList(serializers.ListField):
 
 class DateTime(serializers.DateTimeField):
     def to_internal_value(self, value: Any):
-        if not isinstance(value, str) or parse_datetime(value) is None:
+        try:
+            parsed = parse_datetime(value) if isinstance(value, str) else None
+        except ValueError:  # well-formed but no such time: 2024-02-30
+            parsed = None
+        if parsed is None:
             self.fail("invalid", format="RFC 3339")
         return super().to_internal_value(value)
 

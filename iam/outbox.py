@@ -169,7 +169,7 @@ def process(message_id) -> str:
         try:
             if func is None:
                 raise Undeliverable(f"no handler for topic {message.topic}")
-            func(message)
+            _run(func, message)
         except Undeliverable as exc:
             return _finish(message, OutboxMessage.Status.FAILED, str(exc))
         except Exception as exc:
@@ -185,6 +185,22 @@ def process(message_id) -> str:
             transaction.on_commit(lambda: publish(message.pk, countdown=delay))
             return "retry"
         return _finish(message, OutboxMessage.Status.DONE, "")
+
+
+def _run(func: Handler, message: OutboxMessage) -> None:
+    """Runs the handler in a savepoint. An unexpected error, a database error included, undoes the
+    handler's writes and leaves this transaction usable, so the failure is recorded as an attempt with
+    backoff (without the savepoint, PostgreSQL aborts the whole transaction and the message stays pending
+    with nothing counted). `RetryLater` and `Undeliverable` are the handler's own verdicts: what it wrote
+    about the attempt (a `DeliveryAttempt` row) stays."""
+    verdict = None
+    with transaction.atomic():
+        try:
+            func(message)
+        except (RetryLater, Undeliverable) as exc:
+            verdict = exc
+    if verdict is not None:
+        raise verdict
 
 
 def _finish(message: OutboxMessage, status: str, error: str) -> str:

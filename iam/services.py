@@ -1,4 +1,5 @@
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 from django.db import IntegrityError, models, transaction
@@ -26,10 +27,33 @@ def check_unique(queryset: models.QuerySet, *, exclude: Any = None, **values: An
             raise ApiError(409, f"{field} already exists", field)
 
 
-def save_unique(instance: models.Model, *, conflict: str, field: str, **save_kwargs: Any) -> None:
-    """Saves, turning a uniqueness race the earlier check could not see into CONTRACT's 409."""
+def save_unique(
+    instance: models.Model,
+    *,
+    conflict: str,
+    field: str | None,
+    check: Callable[[], None] | None = None,
+    status: int = 409,
+    **save_kwargs: Any,
+) -> None:
+    """Saves, turning a uniqueness race the earlier check could not see into the answer that check would
+    have given (CONTRACT 12). The save runs in a savepoint, so the transaction survives the
+    IntegrityError; `check`, run again then, sees the row that won the race (committed by now: under READ
+    COMMITTED each query sees the latest commits) and words the answer exactly. `conflict` and `field` are
+    the answer when it cannot tell."""
+    with unique_conflict(conflict, field, check=check, status=status):
+        instance.save(**save_kwargs)
+
+
+@contextmanager
+def unique_conflict(
+    conflict: str, field: str | None, *, check: Callable[[], None] | None = None, status: int = 409
+) -> Iterator[None]:
+    """`save_unique` for a block of writes (a service that saves through another function)."""
     try:
         with transaction.atomic():
-            instance.save(**save_kwargs)
+            yield
     except IntegrityError as exc:
-        raise ApiError(409, conflict, field) from exc
+        if check is not None:
+            check()
+        raise ApiError(status, conflict, field) from exc

@@ -92,6 +92,17 @@ DATABASES = {
         conn_max_age=env("DB_CONN_MAX_AGE", 60, int),
     )
 }
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # Development (`make run`): concurrent requests queue for SQLite's one write lock instead of failing
+    # with "database is locked". Each transaction takes the lock at BEGIN (IMMEDIATE: a transaction that
+    # began reading cannot fail later to upgrade), waits up to 20 s for it, and WAL lets reads run beside
+    # the writer.
+    DATABASES["default"]["OPTIONS"] = {
+        **DATABASES["default"].get("OPTIONS", {}),
+        "transaction_mode": "IMMEDIATE",
+        "timeout": 20,
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL",
+    }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = env("REDIS_URL", "")

@@ -50,6 +50,7 @@ class PermissionCreate(PermissionEndpoint):
 
 
 class PermissionDescribe(PermissionEndpoint):
+    read_only = True
     permission = "permissions:describe"
     request_serializer = PermissionRef
 
@@ -123,6 +124,7 @@ class RoleCreate(RoleEndpoint):
 
 
 class RoleDescribe(RoleEndpoint):
+    read_only = True
     permission = "roles:describe"
     request_serializer = IdRequest
 
@@ -223,6 +225,7 @@ class MembershipCreate(MembershipEndpoint):
 
 
 class MembershipDescribe(MembershipEndpoint):
+    read_only = True
     permission = "memberships:describe"
     request_serializer = IdRequest
 

@@ -142,7 +142,13 @@ def create_permission(
     permission = Permission(
         workspace=workspace, name=name, code=code, description=description, tags=tags, meta=meta
     )
-    save_unique(permission, conflict="name or code already exists", field="name", force_insert=True)
+    save_unique(
+        permission,
+        conflict="name or code already exists",
+        field="name",
+        check=lambda: check_unique(Permission.objects.in_workspace(workspace), name=name, code=code),
+        force_insert=True,
+    )
     audit.record(
         "permission.create",
         resource=("permission", permission.pk),
@@ -159,12 +165,16 @@ def update_permission(
 ) -> Permission:
     if "name" in changes and changes["name"] != permission.name:
         policy.require_grantable(actor, permission.workspace_id, [changes["name"]])
-    check_unique(
-        Permission.objects.in_workspace(permission.workspace),
-        exclude=permission.pk,
-        name=changes.get("name"),
-        code=changes.get("code"),
-    )
+
+    def check() -> None:
+        check_unique(
+            Permission.objects.in_workspace(permission.workspace),
+            exclude=permission.pk,
+            name=changes.get("name"),
+            code=changes.get("code"),
+        )
+
+    check()
     renamed = "name" in changes and changes["name"] != permission.name
     audit.record_update(
         "permission.update",
@@ -174,7 +184,9 @@ def update_permission(
         actor=actor,
     )
     fields = apply_changes(permission, changes, fields=PERMISSION_FIELDS)
-    save_unique(permission, conflict="name or code already exists", field="name", update_fields=fields)
+    save_unique(
+        permission, conflict="name or code already exists", field="name", check=check, update_fields=fields
+    )
     if renamed:
         forget_authorization(permission.workspace_id)
         events.emit(
@@ -363,7 +375,7 @@ def create_membership(
         meta=meta,
         accepted_at=timezone.now() if consented and status != Membership.Status.INVITED else None,
     )
-    save_unique(membership, conflict="membership already exists", field="account_id", force_insert=True)
+    save_unique(membership, conflict="membership already exists", field=None, force_insert=True)
     membership.roles.set(roles)
     audit.record(
         "membership.create",
@@ -440,7 +452,7 @@ def update_membership(
         actor=actor,
     )
     fields = apply_changes(membership, changes, fields=MEMBERSHIP_FIELDS)
-    save_unique(membership, conflict="membership already exists", field="account_id", update_fields=fields)
+    save_unique(membership, conflict="membership already exists", field=None, update_fields=fields)
     if roles is not None:
         membership.roles.set(roles)
     _membership_changed("membership.updated", membership)

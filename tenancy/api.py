@@ -55,6 +55,7 @@ class WorkspaceCreate(Endpoint):
 
 
 class WorkspaceDescribe(WorkspaceEndpoint):
+    read_only = True
     action = "describe"
     request_serializer = WorkspaceRef
 
@@ -118,6 +119,7 @@ class ProjectCreate(ProjectEndpoint):
 
 
 class ProjectDescribe(ProjectEndpoint):
+    read_only = True
     permission = "projects:describe"
     request_serializer = ProjectRef
 

@@ -91,7 +91,13 @@ def create_project(
         meta=meta,
         created_by=actor,
     )
-    save_unique(project, conflict="name or code already exists", field="name", force_insert=True)
+    save_unique(
+        project,
+        conflict="name or code already exists",
+        field="name",
+        check=lambda: check_unique(Project.objects.in_workspace(workspace), name=name, code=code),
+        force_insert=True,
+    )
     audit.record(
         "project.create",
         resource=("project", project.pk),
@@ -107,12 +113,16 @@ def update_project(project: Project, *, changes: dict[str, Any], actor: Account 
     changes = dict(changes)
     if "new_code" in changes:
         changes["code"] = changes.pop("new_code")
-    check_unique(
-        Project.objects.in_workspace(project.workspace),
-        exclude=project.pk,
-        name=changes.get("name"),
-        code=changes.get("code"),
-    )
+
+    def check() -> None:
+        check_unique(
+            Project.objects.in_workspace(project.workspace),
+            exclude=project.pk,
+            name=changes.get("name"),
+            code=changes.get("code"),
+        )
+
+    check()
     audit.record_update(
         "project.update",
         resource=("project", project.pk),
@@ -121,7 +131,9 @@ def update_project(project: Project, *, changes: dict[str, Any], actor: Account 
         actor=actor,
     )
     fields = apply_changes(project, changes, fields=PROJECT_FIELDS)
-    save_unique(project, conflict="name or code already exists", field="name", update_fields=fields)
+    save_unique(
+        project, conflict="name or code already exists", field="name", check=check, update_fields=fields
+    )
     return project
 
 

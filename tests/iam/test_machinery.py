@@ -166,7 +166,7 @@ def test_unexpected_error_is_a_json_500(db):
         ({"filter": {"fields": {"verified": "yes"}}}, "invalid value for filter field: verified"),
         ({"filter": {"fields": {"id": "123"}}}, "invalid value for filter field: id"),
         ({"filter": {"fields": {"created_at": "yesterday"}}}, "invalid value for filter field: created_at"),
-        ({"filter": {"fields": {"email": "a\x00b"}}}, "invalid value for filter field: email"),
+        ({"filter": {"fields": {"email": "a\x00b"}}}, "filter must be valid unicode without NUL characters"),
         ({"filter": {"tags": "a"}}, "filter.tags must be an array"),
         ({"filter": {"fields": []}}, "filter.fields must be an object"),
         ({"filter": []}, "invalid filter"),
@@ -224,3 +224,277 @@ def test_answers_are_json_whatever_the_accept_header(operator_api, accept):
     response = operator_api.call("/accounts/list", {}, headers={"Accept": accept})
     assert response["Content-Type"] == "application/json"
     assert ok(response)["metadata"]["total"] == 1
+
+
+# CONTRACT 1 and 12 against hostile bodies: whatever arrives, the answer is a 4xx with the flat body, never
+# a 5xx, on SQLite and on PostgreSQL (where NUL in a JSONField, or a number out of range, used to be 500s).
+
+MAX_DEPTH = 32
+UNICODE = "{field} must be valid unicode without NUL characters"
+LONE_SURROGATE = r'"\ud800"'  # raw JSON: the escape decodes to a lone surrogate
+NUL = r'"a\u0000b"'
+
+
+def nested(depth: int, kind: str = "[") -> str:
+    """A JSON value of `depth` nested containers."""
+    if kind == "[":
+        return "[" * depth + "]" * depth
+    return '{"a":' * (depth - 1) + "{}" + "}" * (depth - 1)
+
+
+def top_level_fields(path: str) -> list[str]:
+    serializer = ENDPOINTS[path].request_serializer
+    return sorted(serializer().fields) if serializer is not None else []
+
+
+def answered_4xx(response) -> dict:
+    """A 4xx with CONTRACT 1's flat body, or a 200 envelope; never anything else."""
+    body = response.json()
+    assert response.status_code < 500, (response.status_code, body)
+    if response.status_code == 200:
+        assert body["success"] is True, body
+        return body
+    assert 400 <= response.status_code < 500, body
+    assert body["success"] is False and body["status"] == response.status_code, body
+    assert set(body) <= {"success", "status", "message", "field"}, body
+    assert isinstance(body["message"], str) and body["message"], body
+    return body
+
+
+@pytest.fixture
+def hostile(operator, root, settings):
+    """Posts a raw body as an operator in the root workspace (so the body handling is what answers), with
+    a fresh session after `/auth/revoke`, which ends the operator's sessions when the body is fine. The
+    OAuth provider is configured, else initiate answers its 503 before reading the body."""
+    settings.IAM_IDP_A_CLIENT_ID = "client"
+    settings.IAM_IDP_A_CLIENT_SECRET = "secret"
+    for name in ("AUTHORIZE", "TOKEN", "USERINFO"):
+        setattr(settings, f"IAM_IDP_A_{name}_URL", f"https://idp.example/{name.lower()}")
+    settings.IAM_OAUTH_REDIRECT_ALLOWLIST = ["https://app.example"]
+
+    clients = [client_for(operator, root)]
+
+    def post(path: str, raw: str):
+        response = clients[0].call(path, raw=raw)
+        if path == "/auth/revoke":
+            operator.refresh_from_db(fields=["session_version"])
+            clients[0] = client_for(operator, root)
+        return response
+
+    return post
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_deep_nesting_is_400_without_recursion(hostile, path):
+    # 32 levels pass the parser (the endpoint then answers as it will); 33 and more are refused.
+    answered_4xx(hostile(path, '{"x":' + nested(MAX_DEPTH - 1) + "}"))
+    answered_4xx(hostile(path, '{"x":' + nested(MAX_DEPTH - 1, "{") + "}"))
+    for body in (
+        '{"x":' + nested(MAX_DEPTH) + "}",
+        nested(MAX_DEPTH + 1, "{"),
+        nested(100_000),
+        nested(100_000, "{"),
+        "[" * 100_000,  # unterminated as well
+        '{"a":[' + '{"b":[' * 20_000 + "]}" * 20_000 + "]}",
+    ):
+        err(hostile(path, body), 400, "Invalid JSON structure.")
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_lone_surrogates_and_nul_are_400_naming_the_top_level_field(hostile, path):
+    for field in [*top_level_fields(path), "unknown_field"]:
+        for value in (
+            LONE_SURROGATE,
+            NUL,
+            r'"\udfff tail"',
+            r'"\ud800\ud800"',
+            f"[{NUL}]",
+            f'{{"schema_version": "1", "nested": {{"deeper": [{LONE_SURROGATE}]}}}}',
+            f'{{"schema_version": "1", {NUL}: 1}}',
+            f'{{"fields": {{"email": {NUL}, "name": {LONE_SURROGATE}}}}}',
+            '"' + "\x00" + '"',  # a raw NUL inside a string is not JSON at all
+        ):
+            response = hostile(path, f'{{"{field}": {value}}}')
+            if value == '"\x00"':
+                err(response, 400, "Malformed JSON syntax.")
+                continue
+            body = err(response, 400, UNICODE.format(field=field))
+            assert body["field"] == field, body
+    body = err(hostile(path, '{"a\\u0000": 1}'), 400, UNICODE.format(field="a\\u0000"))
+    assert body["field"] == "a\\u0000"
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_numbers_out_of_range_are_400(hostile, path):
+    for field in [*top_level_fields(path), "unknown_field"]:
+        for value in (
+            "1e999999",
+            "-1e400",
+            "1" * 100_000,
+            "-" + "9" * 4301,
+            f'{{"schema_version": "1", "n": {"1" * 100_000}}}',
+            '{"schema_version": "1", "n": [1e999]}',
+        ):
+            err(hostile(path, f'{{"{field}": {value}}}'), 400, "Invalid JSON structure.")
+        for literal in ("NaN", "Infinity", "-Infinity"):  # Python's extensions, not JSON
+            err(hostile(path, f'{{"{field}": {literal}}}'), 400, "Malformed JSON syntax.")
+        # in range: the endpoint judges the value itself
+        answered_4xx(hostile(path, f'{{"{field}": {"9" * 4300}}}'))
+        answered_4xx(hostile(path, f'{{"{field}": 1e308}}'))
+
+
+WRONG_TYPES = [
+    "null",
+    "true",
+    "-1",
+    "1.5",
+    '""',
+    "[]",
+    "{}",
+    '["x", 1, null]',
+    '{"schema_version": 1, "x": {"y": [1, {"z": null}]}}',
+    '"00000000-0000-0000-0000-000000000000"',
+    '"\\ud83d\\ude00"',  # a valid surrogate pair: an emoji, not a lone surrogate
+    str(2**63),
+]
+EVERY_TYPE = [
+    *WRONG_TYPES,
+    "0",
+    '"x"',
+    '"!created_at"',
+    '["00000000-0000-0000-0000-000000000000"]',
+    str(-(2**63) - 1),
+]
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_wrong_types_and_big_strings_are_answered_without_5xx(hostile, path):
+    fields = top_level_fields(path)
+    for field in [*fields, "unknown_field"]:
+        for value in WRONG_TYPES:
+            answered_4xx(hostile(path, f'{{"{field}": {value}}}'))
+        # just under the 1 MiB limit (CONTRACT 1: 413 is for bodies over it)
+        answered_4xx(hostile(path, json.dumps({field: "é" * (500 * 1024)}, ensure_ascii=False)))
+    if fields:
+        answered_4xx(hostile(path, json.dumps(dict.fromkeys(fields, "x" * (1000 * 1024 // len(fields))))))
+        # every field at once, of every type
+        for value in EVERY_TYPE:
+            answered_4xx(hostile(path, "{" + ",".join(f'"{field}": {value}' for field in fields) + "}"))
+    for value in WRONG_TYPES:
+        answered_4xx(hostile(path, f'{{"filter": {{"fields": {{"id": {value}}}, "tags": {value}}}}}'))
+        answered_4xx(
+            hostile(path, f'{{"options": {{"order_bys": {value}, "limit": {value}, "offset": {value}}}}}')
+        )
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_duplicated_keys_keep_the_last_value(hostile, path):
+    for field in [*top_level_fields(path), "unknown_field"]:
+        answered_4xx(hostile(path, f'{{"{field}": {LONE_SURROGATE}, "{field}": "x"}}'))
+        # the last value is the one judged: a bad first value is gone, a bad last one is refused
+        body = err(hostile(path, f'{{"{field}": "x", "{field}": {NUL}}}'), 400, UNICODE.format(field=field))
+        assert body["field"] == field
+
+
+def test_duplicated_keys_last_wins(api):
+    raw = '{"email": "first@example.com", "password": "a-long-passphrase", "email": "last@example.com"}'
+    assert ok(api.call("/auth/register", raw=raw))["account"]["email"] == "last@example.com"
+    raw = '{"options": {"limit": 1000, "limit": 1}}'
+    client = ApiClient(
+        ok(api.call("/auth/login", {"email": "last@example.com", "password": "a-long-passphrase"}))[
+            "access_token"
+        ]
+    )
+    assert ok(client.call("/workspace/list", raw=raw))["metadata"]["limit"] == 1
+
+
+def test_nul_and_surrogates_never_reach_the_database(operator_api, root):
+    admin = operator_api.in_workspace(root)
+    body = err(
+        admin.call(
+            "/projects/create",
+            raw='{"name": "p", "config": {"schema_version": "1"}, "tags": [], '
+            '"meta": {"schema_version": "1", "note": "a\\u0000b"}}',
+        ),
+        400,
+        UNICODE.format(field="meta"),
+    )
+    assert body["field"] == "meta"
+    err(
+        admin.call("/projects/create", raw='{"name": "\\udc80", "config": {}, "tags": [], "meta": {}}'),
+        400,
+        UNICODE.format(field="name"),
+    )
+    from tenancy.models import Project
+
+    assert not Project.objects.exists()
+
+
+def test_clients_validate_fast_path_refuses_lone_surrogates(api):
+    """The hot path reads the body without the serializer: the parser protects it all the same."""
+    base = {
+        "client_id": "00000000-0000-0000-0000-000000000000",
+        "client_secret": "s",
+        "token": "t",
+    }
+    for field in ("client_secret", "token", "permission", "client_id", "project_id"):
+        raw = json.dumps(base)[:-1] + f', "{field}": {LONE_SURROGATE}}}'
+        body = err(api.call("/clients/validate", raw=raw), 400, UNICODE.format(field=field))
+        assert body["field"] == field
+    assert ok(api.call("/clients/validate", base))["reason"] == "invalid_client"
+
+
+def test_a_deep_body_is_refused_fast(api):
+    import time
+
+    started = time.monotonic()
+    for body in (nested(500_000), "[" * (1024 * 1024 - 10), '"' + "[" * 1_000_000 + '"'):
+        response = api.call("/auth/login", raw=body)
+        assert response.status_code == 400
+    assert time.monotonic() - started < 5
+
+
+# options.order_bys (CONTRACT 12): at most 8 entries
+
+
+@pytest.mark.parametrize("path", LISTS)
+def test_order_bys_has_at_most_eight_items(any_api, path):
+    client = any_api(path)
+    data = ok(client.call(path, {"options": {"order_bys": ["created_at", "!updated_at"] * 4}}))
+    assert len(data["metadata"]["order_bys"]) == 8
+    for count in (9, 90_000):
+        body = err(
+            client.call(path, {"options": {"order_bys": ["x"] * count}}),
+            400,
+            "order_bys must have at most 8 items",
+        )
+        assert body["field"] == "options.order_bys"
+
+
+# Times that parse but have no value in UTC, or no such day: 400, never a 500 (OverflowError, ValueError)
+
+IMPOSSIBLE_TIMES = [
+    "0001-01-01T00:00:00+01:00",
+    "9999-12-31T23:59:59-01:00",
+    "2024-02-30T00:00:00Z",
+    "2024-01-01T24:00:00Z",
+    "2024-01-01T00:00:00+25:00",
+]
+
+
+def test_list_filters_on_impossible_times_are_400(operator_api):
+    """accounts/list has the time filters (SPEC 4); every list parses them in `_parse_filter_value`."""
+    for name in ("created_at", "updated_at"):
+        for value in IMPOSSIBLE_TIMES:
+            response = operator_api.call("/accounts/list", {"filter": {"fields": {name: value}}})
+            assert err(response, 400, f"invalid value for filter field: {name}")["field"] == name
+
+
+def test_credential_last_used_at_on_impossible_times_is_400(operator, root):
+    from tests.factories import CredentialFactory
+
+    credential = CredentialFactory(workspace=root)
+    admin = client_for(operator, root)
+    for value in IMPOSSIBLE_TIMES:
+        body = {"id": str(credential.pk), "account_id": str(credential.account_id), "last_used_at": value}
+        assert err(admin.call("/credentials/update", body), 400)["field"] == "last_used_at"
