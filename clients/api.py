@@ -157,6 +157,7 @@ class ClientEvents(Endpoint):
     `invalid client`. A cursor older than IAM_EVENT_RETENTION_DAYS is 410 `cursor expired`."""
 
     public = True
+    read_only = True  # plain reads, each statement its own snapshot (see clients/catchup.py)
     error_statuses = (401, 410)
     request_serializer = EventsRequest
     response_serializer = EventsPage

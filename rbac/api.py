@@ -282,6 +282,7 @@ class PermissionCheck(Endpoint):
     account in the `X-Workspace` workspace, with every grant path behind it (`rbac.policy.explain`)."""
 
     permission = "permissions:check"
+    read_only = True
     workspace_scoped = True
     request_serializer = PermissionCheckRequest
     response_serializer = PermissionCheckResult

@@ -460,7 +460,8 @@ def test_a_deep_body_is_refused_fast(api):
 @pytest.mark.parametrize("path", LISTS)
 def test_order_bys_has_at_most_eight_items(any_api, path):
     client = any_api(path)
-    data = ok(client.call(path, {"options": {"order_bys": ["created_at", "!updated_at"] * 4}}))
+    field = ENDPOINTS[path].order_fields[0]  # created_at, or occurred_at for the audit log
+    data = ok(client.call(path, {"options": {"order_bys": [field, f"!{field}"] * 4}}))
     assert len(data["metadata"]["order_bys"]) == 8
     for count in (9, 90_000):
         body = err(
