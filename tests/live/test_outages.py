@@ -22,6 +22,17 @@ def pushed(receiver, kind: str, resource_id: str) -> list[dict]:
     ]
 
 
+def alive_and(predicate, *processes):
+    """`predicate`, failing at once with the process's log when one of `processes` died."""
+
+    def check():
+        for process in processes:
+            assert process.alive(), f"{process.name} died:\n{process.tail()}"
+        return predicate()
+
+    return check
+
+
 def test_owed_mail_and_pushes_arrive_after_each_of_two_redis_outages(live, receiver):
     _, _, token = live.bootstrap_operator()
     workspace = create_workspace(live, token)["id"]
@@ -46,15 +57,17 @@ def test_owed_mail_and_pushes_arrive_after_each_of_two_redis_outages(live, recei
             return RECOVERY - (time.monotonic() - recovered)  # noqa: B023
 
         what = f"after outage {outage}"
-        live.wait_for(lambda: confirmations(live, newcomer["email"]), left(), what=f"the e-mail owed {what}")  # noqa: B023
+        live.wait_for(
+            alive_and(lambda: confirmations(live, newcomer["email"]), worker, beat),  # noqa: B023
+            left(),
+            what=f"the e-mail owed {what}",
+        )
         for owed in (membership, in_flight):
             live.wait_for(
-                lambda: pushed(receiver, "membership.created", owed["id"]),  # noqa: B023
+                alive_and(lambda: pushed(receiver, "membership.created", owed["id"]), worker, beat),  # noqa: B023
                 left(),
                 what=f"the push owed {what}",
             )
-        assert worker.alive(), f"the worker died in outage {outage}:\n{worker.tail()}"
-        assert beat.alive(), f"beat died in outage {outage}:\n{beat.tail()}"
     assert (live.worker, live.beat) == (worker, beat), "nothing was restarted"
 
 
