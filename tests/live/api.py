@@ -44,12 +44,14 @@ def create_role(live, token: str, workspace: str, permission_ids: list[str] = ()
     return ok(live.post("/roles/create", body, token=token, workspace=workspace))
 
 
-def add_member(live, token: str, workspace: str, account_id: str, role_ids: list[str] = ()) -> dict:
-    """As an operator: the membership is `active` at once (CONTRACT 15)."""
+def add_member(
+    live, token: str, workspace: str, account_id: str, role_ids: list[str] = (), status: str = "active"
+) -> dict:
+    """As an operator: the membership is `active` at once (CONTRACT 15), or `invited` when asked."""
     body = {
         "account_id": account_id,
         "scope": "workspace",
-        "status": "active",
+        "status": status,
         "role_ids": list(role_ids),
         "tags": [],
         "meta": META,

@@ -125,6 +125,7 @@ def valid_call(world: World, path: str) -> dict:
         "/clients/describe": lambda: {"id": world.client["id"]},
         "/clients/delete": lambda: {"id": create_client(live, world.token, ws)["id"]},
         "/clients/regenerate-secret": lambda: {"id": world.client["id"]},
+        "/clients/events": lambda: _events_body(create_client(live, world.token, ws)),
         "/clients/update": lambda: {"id": world.client["id"], "description": "updated"},
         "/clients/validate": lambda: {
             "client_id": world.client["id"],
@@ -155,6 +156,7 @@ def valid_call(world: World, path: str) -> dict:
             "id": world.create("/permissions/create", name=f"{unique('d')}:x")["id"]
         },
         "/permissions/describe": lambda: {"id": world.permission["id"]},
+        "/permissions/check": lambda: {"account_id": account["id"], "permission": world.permission["name"]},
         "/permissions/update": lambda: {"id": world.permission["id"], "description": "updated"},
         "/projects/create": lambda: {"name": unique("p"), "config": META, "tags": [], "meta": META},
         "/projects/delete": lambda: {
@@ -177,8 +179,13 @@ def valid_call(world: World, path: str) -> dict:
         "/workspace/describe": lambda: {"id": ws},
         "/workspace/update": lambda: {"id": ws, "description": "updated"},
     }
+    invitations = ("/memberships/accept", "/memberships/decline")
     if path in ("/auth/revoke", "/auth/refresh"):
         call["token"] = throwaway["access_token"]  # not the operator's: revoke ends that account's sessions
+    elif path in invitations:
+        # The invited account's own act (CONTRACT 15): its Bearer token and the id of its invitation.
+        invited = add_member(live, world.token, ws, throwaway["account"]["id"], status="invited")
+        call["token"], call["body"] = throwaway["access_token"], {"id": invited["id"]}
     elif path in bodies:
         call["body"] = bodies[path]()
         if action == "create" or path == "/auth/register":
@@ -186,6 +193,10 @@ def valid_call(world: World, path: str) -> dict:
     elif action != "list":
         raise AssertionError(f"no valid body for {path} ({family}): add one here")
     return call
+
+
+def _events_body(client: dict) -> dict:
+    return {"client_id": client["id"], "client_secret": client["secret"], "after": None, "limit": 10}
 
 
 def _reset_token(world: World, address: str) -> str:
