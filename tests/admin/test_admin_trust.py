@@ -26,3 +26,31 @@ def test_revoking_a_credential_in_the_admin_ends_the_accounts_sessions(admin_web
     err(ApiClient(session["access_token"]).call("/accounts/describe", {"id": str(victim.pk)}), 401, AUTH)
     err(login(victim.email), 401, "invalid credentials")
     assert OutboxMessage.objects.filter(topic="push.event", payload__type="session.revoked").exists()
+
+
+def test_the_admin_sign_in_counts_failed_logins_with_the_api(db, operator):
+    """CONTRACT 13's limit (5 failures per e-mail in 15 minutes) holds for the admin's form too, and the
+    failures add up with the API's: the admin is no side door for guessing an operator's password."""
+    from django.test import Client
+
+    web = Client()
+    for _ in range(3):
+        ApiClient().call("/auth/login", {"email": operator.email, "password": "wrong-guess"})
+    for _ in range(2):
+        web.post("/admin/login/", {"username": operator.email, "password": "wrong-guess"})
+    response = web.post("/admin/login/?next=/admin/", {"username": operator.email, "password": PASSWORD})
+    assert response.status_code == 200 and "_auth_user_id" not in web.session  # refused: throttled
+    err(login(operator.email), 429, "too many failed login attempts")
+
+
+def test_a_successful_admin_sign_in_resets_the_count(db, operator):
+    from django.test import Client
+
+    CredentialFactory(account=operator)
+    web = Client()
+    for _ in range(4):
+        web.post("/admin/login/", {"username": operator.email, "password": "wrong-guess"})
+    response = web.post("/admin/login/?next=/admin/", {"username": operator.email, "password": PASSWORD})
+    assert response.status_code == 302
+    web.post("/admin/login/", {"username": operator.email, "password": "wrong-guess"})
+    ok(login(operator.email))
