@@ -10,6 +10,7 @@ no round trip). Redis queues the report as it makes the change, so a read that c
 heard back finds the report waiting; a change made by this process is dropped here at once. When that
 connection is lost, or before it is up, every read goes to Redis as without this layer."""
 
+import contextlib
 import os
 import select
 import socket
@@ -88,10 +89,8 @@ class Invalidations:
 
     def _lose(self) -> None:
         if self.sock is not None:
-            try:
+            with contextlib.suppress(OSError):
                 self.sock.close()
-            except OSError:
-                pass
         self.sock, self.buffer = None, b""
         self.retry_at = time.monotonic() + self.RETRY_SECONDS
         self.changes += 1
