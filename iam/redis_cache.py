@@ -5,14 +5,13 @@ the clients are thread-safe, so one per pool serves every thread of the process.
 With `LOCAL_PREFIXES` in the cache's OPTIONS, entries under those key names are also kept in process
 memory, as the bytes Redis holds (each read unpickles its own copy), and Redis reports every change to
 them to every process: client-side caching with tracking in broadcast mode (redis.io/docs "client-side
-caching"), on a connection of the process's own that each read drains first (a non-blocking `select`,
+caching"), on a connection of the process's own that each read drains first (a non-blocking `recv`,
 no round trip). Redis queues the report as it makes the change, so a read that comes after the writer
 heard back finds the report waiting; a change made by this process is dropped here at once. When that
 connection is lost, or before it is up, every read goes to Redis as without this layer."""
 
 import contextlib
 import os
-import select
 import socket
 import threading
 import time
@@ -46,8 +45,11 @@ class Invalidations:
         if self.sock is None and not self._connect():
             return False
         try:
-            while select.select([self.sock], [], [], 0)[0]:
-                data = self.sock.recv(65536)
+            while True:
+                try:
+                    data = self.sock.recv(65536, socket.MSG_DONTWAIT)
+                except BlockingIOError:
+                    break  # nothing reported since the last read
                 if not data:
                     raise ConnectionError("closed by the server")
                 self.buffer += data
