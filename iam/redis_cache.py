@@ -83,7 +83,7 @@ class Invalidations:
             prefixes = [part for prefix in self.prefixes for part in ("PREFIX", prefix)]
             self._call("CLIENT", "TRACKING", "on", "REDIRECT", str(client_id), "BCAST", *prefixes)
             self._call("SUBSCRIBE", "__redis__:invalidate")
-            sock.settimeout(0.5)
+            sock.setblocking(False)  # from here on, reads only take what has arrived
         except (OSError, ValueError):
             self._lose()
             return False
