@@ -238,11 +238,27 @@ def main() -> None:
             except subprocess.TimeoutExpired:
                 process.kill()
         shutil.rmtree(workdir, ignore_errors=True)
+        if os.environ.get("REDIS_URL"):
+            _clean_redis(env["IAM_CACHE_PREFIX"])
         if os.environ.get("BENCH_KEEP") != "1":
             from django.db import connections
 
             connections.close_all()
             admin_sql(url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def _clean_redis(prefix: str) -> None:
+    """Drops the bench's queue (a burst it stopped waiting for) and its cache entries."""
+    import redis
+    from django.conf import settings
+
+    try:
+        client = redis.Redis.from_url(os.environ["REDIS_URL"])
+        client.delete(settings.CELERY_TASK_DEFAULT_QUEUE)
+        for key in client.scan_iter(match=f"{prefix}:*", count=1000):
+            client.delete(key)
+    except Exception as exc:  # report, do not hide the table
+        print(f"could not clean the bench's Redis keys: {exc}")
 
 
 def _bench(env: dict, workdir: Path, processes: list) -> None:
