@@ -10,6 +10,7 @@ from django.test import override_settings
 
 from authn import tokens
 from clients import validation
+from clients.api import ClientValidate
 from rbac.models import Membership
 from tenancy.state import forget_authorization
 from tests.conftest import ApiClient, client_for, err, ok
@@ -267,3 +268,19 @@ def test_a_verified_token_is_verified_afresh_after_a_while(client, user, monkeyp
 def test_other_methods_than_post_are_refused(api):
     err(api.call("/clients/validate", method="GET"), 405, "method not allowed")
     err(api.call("/clients/validate", method="PUT"), 405, "method not allowed")
+
+
+def test_a_field_the_fast_path_does_not_know_goes_through_the_serializer(client, user, monkeypatch):
+    account, _ = user
+    token = tokens_of(account)
+    expected = validate(client, token, permission="projects:update")
+    calls = []
+    original = ClientValidate.read_body
+
+    def spy(self, request):
+        calls.append(request)
+        return original(self, request)
+
+    monkeypatch.setattr(ClientValidate, "read_body", spy)
+    assert validate(client, token, permission="projects:update") == expected and calls == []
+    assert validate(client, token, permission="projects:update", unknown=1) == expected and len(calls) == 1
