@@ -56,7 +56,7 @@ beat: install
 	$(BIN)/celery -A iam beat --loglevel=INFO
 
 bench: install
-	$(BIN)/python bench/validate.py
+	$(BIN)/python bench/run.py
 
 clean:
 	rm -rf $(VENV) staticfiles db.sqlite3

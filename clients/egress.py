@@ -126,26 +126,68 @@ class _Watchdog:
                 sock.shutdown(socket.SHUT_RDWR)
 
 
+class _Idle(threading.local):
+    """Connections kept open after a complete answer, per thread, keyed by the vetted address they were
+    opened to: a connection is reused only for a delivery whose own check pins that same address."""
+
+    LIMIT = 64
+
+    def __init__(self):
+        self.connections: dict[tuple, http.client.HTTPConnection] = {}
+
+    def take(self, key: tuple) -> http.client.HTTPConnection | None:
+        return self.connections.pop(key, None)
+
+    def keep(self, key: tuple, connection: http.client.HTTPConnection) -> None:
+        if len(self.connections) >= self.LIMIT:
+            oldest = next(iter(self.connections))
+            self.connections.pop(oldest).close()
+        self.connections[key] = connection
+
+
+_idle = _Idle()
+_STALE = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError)
+
+
 def post(url: str, body: bytes, headers: dict[str, str], *, timeout: float) -> int:
     """POSTs once, follows no redirect, returns the status. Raises EndpointRefused, or OSError /
     http.client.HTTPException for a failure worth retrying. `timeout` bounds the whole attempt, not
-    each socket operation, so a receiver that drips bytes cannot hold the worker."""
+    each socket operation, so a receiver that drips bytes cannot hold the worker. Every call checks the
+    endpoint again (DNS and the address rules); the connection is kept alive for the next delivery to
+    the same checked address, and one that the receiver closed meanwhile is replaced once."""
     scheme, host, port, path, address = vet(url)
+    key = (scheme, host, port, address)
+    connection = _idle.take(key)
+    if connection is not None:
+        try:
+            return _send(key, connection, path, body, headers, timeout)
+        except _STALE:
+            pass  # closed by the receiver while idle: the request did not get through, send it anew
     connection_class = _PinnedHTTPSConnection if scheme == "https" else _PinnedHTTPConnection
-    connection = connection_class(host, port, address, timeout)
+    return _send(key, connection_class(host, port, address, timeout), path, body, headers, timeout)
+
+
+def _send(
+    key: tuple, connection: http.client.HTTPConnection, path: str, body: bytes, headers, timeout
+) -> int:
     watchdog = _Watchdog(connection, timeout)
     watchdog.timer.start()
+    keep = False
     try:
         connection.request("POST", path, body=body, headers={"Content-Type": "application/json", **headers})
         response = connection.getresponse()
         response.read(64 * 1024)
+        keep = not response.will_close and response.isclosed()  # answered in full, and kept open
     except (OSError, http.client.HTTPException):
         if watchdog.fired:
             raise TimeoutError(f"timed out after {timeout}s") from None
         raise
     finally:
         watchdog.timer.cancel()
-        connection.close()
+        if watchdog.fired or not keep:
+            connection.close()
     if watchdog.fired:
+        connection.close()
         raise TimeoutError(f"timed out after {timeout}s")
+    _idle.keep(key, connection)
     return response.status

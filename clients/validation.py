@@ -4,6 +4,7 @@ purged around the commit of any change to it, so a revoke, a rotation or a remov
 `authorized: false` at once, and with the cache down the database answers."""
 
 import datetime as dt
+import time
 from uuid import UUID
 
 from accounts.state import account_key
@@ -14,6 +15,32 @@ from iam import cache, crypto
 from rbac import policy
 
 from .state import client_key, find_client, workspace_of
+
+
+class VerifiedTokens(dict):
+    """token -> its claims, in process memory, for tokens whose signature and claims checked out lately:
+    a calling service presents the same token on every request it serves, and verifying it again is a
+    fifth of this endpoint's time. Only expiry moves with the clock, so it is checked on every use; an
+    entry is verified afresh after VERIFY_AGAIN_SECONDS (a signing key that was taken out of service).
+    Revocation is not decided here: the session version is checked against the account on every call."""
+
+    LIMIT = 10_000
+    VERIFY_AGAIN_SECONDS = 60
+
+    def claims(self, token: str) -> dict:
+        now = time.time()
+        entry = self.get(token)
+        if entry is None or entry[1] < now:
+            claims = tokens.decode(token, types={tokens.ACCESS})
+            if len(self) >= self.LIMIT:
+                self.clear()
+            entry = self[token] = (claims, now + self.VERIFY_AGAIN_SECONDS)
+        if entry[0]["exp"] <= now:  # PyJWT's rule: expired from `exp` on
+            raise TokenError("token_expired")
+        return entry[0]
+
+
+verified_tokens = VerifiedTokens()
 
 
 def _answer(
@@ -62,7 +89,7 @@ def validate(
 ) -> dict:
     denied = False if permission is not None else None
     try:
-        claims, token_error = tokens.decode(token, types={tokens.ACCESS}), None
+        claims, token_error = verified_tokens.claims(token), None
     except TokenError as exc:
         claims, token_error = None, exc
     # One cache round trip for the client, the account and the grants. A client never changes workspace,

@@ -9,6 +9,7 @@ import logging
 import os
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as futures_wait
@@ -61,6 +62,21 @@ def enqueue(
     else:
         transaction.on_commit(lambda: publish(message.pk))
     return message
+
+
+def enqueue_many(
+    topic: str, payloads: list[dict], *, ids: list[uuid.UUID], within: timedelta = timedelta(hours=24)
+) -> list[OutboxMessage]:
+    """`enqueue` for several messages of one topic in one INSERT (a fan-out); `ids` are the messages'
+    ids, chosen by the caller so that the rows pointing at them can be written first."""
+    now = timezone.now()
+    messages = OutboxMessage.objects.bulk_create(
+        OutboxMessage(id=message_id, topic=topic, payload=payload, next_attempt_at=now, deadline=now + within)
+        for message_id, payload in zip(ids, payloads, strict=True)
+    )
+    for message in messages:
+        transaction.on_commit(lambda message_id=message.pk: publish(message_id))
+    return messages
 
 
 def publish(message_id, *, countdown: float | None = None) -> None:

@@ -113,7 +113,17 @@ if REDIS_URL:
             "LOCATION": REDIS_URL,
             "KEY_PREFIX": env("IAM_CACHE_PREFIX", "iam"),
             # A cache outage must cost milliseconds, not seconds: callers fall back to the database.
-            "OPTIONS": {"socket_connect_timeout": 0.2, "socket_timeout": 0.5},
+            "OPTIONS": {
+                "socket_connect_timeout": 0.2,
+                "socket_timeout": 0.5,
+                # What `clients/validate` and Bearer checks read is also kept in process memory, dropped
+                # as Redis reports each change (iam/redis_cache.py): a warm check makes no round trip.
+                "LOCAL_PREFIXES": (
+                    ["client:", "account:", "grants:", "authz-generation:"]
+                    if env("IAM_CACHE_LOCAL", True, bool)
+                    else []
+                ),
+            },
         }
     }
 else:

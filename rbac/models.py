@@ -82,8 +82,14 @@ class Membership(Resource):
                 name="membership_scope_project",
             ),
         ]
+        # Every list is within one workspace: its filters with the default order read from an index
+        # (issue 14: one workspace with 1M members).
         indexes = [
             models.Index(fields=["workspace", "created_at", "id"], name="membership_created"),
+            models.Index(fields=["workspace", "updated_at", "id"], name="membership_updated"),
+            models.Index(fields=["workspace", "status", "created_at", "id"], name="membership_status"),
+            models.Index(fields=["workspace", "scope", "created_at", "id"], name="membership_scope"),
+            models.Index(fields=["workspace", "project", "created_at", "id"], name="membership_project"),
             models.Index(fields=["account", "workspace", "status"], name="membership_account"),
         ]
 

@@ -250,3 +250,21 @@ def test_ten_thousand_accounts_page_without_repeats_or_gaps(operator_api, operat
     first_page = ok(operator_api.call("/accounts/list", {**body, "options": {"limit": 500, "offset": 0}}))
     assert {str(pk) for pk in everything} == set(seen) | {a["id"] for a in first_page["accounts"]}
     assert connection.vendor in ("sqlite", "postgresql")
+
+
+@pytest.mark.parametrize("order", ["!created_at", "name", "!email"])
+def test_a_deep_page_reads_its_ids_first_and_matches_the_shallow_page(
+    operator_api, monkeypatch, django_assert_max_num_queries, order
+):
+    AccountFactory.create_batch(30)
+    body = {
+        "filter": {"fields": {"enabled": True}},
+        "options": {"offset": 10, "limit": 7, "order_bys": order},
+    }
+    shallow = ok(operator_api.call("/accounts/list", body))
+    monkeypatch.setattr("iam.api.DEEP_OFFSET", 5)
+    with django_assert_max_num_queries(3) as captured:
+        deep = ok(operator_api.call("/accounts/list", body))
+    assert deep == shallow and deep["metadata"]["count"] == 7
+    page = captured.captured_queries[-1]["sql"]
+    assert "IN (SELECT" in page and "OFFSET 10" in page  # the offset is taken over ids only

@@ -15,8 +15,9 @@ from django.db import transaction
 from django.test import override_settings
 from django.utils import timezone
 
+from clients import egress
 from clients.models import Delivery, DeliveryAttempt
-from clients.push import retry_delivery
+from clients.push import fan_out, retry_delivery
 from iam import events, outbox
 from iam.models import OutboxMessage
 from iam.tasks import process_outbox_message
@@ -28,19 +29,25 @@ class Receiver:
     """A webhook receiver on 127.0.0.1 that answers `fail_first` requests with 500 (or `failure_status`),
     then 204; it keeps every request and the ids it accepted."""
 
-    def __init__(self):
+    def __init__(self, *, keep_alive: bool = False):
         self.requests: list[tuple[dict, bytes]] = []
         self.accepted: list[str] = []
+        self.peers: list[tuple] = []  # the connection each request came on
         self.fail_first = 0
         self.failure_status = 500
         self.delay = 0.0
         self.drip = False
+        self.hang_up = False  # closes each connection after its answer without saying so
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1" if keep_alive else "HTTP/1.0"
+
             def do_POST(self):
                 body = self.rfile.read(int(self.headers["Content-Length"]))
                 receiver.requests.append(({k.lower(): v for k, v in self.headers.items()}, body))
+                receiver.peers.append(self.client_address)
+                self.close_connection = receiver.hang_up
                 if receiver.delay:
                     time.sleep(receiver.delay)
                 if receiver.drip:  # each write comes well within the socket timeout, the whole does not
@@ -79,6 +86,14 @@ def receiver():
     server = Receiver()
     yield server
     server.close()
+
+
+@pytest.fixture(autouse=True)
+def _no_idle_connections():
+    yield
+    for connection in egress._idle.connections.values():
+        connection.close()
+    egress._idle.connections.clear()
 
 
 @pytest.fixture
@@ -378,3 +393,95 @@ def test_attempts_survive_the_retry_in_committed_transactions(receiver, member_o
     assert [attempt.status_code for attempt in delivery.attempt_rows.all()] == [500, 204]
     assert receiver.accepted == [str(delivery.event_id)]
     assert verify(client["secret"], *receiver.requests[-1])
+
+
+# Throughput (issue 14): kept-alive connections and a one-statement fan-out, with CONTRACT 8 whole.
+
+
+@pytest.fixture
+def keep_alive_receiver():
+    server = Receiver(keep_alive=True)
+    yield server
+    server.close()
+
+
+def make_client(admin, url: str, name: str = "svc") -> dict:
+    return ok(
+        admin.call(
+            "/clients/create", {"name": name, "endpoint": url, "tags": [], "meta": {"schema_version": "1"}}
+        )
+    )
+
+
+def test_deliveries_to_one_endpoint_share_a_kept_alive_connection(
+    admin, workspace, keep_alive_receiver, django_capture_on_commit_callbacks
+):
+    client = make_client(admin, keep_alive_receiver.url)
+    for _ in range(3):
+        emit_membership_created(workspace, django_capture_on_commit_callbacks)
+    assert len(keep_alive_receiver.requests) == 3 and len(set(keep_alive_receiver.peers)) == 1
+    assert all(verify(client["secret"], *request) for request in keep_alive_receiver.requests)
+    assert Delivery.objects.filter(status="delivered", attempts=1).count() == 3
+    assert DeliveryAttempt.objects.filter(status_code=204).count() == 3
+
+
+def test_failures_on_a_kept_alive_connection_are_recorded_and_retried(
+    admin, workspace, keep_alive_receiver, django_capture_on_commit_callbacks
+):
+    make_client(admin, keep_alive_receiver.url)
+    keep_alive_receiver.fail_first = 2
+    emit_membership_created(workspace, django_capture_on_commit_callbacks)
+    delivery = Delivery.objects.get()
+    assert run_due_retry(delivery, django_capture_on_commit_callbacks) == "retry"
+    assert run_due_retry(delivery, django_capture_on_commit_callbacks) == "done"
+    assert len(set(keep_alive_receiver.peers)) == 1
+    delivery.refresh_from_db()
+    assert (delivery.status, delivery.attempts) == ("delivered", 3)
+    assert [attempt.status_code for attempt in delivery.attempt_rows.all()] == [500, 500, 204]
+
+
+def test_a_connection_the_receiver_dropped_is_replaced_without_losing_the_event(
+    admin, workspace, keep_alive_receiver, django_capture_on_commit_callbacks
+):
+    make_client(admin, keep_alive_receiver.url)
+    keep_alive_receiver.hang_up = True
+    emit_membership_created(workspace, django_capture_on_commit_callbacks)
+    emit_membership_created(workspace, django_capture_on_commit_callbacks)
+    assert len(keep_alive_receiver.accepted) == 2 and len(set(keep_alive_receiver.peers)) == 2
+    assert Delivery.objects.filter(status="delivered", attempts=1).count() == 2
+    assert [attempt.status_code for attempt in DeliveryAttempt.objects.all()] == [204, 204]
+
+
+def test_a_kept_connection_does_not_skip_the_address_check_at_delivery(
+    admin, workspace, keep_alive_receiver, django_capture_on_commit_callbacks
+):
+    make_client(admin, keep_alive_receiver.url)
+    emit_membership_created(workspace, django_capture_on_commit_callbacks)
+    assert len(egress._idle.connections) == 1
+    with override_settings(IAM_WEBHOOK_ALLOW_PRIVATE=False):
+        emit_membership_created(workspace, django_capture_on_commit_callbacks)
+    assert len(keep_alive_receiver.requests) == 1
+    refused = Delivery.objects.get(status="failed")
+    assert refused.attempt_rows.get().error.startswith("endpoint not allowed")
+
+
+def test_fan_out_run_again_makes_no_second_delivery(
+    client, admin, workspace, receiver, django_capture_on_commit_callbacks
+):
+    make_client(admin, receiver.url, "second")
+    event = {
+        "id": "6f1c1d0e-8a53-4c5e-9d0a-0c2f6a1b7e11",
+        "type": "membership.created",
+        "workspace_id": str(workspace.pk),
+        "occurred_at": "2026-01-01T00:00:00Z",
+        "data": {"account_ids": [], "resource": {"type": "membership", "id": str(workspace.pk)}},
+    }
+    message = OutboxMessage(topic="push.event", payload=event)
+    with django_capture_on_commit_callbacks() as published:
+        fan_out(message)
+        fan_out(message)
+    deliveries = list(Delivery.objects.all())
+    assert len(deliveries) == 2 and len(published) == 2  # one per client, each with its outbox message
+    messages = OutboxMessage.objects.filter(topic="push.delivery")
+    assert {str(m.pk) for m in messages} == {str(d.message_id) for d in deliveries}
+    assert {m.payload["delivery_id"] for m in messages} == {d.pk for d in deliveries}

@@ -9,6 +9,8 @@ import pytest
 from django.test import override_settings
 
 from authn import tokens
+from clients import validation
+from clients.api import ClientValidate
 from rbac.models import Membership
 from tenancy.state import forget_authorization
 from tests.conftest import ApiClient, client_for, err, ok
@@ -231,3 +233,54 @@ def test_changes_are_seen_at_once_with_the_cache_down(client, user, admin, cache
 @override_settings(CACHES={"default": {"BACKEND": "django.core.cache.backends.dummy.DummyCache"}})
 def test_changes_are_seen_at_once_without_a_cache(client, user, admin):
     _revoke_rotate_remove(client, user, admin)
+
+
+def test_a_token_verified_once_is_not_verified_again_yet_still_expires(client, user, monkeypatch):
+    account, _ = user
+    token, _ = tokens.issue(
+        account.pk,
+        type=tokens.ACCESS,
+        session_version=account.session_version,
+        lifetime=dt.timedelta(seconds=30),
+    )
+    assert validate(client, token)["authorized"] is True
+
+    def never(*args, **kwargs):
+        raise AssertionError("verified again")
+
+    monkeypatch.setattr(tokens, "decode", never)
+    assert validate(client, token)["authorized"] is True  # from the process's verified tokens
+    exp = jwt.decode(token, options={"verify_signature": False})["exp"]
+    monkeypatch.setattr(validation.time, "time", lambda: exp)
+    assert validate(client, token)["reason"] == "token_expired"
+
+
+def test_a_verified_token_is_verified_afresh_after_a_while(client, user, monkeypatch):
+    account, _ = user
+    token = tokens_of(account)
+    assert validate(client, token)["authorized"] is True
+    later = validation.time.time() + validation.VerifiedTokens.VERIFY_AGAIN_SECONDS + 1
+    monkeypatch.setattr(validation.time, "time", lambda: later)
+    with override_settings(IAM_JWT_SIGNING_KEY="a-key-taken-out-of-service-" + "x" * 32):
+        assert validate(client, token)["reason"] == "invalid_token"
+
+
+def test_other_methods_than_post_are_refused(api):
+    err(api.call("/clients/validate", method="GET"), 405, "method not allowed")
+    err(api.call("/clients/validate", method="PUT"), 405, "method not allowed")
+
+
+def test_a_field_the_fast_path_does_not_know_goes_through_the_serializer(client, user, monkeypatch):
+    account, _ = user
+    token = tokens_of(account)
+    expected = validate(client, token, permission="projects:update")
+    calls = []
+    original = ClientValidate.read_body
+
+    def spy(self, request):
+        calls.append(request)
+        return original(self, request)
+
+    monkeypatch.setattr(ClientValidate, "read_body", spy)
+    assert validate(client, token, permission="projects:update") == expected and calls == []
+    assert validate(client, token, permission="projects:update", unknown=1) == expected and len(calls) == 1

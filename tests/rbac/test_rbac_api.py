@@ -318,6 +318,22 @@ def test_memberships_list_of_100_costs_at_most_5_queries(workspace, admin_api, d
     )
 
 
+def test_a_deep_page_of_memberships_matches_the_shallow_one_and_stays_in_the_workspace(
+    workspace, admin_api, monkeypatch, django_assert_max_num_queries
+):
+    for account in AccountFactory.create_batch(20):
+        MembershipFactory(workspace=workspace, account=account, status="invited")
+        MembershipFactory(account=account, status="invited")  # another workspace's, never listed
+    body = {"filter": {"fields": {"status": "invited"}}, "options": {"offset": 8, "limit": 5}}
+    shallow = ok(admin_api.call("/memberships/list", body))
+    monkeypatch.setattr("iam.api.DEEP_OFFSET", 1)
+    with django_assert_max_num_queries(5):
+        deep = ok(admin_api.call("/memberships/list", body))
+    assert deep == shallow
+    assert deep["metadata"]["total"] == 20 and deep["metadata"]["count"] == 5
+    assert {item["workspace_id"] for item in deep["memberships"]} == {str(workspace.pk)}
+
+
 def test_project_scope_member_manages_memberships_of_its_project_only(workspace):
     mine, other = ProjectFactory(workspace=workspace), ProjectFactory(workspace=workspace)
     role = RoleFactory(workspace=workspace, permissions=["memberships:*"])

@@ -1,0 +1,656 @@
+"""`make bench`: the one benchmark of the service (issue 14), printed as one table beside its goals.
+
+It makes a database of its own beside DATABASE_URL's (`<name>_bench`, PostgreSQL only), migrates it, seeds
+1M accounts and one workspace with 1M memberships (bench/seed.sql, generate_series), serves the project
+under gunicorn (2 workers, no access log) and measures, in the same run:
+
+- `clients/validate` against a bare Django view behind the same middleware (the floor), with wrk (or a
+  Python load generator when wrk is missing, said in the output);
+- password logins per second per core, and unknown e-mail against wrong password (enumeration timing);
+- the list cases (p50/p95 over sequential keep-alive requests), each with the `EXPLAIN ANALYZE` summary
+  of its queries;
+- push: a change acknowledged to its first delivery at a local receiver (one change every 0.3 s), and
+  deliveries per second for a burst of changes to 5 clients, with 2 Celery worker processes.
+
+The bench database is dropped at the end (BENCH_KEEP=1 keeps it). Knobs: BENCH_SECONDS (5), BENCH_ROUNDS
+(3: ping and validate alternate, the median counts), BENCH_CONNECTIONS (16), BENCH_BURST (2000),
+BENCH_LIST_REQUESTS (40), BENCH_ROWS (1000000),
+BENCH_PARTS (validate,login,lists,push). Needs REDIS_URL for the push figures (Celery's broker and the
+shared cache).
+"""
+
+import http.client
+import json
+import multiprocessing
+import os
+import re
+import secrets
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+ROOT = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+SECONDS = int(os.environ.get("BENCH_SECONDS", "5"))
+ROUNDS = int(os.environ.get("BENCH_ROUNDS", "3"))
+CONNECTIONS = int(os.environ.get("BENCH_CONNECTIONS", "16"))
+BURST = int(os.environ.get("BENCH_BURST", "2000"))
+SEED_ROWS = int(os.environ.get("BENCH_ROWS", "1000000"))
+PARTS = set(os.environ.get("BENCH_PARTS", "validate,login,lists,push").split(","))
+LIST_REQUESTS = int(os.environ.get("BENCH_LIST_REQUESTS", "40"))
+PUSH_CLIENTS = 5
+PASSWORD = "bench-password-" + secrets.token_urlsafe(8)
+
+LUA = """
+wrk.method = "POST"
+wrk.body = [[{body}]]
+wrk.headers["Content-Type"] = "application/json"
+"""
+
+rows: list[tuple[str, str, str]] = []  # (figure, measured, goal): the table
+notes: list[str] = []
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def bench_database_url() -> str:
+    url = os.environ.get("DATABASE_URL", "")
+    if not url.startswith(("postgres://", "postgresql://")):
+        raise SystemExit("make bench needs DATABASE_URL=postgres://... (it makes <name>_bench beside it)")
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(path=parts.path.rstrip("/") + "_bench"))
+
+
+def admin_sql(url: str, statement: str) -> None:
+    import psycopg
+
+    parts = urlsplit(url)
+    with psycopg.connect(urlunsplit(parts._replace(path="/postgres")), autocommit=True) as connection:
+        connection.execute(statement)
+
+
+def database_name(url: str) -> str:
+    return urlsplit(url).path.lstrip("/")
+
+
+# Load generators
+
+
+def run_wrk(url: str, body: str | None, workdir: Path, *, connections: int, seconds: int) -> dict:
+    command = ["wrk", "-t2", f"-c{connections}", f"-d{seconds}s", "--latency"]
+    if body is not None:
+        script = workdir / f"post-{uuid.uuid4().hex}.lua"
+        script.write_text(LUA.format(body=body))
+        command += ["-s", str(script)]
+    out = subprocess.run([*command, url], capture_output=True, text=True, check=True).stdout
+    non_2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    return {
+        "rps": float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1)),
+        "p50": _ms(re.search(r"50%\s+([\d.]+\w+)", out).group(1)),
+        "p99": _ms(re.search(r"99%\s+([\d.]+\w+)", out).group(1)),
+        "errors": int(non_2xx.group(1)) if non_2xx else 0,
+    }
+
+
+def _ms(value: str) -> float:
+    number, unit = re.match(r"([\d.]+)(\w+)", value).groups()
+    return float(number) * {"us": 0.001, "ms": 1, "s": 1000}[unit]
+
+
+def run_python(url: str, body: str | None, *, connections: int, seconds: int) -> dict:
+    """Fallback load generator: threads with keep-alive connections (slower than wrk: it takes CPU from
+    the server, so its ratios are lower bounds)."""
+    parts = urlsplit(url)
+    latencies: list[float] = []
+    errors = [0]
+    deadline = time.monotonic() + seconds
+
+    def worker() -> None:
+        connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=30)
+        while time.monotonic() < deadline:
+            started = time.perf_counter()
+            if body is None:
+                connection.request("GET", parts.path)
+            else:
+                connection.request("POST", parts.path, body, {"Content-Type": "application/json"})
+            response = connection.getresponse()
+            response.read()
+            latencies.append((time.perf_counter() - started) * 1000)
+            if response.status != 200:
+                errors[0] += 1
+
+    threads = [threading.Thread(target=worker) for _ in range(connections)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    latencies.sort()
+    return {
+        "rps": len(latencies) / seconds,
+        "p50": latencies[len(latencies) // 2],
+        "p99": latencies[int(len(latencies) * 0.99)],
+        "errors": errors[0],
+    }
+
+
+def load(
+    url: str, body: str | None, workdir: Path, *, connections: int = CONNECTIONS, seconds: int = SECONDS
+):
+    if shutil.which("wrk"):
+        return run_wrk(url, body, workdir, connections=connections, seconds=seconds)
+    return run_python(url, body, connections=connections, seconds=seconds)
+
+
+class Api:
+    """Sequential keep-alive client for latency figures."""
+
+    def __init__(self, base: str):
+        parts = urlsplit(base)
+        self.connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=30)
+
+    def post(self, path: str, body: dict, headers: dict | None = None) -> tuple[dict, float]:
+        started = time.perf_counter()
+        self.connection.request(
+            "POST", path, json.dumps(body), {"Content-Type": "application/json", **(headers or {})}
+        )
+        response = self.connection.getresponse()
+        payload = json.loads(response.read())
+        elapsed = (time.perf_counter() - started) * 1000
+        if response.status != 200:
+            raise SystemExit(f"{path}: {response.status} {payload}")
+        return payload["data"], elapsed
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * fraction))]
+
+
+# Push receiver: a separate process, so its work does not slow the emitting loop of this one.
+
+
+def _receiver(port: int, arrivals, ready) -> None:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length", 0))
+            self.rfile.read(length)
+            arrivals.put((time.time(), self.headers.get("webhook-id"), self.path))
+            self.send_response(204)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+    server.daemon_threads = True
+    ready.set()
+    server.serve_forever()
+
+
+def main() -> None:
+    url = bench_database_url()
+    name = database_name(url)
+    workdir = Path(tempfile.mkdtemp(prefix="iam-bench-"))
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "bench.settings",
+        "DATABASE_URL": url,
+        "SECRET_KEY": os.environ.get("SECRET_KEY", secrets.token_urlsafe(50)),
+        "DEBUG": "0",
+        "PYTHONPATH": str(ROOT),
+        "PYTHONWARNINGS": "ignore:No directory at",  # whitenoise: no collectstatic for a benchmark
+        "IAM_WEBHOOK_ALLOW_PRIVATE": "true",  # the receiver is on loopback
+        "IAM_LOGIN_FAILURES_PER_EMAIL": "100000",  # the enumeration figure makes failures on purpose
+        "IAM_LOGIN_FAILURES_PER_IP": "100000",
+        "IAM_CACHE_PREFIX": f"bench-{secrets.token_hex(4)}",
+        "LOG_LEVEL": "WARNING",
+    }
+    os.environ.update(env)
+    sys.path.insert(0, str(ROOT))
+    processes: list[subprocess.Popen] = []
+    admin_sql(url, f'DROP DATABASE IF EXISTS "{name}"')
+    admin_sql(url, f'CREATE DATABASE "{name}"')
+    try:
+        _bench(env, workdir, processes)
+    finally:
+        for process in processes:
+            process.terminate()
+        for process in processes:
+            try:
+                process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+        shutil.rmtree(workdir, ignore_errors=True)
+        if os.environ.get("REDIS_URL"):
+            _clean_redis(env["IAM_CACHE_PREFIX"])
+        if os.environ.get("BENCH_KEEP") != "1":
+            from django.db import connections
+
+            connections.close_all()
+            admin_sql(url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def _clean_redis(prefix: str) -> None:
+    """Drops the bench's queue (a burst it stopped waiting for) and its cache entries."""
+    import redis
+    from django.conf import settings
+
+    try:
+        client = redis.Redis.from_url(os.environ["REDIS_URL"])
+        client.delete(settings.CELERY_TASK_DEFAULT_QUEUE)
+        for key in client.scan_iter(match=f"{prefix}:*", count=1000):
+            client.delete(key)
+    except Exception as exc:  # report, do not hide the table
+        print(f"could not clean the bench's Redis keys: {exc}")
+
+
+def _bench(env: dict, workdir: Path, processes: list) -> None:
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+    from django.db import connection
+
+    from accounts.models import Account
+    from authn.models import Credential
+    from authn.sessions import issue_session
+    from clients.services import create_client
+    from rbac.models import Membership, Permission, Role
+    from tenancy.models import Workspace
+
+    call_command("migrate", "--noinput", verbosity=0)
+
+    # Seed
+    workspace = Workspace.objects.create(name="Big", slug="big", config={"schema_version": "1"})
+    started = time.monotonic()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            (ROOT / "bench" / "seed.sql")
+            .read_text()
+            .replace("{workspace}", str(workspace.pk))
+            .replace("1000000", str(SEED_ROWS))
+        )
+    seeded = time.monotonic() - started
+    with connection.cursor() as cursor:
+        cursor.execute("VACUUM ANALYZE accounts_account")  # the visibility map lets counts skip the heap
+        cursor.execute("VACUUM ANALYZE rbac_membership")
+    vacuumed = time.monotonic() - started - seeded
+    rows.append(
+        (
+            "seed: 1M accounts + 1M memberships (generate_series)",
+            f"{seeded:.0f} s (+ vacuum {vacuumed:.0f} s)",
+            "well under 120 s",
+        )
+    )
+
+    # The small world the figures use: an operator, a workspace with a client, a member and push clients.
+    operator = Account.objects.create(
+        email="operator@bench.example", name="Operator", verified=True, is_superuser=True
+    )
+    operator.set_password(PASSWORD)
+    operator.save()
+    Credential.objects.create(
+        account=operator,
+        workspace=workspace,
+        kind="password",
+        provider="local",
+        status="active",
+        email=operator.email,
+    )
+    token = issue_session(operator)["access_token"]
+    member = Account.objects.create(email="member@bench.example", name="Member", verified=True)
+    permission = Permission.objects.create(workspace=workspace, name="projects:*")
+    role = Role.objects.create(workspace=workspace, name="editor")
+    role.permissions.add(permission)
+    Membership.objects.create(
+        account=member, workspace=workspace, scope="workspace", status="active"
+    ).roles.add(role)
+    client, secret = create_client(
+        workspace, name="bench", tags=[], meta={"schema_version": "1"}, actor=operator
+    )
+    validate_body = json.dumps(
+        {
+            "client_id": str(client.pk),
+            "client_secret": secret,
+            "token": issue_session(member)["access_token"],
+            "permission": "projects:update",
+        }
+    )
+
+    receiver_port = free_port()
+    arrivals = multiprocessing.Queue()
+    ready = multiprocessing.Event()
+    receiver = multiprocessing.Process(target=_receiver, args=(receiver_port, arrivals, ready), daemon=True)
+    receiver.start()
+    ready.wait(10)
+    push_space = Workspace.objects.create(name="Push", slug="push", config={"schema_version": "1"})
+    for index in range(PUSH_CLIENTS):
+        create_client(
+            push_space,
+            name=f"push-{index}",
+            endpoint=f"http://127.0.0.1:{receiver_port}/hook/{index}",
+            tags=[],
+            meta={"schema_version": "1"},
+            actor=operator,
+        )
+    pushed = Membership.objects.create(
+        account=member, workspace=push_space, scope="workspace", status="active"
+    )
+
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    server = subprocess.Popen(
+        [
+            str(BIN / "gunicorn"),
+            "iam.wsgi",
+            "-w",
+            "2",
+            "--bind",
+            f"127.0.0.1:{port}",
+            "--log-level",
+            "warning",
+        ],
+        cwd=ROOT,
+        env=env,
+    )  # gunicorn writes no access log unless --access-logfile is given
+    processes.append(server)
+    for _ in range(300):
+        if server.poll() is not None:
+            raise SystemExit("gunicorn exited during start-up")
+        try:
+            urllib.request.urlopen(f"{base}/bench/ping", timeout=1).read()
+            break
+        except OSError:
+            time.sleep(0.1)
+    api = Api(base)
+    answer, _ = api.post("/clients/validate", json.loads(validate_body))
+    assert answer["authorized"] and answer["allowed"], answer
+
+    if "validate" in PARTS:
+        _validate_figures(base, validate_body, workdir)
+    if "login" in PARTS:
+        _login_figures(base, api, workdir)
+    if "lists" in PARTS:
+        _list_figures(api, token, workspace)
+        _explain(token, workspace)
+    if "push" not in PARTS:
+        pass
+    elif os.environ.get("REDIS_URL"):
+        worker = subprocess.Popen(
+            [
+                str(BIN / "celery"),
+                "-A",
+                "iam",
+                "worker",
+                "-c",
+                "2",
+                "--loglevel",
+                "WARNING",
+                "--without-gossip",
+                "--without-mingle",
+                "--without-heartbeat",
+            ],
+            cwd=ROOT,
+            env=env,
+        )
+        processes.append(worker)
+        _push_figures(api, token, push_space, pushed, arrivals)
+    else:
+        notes.append("push figures skipped: REDIS_URL is not set (Celery needs a broker)")
+    receiver.terminate()
+    _print(env)
+
+
+def _validate_figures(base: str, body: str, workdir: Path) -> None:
+    ping, validate = [], []
+    for _ in range(ROUNDS):  # alternate, so drifting load on a shared machine hits both alike
+        ping.append(load(f"{base}/bench/ping", None, workdir))
+        validate.append(load(f"{base}/clients/validate", body, workdir))
+    floor = statistics.median(result["rps"] for result in ping)
+    rps = statistics.median(result["rps"] for result in validate)
+    p99 = statistics.median(result["p99"] for result in validate)
+    errors = sum(result["errors"] for result in ping + validate)
+    rows.append(
+        (
+            "bare Django view (floor), same gunicorn and middleware",
+            f"{floor:,.0f} req/s, p99 {statistics.median(r['p99'] for r in ping):.1f} ms",
+            "-",
+        )
+    )
+    rows.append(
+        (
+            "`clients/validate` req/s / floor req/s",
+            f"{rps:,.0f} / {floor:,.0f} = {rps / floor:.2f}, p99 {p99:.1f} ms",
+            ">= 0.60, p99 <= 10 ms",
+        )
+    )
+    if errors:
+        notes.append(f"{errors} non-2xx answers during the validate runs")
+    notes.append(
+        "validate rounds (req/s): "
+        + ", ".join(f"{p['rps']:.0f}/{v['rps']:.0f}" for p, v in zip(ping, validate, strict=True))
+    )
+
+
+def _login_figures(base: str, api: Api, workdir: Path) -> None:
+    body = json.dumps({"email": "operator@bench.example", "password": PASSWORD})
+    result = load(f"{base}/auth/login", body, workdir, connections=4)
+    cores = os.cpu_count() or 1
+    rows.append(
+        (
+            "password logins per second per core (argon2id)",
+            f"{result['rps'] / min(cores, 2):.0f} (2 workers)",
+            ">= 30 (hold it)",
+        )
+    )
+    unknown, wrong = [], []
+    for index in range(20):
+        _, elapsed = _timed_login(api, f"nobody{index}@bench.example", "wrong-password-1")
+        unknown.append(elapsed)
+        _, elapsed = _timed_login(api, "operator@bench.example", "wrong-password-1")
+        wrong.append(elapsed)
+    ratio = statistics.median(unknown) / statistics.median(wrong)
+    rows.append(
+        (
+            "login: unknown e-mail / wrong password (median latency)",
+            f"{statistics.median(unknown):.1f} / {statistics.median(wrong):.1f} ms = {ratio:.2f}",
+            "0.95 .. 1.05",
+        )
+    )
+
+
+def _timed_login(api: Api, email: str, password: str) -> tuple[int, float]:
+    started = time.perf_counter()
+    api.connection.request(
+        "POST",
+        "/auth/login",
+        json.dumps({"email": email, "password": password}),
+        {"Content-Type": "application/json"},
+    )
+    response = api.connection.getresponse()
+    response.read()
+    return response.status, (time.perf_counter() - started) * 1000
+
+
+LIST_CASES = [
+    ("`accounts/list` first page over 1M accounts, exact total", "/accounts/list", {}, False, 50),
+    (
+        "`accounts/list` filtered by `name` (1 match in 1M)",
+        "/accounts/list",
+        {"filter": {"fields": {"name": "User " + "c4ca4238a0b923820dcc509a6f75849b"}}},
+        False,
+        50,
+    ),
+    ("`accounts/list` sorted by `name`", "/accounts/list", {"options": {"order_bys": ["name"]}}, False, 50),
+    ("`accounts/list` at offset 500,000", "/accounts/list", {"options": {"offset": 500_000}}, False, 100),
+    ("`memberships/list` first page, one workspace with 1M members", "/memberships/list", {}, True, 50),
+    (
+        "`memberships/list` filtered by `status`",
+        "/memberships/list",
+        {"filter": {"fields": {"status": "invited"}}},
+        True,
+        50,
+    ),
+    (
+        "`memberships/list` at offset 500,000",
+        "/memberships/list",
+        {"options": {"offset": 500_000}},
+        True,
+        100,
+    ),
+]
+
+
+def _list_figures(api: Api, token: str, workspace) -> None:
+    for label, path, body, scoped, goal in LIST_CASES:
+        headers = {"Authorization": f"Bearer {token}"}
+        if scoped:
+            headers["X-Workspace"] = str(workspace.pk)
+        data, _ = api.post(path, body, headers)  # warm-up (and a check of the answer)
+        total = data["metadata"]["total"]
+        timings = [api.post(path, body, headers)[1] for _ in range(LIST_REQUESTS)]
+        rows.append(
+            (
+                label,
+                f"p95 {percentile(timings, 0.95):.0f} ms "
+                f"(p50 {percentile(timings, 0.5):.0f}, total {total:,})",
+                f"p95 <= {goal} ms",
+            )
+        )
+
+
+def _explain(token: str, workspace) -> None:
+    """The plan of each list query, from the same code path (Django's test client, in this process)."""
+    from django.db import connection
+    from django.test import Client
+    from django.test.utils import CaptureQueriesContext
+
+    client = Client(HTTP_HOST="127.0.0.1")
+    for label, path, body, scoped, _ in LIST_CASES:
+        headers = {"Authorization": f"Bearer {token}"}
+        if scoped:
+            headers["X-Workspace"] = str(workspace.pk)
+        with CaptureQueriesContext(connection) as captured:
+            response = client.post(path, json.dumps(body), content_type="application/json", headers=headers)
+        assert response.status_code == 200, response.content
+        plans = []
+        with connection.cursor() as cursor:
+            for query in captured.captured_queries:
+                sql = query["sql"]
+                if not sql.startswith("SELECT") or (
+                    "accounts_account" not in sql and "rbac_membership" not in sql
+                ):
+                    continue
+                if '"rbac_membership_roles"' in sql or "operator@" in sql:
+                    continue
+                cursor.execute("EXPLAIN (ANALYZE, BUFFERS OFF) " + sql)
+                lines = [line for (line,) in cursor.fetchall()]
+                kind = "count" if "COUNT(*)" in sql else "page"
+                node = lines[0].split("  (cost")[0].strip()
+                timing = next(line for line in lines if line.startswith("Execution Time"))
+                plans.append(f"    {kind}: {node} ... {timing}")
+        notes.append(f"{label}:\n" + "\n".join(plans))
+
+
+def _push_figures(api: Api, token: str, push_space, pushed, arrivals) -> None:
+    from django.db import transaction
+
+    from iam import events
+
+    headers = {"Authorization": f"Bearer {token}", "X-Workspace": str(push_space.pk)}
+    seen: dict[str, float] = {}
+
+    def drain(until: float, want: int) -> None:
+        while time.time() < until and len(seen) < want:
+            try:
+                arrived, event_id, path = arrivals.get(timeout=0.2)
+            except Exception:
+                continue
+            seen.setdefault(f"{event_id} {path}", arrived)
+
+    time.sleep(3)  # the worker's start-up
+    # Idle latency: one change every 0.3 s, acknowledged by the API, to its first delivery.
+    latencies = []
+    status = "suspended"
+    for _ in range(30):
+        before = set(seen)
+        api.post("/memberships/update", {"id": str(pushed.pk), "status": status}, headers)
+        acknowledged = time.time()
+        status = "active" if status == "suspended" else "suspended"
+        drain(acknowledged + 5, len(before) + PUSH_CLIENTS)
+        new = [arrived for key, arrived in seen.items() if key not in before]
+        if new:
+            latencies.append(max(0.0, min(new) - acknowledged) * 1000)
+        time.sleep(0.3)
+    rows.append(
+        (
+            "change acknowledged -> first push delivery, one change every 0.3 s, 5 clients",
+            f"p50 {percentile(latencies, 0.5):.0f} ms, p95 {percentile(latencies, 0.95):.0f} ms",
+            "<= 250 ms p95",
+        )
+    )
+
+    # Burst: BURST changes, each in its own transaction, as fast as this process can commit them.
+    seen.clear()
+    started = time.time()
+    for _ in range(BURST):
+        with transaction.atomic():
+            events.emit(
+                "membership.updated",
+                resource=("membership", pushed.pk),
+                account_ids=[pushed.account_id],
+                workspace_ids=[push_space.pk],
+            )
+    burst_end = time.time()
+    want = BURST * PUSH_CLIENTS
+    drain(burst_end + 120, want)  # a slow machine reports the rate of what arrived in time
+    last = max(seen.values()) if seen else burst_end
+    rate = len(seen) / (last - started)
+    rows.append(
+        (
+            f"push deliveries per second, 2 worker processes, burst of {BURST:,} changes x 5 clients",
+            f"{rate:.0f} /s ({len(seen):,} of {want:,}; burst emitted in {burst_end - started:.1f} s, "
+            f"last delivery {last - burst_end:.1f} s after it)",
+            ">= 500 /s",
+        )
+    )
+
+
+def _print(env: dict) -> None:
+    load_average = ", ".join(f"{value:.1f}" for value in os.getloadavg())
+    generator = "wrk" if shutil.which("wrk") else "Python threads (wrk not found: ratios are lower bounds)"
+    print(
+        f"\nmachine: {os.cpu_count()} cores, load average before printing {load_average}; gunicorn -w 2, "
+        f"{CONNECTIONS} connections, {ROUNDS}x{SECONDS}s rounds, load by {generator}; PostgreSQL, "
+        f"cache {'redis' if env.get('REDIS_URL') else 'locmem'}\n"
+    )
+    width = max(len(row[0]) for row in rows)
+    measured = max(len(row[1]) for row in rows)
+    print(f"| {'figure':{width}} | {'measured':{measured}} | goal |")
+    print(f"|{'-' * (width + 2)}|{'-' * (measured + 2)}|---|")
+    for figure, value, goal in rows:
+        print(f"| {figure:{width}} | {value:{measured}} | {goal} |")
+    print()
+    for note in notes:
+        print(note)
+
+
+if __name__ == "__main__":
+    main()
