@@ -242,6 +242,7 @@ def test_a_token_verified_once_is_not_verified_again_yet_still_expires(client, u
         type=tokens.ACCESS,
         session_version=account.session_version,
         lifetime=dt.timedelta(seconds=30),
+        auth_time=int(dt.datetime.now(dt.UTC).timestamp()),
     )
     assert validate(client, token)["authorized"] is True
 
