@@ -131,7 +131,7 @@ class Endpoint(APIView):
     - `workspace_scoped`: the request acts in the workspace named by `X-Workspace` (CONTRACT 2), available
       to the handler as `request.workspace`.
     - `project_aware`: a project-scope grant of `permission` lets the caller in; the handler then checks
-      the record's project with `rbac.policy.require(..., project_id=...)` (CONTRACT 4).
+      the record's project (`rbac.endpoints.ProjectScoped`, CONTRACT 4).
     - `request_serializer` / `response_serializer`: the body's and the `data`'s shapes.
 
     and implement `handle(request, data) -> payload`.
@@ -194,26 +194,6 @@ class Endpoint(APIView):
     def serialize(self, instance: Any) -> dict:
         assert self.response_serializer is not None
         return self.response_serializer(instance, context={"request": self.request}).data
-
-    def check_project(self, request: Request, project_id: Any) -> None:
-        """For a `project_aware` endpoint, once the record is found: a project-scope grant counts for its
-        own project only (CONTRACT 4)."""
-        from rbac import policy
-
-        if self.permission and self.project_aware:
-            policy.require(request.user, request.workspace, self.permission, project_id=project_id)
-
-    def visible_projects(self, request: Request) -> list[str] | None:
-        """For a `project_aware` list: None when the caller holds the permission workspace-wide, else the
-        projects in which a project-scope membership grants it."""
-        from rbac import policy
-
-        if not self.permission or request.user.is_superuser:
-            return None
-        grants = policy.grants(request.user.pk, request.workspace.pk)
-        if grants.allows(self.permission):
-            return None
-        return grants.projects_allowing(self.permission)
 
 
 # Lists (SPEC 4 "Common list contract", CONTRACT 11)

@@ -7,6 +7,7 @@ from iam.errors import ApiError
 from tenancy.models import Project
 
 from . import policy, services
+from .endpoints import ProjectScoped
 from .models import Membership, Permission, Role
 from .serializers import (
     Deleted,
@@ -175,9 +176,8 @@ def memberships_of(workspace) -> QuerySet:
     return Membership.objects.in_workspace(workspace).prefetch_related("roles__permissions")
 
 
-class MembershipEndpoint(Endpoint):
+class MembershipEndpoint(ProjectScoped, Endpoint):
     workspace_scoped = True
-    project_aware = True
     response_serializer = MembershipSerializer
 
     def get_membership(self, request: Request, data: dict) -> Membership:
@@ -233,10 +233,9 @@ class MembershipDescribe(MembershipEndpoint):
         return self.serialize(self.get_membership(request, data))
 
 
-class MembershipList(ListEndpoint):
+class MembershipList(ProjectScoped, ListEndpoint):
     permission = "memberships:list"
     workspace_scoped = True
-    project_aware = True
     list_key = "memberships"
     response_serializer = MembershipSerializer
     filter_fields = {

@@ -10,7 +10,7 @@ from uuid import UUID
 from django.conf import settings
 
 from accounts.models import Account
-from iam import cache
+from iam import cache, events
 from iam.errors import ApiError
 from tenancy.models import Workspace
 from tenancy.state import authz_generation, generation_key, root_workspace
@@ -218,6 +218,7 @@ def require_global(account: Account, permission: str) -> None:
         raise ApiError(403, f"missing permission {permission}")
 
 
+@events.account_workspaces_source
 def workspaces_of(account_ids: Iterable[UUID | str]) -> set[UUID]:
     """Where events about these accounts go (CONTRACT 15): workspaces where they hold an accepted
     membership, and the root workspace, which holds their credentials. An invitation alone tells a

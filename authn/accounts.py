@@ -1,19 +1,23 @@
+"""The account endpoints. Accounts owns the model and its services; the endpoints live here because
+creating an account makes its password credential (authn) and who may read or change an account is
+rbac's rule."""
+
 from rest_framework.request import Request
 
-from authn.services import create_password_account
-from iam.api import Endpoint, ListEndpoint
-from iam.errors import ApiError
-from rbac import policy
-
-from . import services
-from .models import Account
-from .serializers import (
+from accounts import services
+from accounts.models import Account
+from accounts.serializers import (
     AccountCreateRequest,
     AccountDeleted,
     AccountRef,
     AccountSerializer,
     AccountUpdateRequest,
 )
+from iam.api import Endpoint, ListEndpoint
+from iam.errors import ApiError
+from rbac import policy
+
+from .services import create_password_account
 
 
 def find_account(ref: dict) -> Account:

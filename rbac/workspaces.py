@@ -1,15 +1,15 @@
+"""The workspace and project endpoints. Tenancy owns the models and their services; the endpoints live
+here because who may reach a workspace or a project, and the owner role a new workspace gets, are rbac's
+rules."""
+
 from django.db.models import QuerySet
 from rest_framework.request import Request
 
 from iam.api import Endpoint, ListEndpoint, find_one
 from iam.errors import ApiError
-from rbac import policy
-from rbac.models import Membership
-from rbac.services import create_workspace
-
-from . import services
-from .models import Project, Workspace
-from .serializers import (
+from tenancy import services
+from tenancy.models import Project, Workspace
+from tenancy.serializers import (
     ProjectCreateRequest,
     ProjectDeleted,
     ProjectRef,
@@ -21,6 +21,11 @@ from .serializers import (
     WorkspaceSerializer,
     WorkspaceUpdateRequest,
 )
+
+from . import policy
+from .endpoints import ProjectScoped
+from .models import Membership
+from .services import create_workspace
 
 # Workspaces are global: their endpoints take no X-Workspace header (CONTRACT 2).
 
@@ -98,9 +103,8 @@ class WorkspaceDelete(WorkspaceEndpoint):
 # Projects
 
 
-class ProjectEndpoint(Endpoint):
+class ProjectEndpoint(ProjectScoped, Endpoint):
     workspace_scoped = True
-    project_aware = True
     response_serializer = ProjectSerializer
 
     def get_project(self, request: Request, data: dict) -> Project:
@@ -127,10 +131,9 @@ class ProjectDescribe(ProjectEndpoint):
         return self.serialize(self.get_project(request, data))
 
 
-class ProjectList(ListEndpoint):
+class ProjectList(ProjectScoped, ListEndpoint):
     permission = "projects:list"
     workspace_scoped = True
-    project_aware = True
     list_key = "projects"
     response_serializer = ProjectSerializer
     filter_fields = {
