@@ -112,13 +112,23 @@ def require_one(attrs: dict, *names: str) -> dict:
     return attrs
 
 
-def find_one(queryset: QuerySet, ref: Mapping[str, Any], keys: tuple[str, ...] = ("id",)) -> Any:
+def first_match(queryset: QuerySet, ref: Mapping[str, Any], keys: tuple[str, ...] = ("id",)) -> Any:
     """The record of `queryset` (already scoped to what the caller may reach) that every given key of
-    `ref` names, or 404 `<model> not found`: a record of another workspace is not found, never forbidden."""
+    `ref` names, or None."""
     lookup = {("pk" if key == "id" else key): ref[key] for key in keys if key in ref}
-    found = queryset.filter(**lookup).first() if lookup else None
+    return queryset.filter(**lookup).first() if lookup else None
+
+
+def not_found(queryset: QuerySet) -> ApiError:
+    return ApiError(404, f"{queryset.model._meta.verbose_name} not found")
+
+
+def find_one(queryset: QuerySet, ref: Mapping[str, Any], keys: tuple[str, ...] = ("id",)) -> Any:
+    """`first_match`, or 404 `<model> not found`: a record of another workspace is not found, never
+    forbidden."""
+    found = first_match(queryset, ref, keys)
     if found is None:
-        raise ApiError(404, f"{queryset.model._meta.verbose_name} not found")
+        raise not_found(queryset)
     return found
 
 
@@ -130,8 +140,8 @@ class Endpoint(APIView):
     - `public`: no Bearer token needed.
     - `workspace_scoped`: the request acts in the workspace named by `X-Workspace` (CONTRACT 2), available
       to the handler as `request.workspace`.
-    - `project_aware`: a project-scope grant of `permission` lets the caller in; the handler then checks
-      the record's project (`rbac.endpoints.ProjectScoped`, CONTRACT 4).
+    - `project_aware`: a project-scope grant of `permission` lets the caller in; the record's project is
+      then checked once the record is loaded (`rbac.endpoints.Endpoint`, CONTRACT 4).
     - `request_serializer` / `response_serializer`: the body's and the `data`'s shapes.
 
     and implement `handle(request, data) -> payload`.

@@ -1,33 +1,63 @@
-"""The RBAC-aware endpoint bases: what an endpoint whose records belong to projects needs from the policy
-(CONTRACT 4). `iam.api` stays the app-free machinery; these add the rules of this app on top of it."""
+"""The RBAC-aware endpoint bases (STYLE "Authorization is decided in one place"). `iam.api` stays the
+app-free machinery; these put `rbac.policy`'s record decision in the one path every endpoint that acts on
+a record takes, so no endpoint checks a project, a self access or a workspace's grants by hand."""
 
 from typing import Any, ClassVar
 
+from django.db.models import QuerySet
 from rest_framework.request import Request
+
+from iam import api
+from iam.api import first_match, not_found
 
 from . import policy
 
 
-class ProjectScoped:
-    """Mixed into an `Endpoint` or a `ListEndpoint` whose records belong to projects: a project-scope grant
-    of `permission` lets the caller in (`rbac.permissions`); the handler then checks the record's project
-    with `check_project`, and a list narrows itself to `visible_projects`."""
+class Endpoint(api.Endpoint):
+    """An endpoint acting on one record. Declares `get_queryset(request)` (already scoped to the
+    workspace) and `lookup` (the body's keys naming the record), and calls `get_object(request, data)`,
+    which loads the record and asks `policy.authorize` with it: its project (`project_aware`), its
+    account (self access), the workspace it is (a workspace's own endpoints). A refusal that does not
+    depend on the record comes before the lookup's 404, as CONTRACT 1 orders them.
 
-    project_aware: ClassVar[bool] = True
-    permission: ClassVar[str | None]
+    `per_record`: `permission` is decided on the record alone (`policy.admit` lets the request through
+    to the body)."""
 
-    def check_project(self, request: Request, project_id: Any) -> None:
-        """For a `project_aware` endpoint, once the record is found: a project-scope grant counts for its
-        own project only (CONTRACT 4)."""
-        if self.permission and self.project_aware:
-            policy.require(request.user, request.workspace, self.permission, project_id=project_id)
+    lookup: ClassVar[tuple[str, ...]] = ("id",)
+    per_record: ClassVar[bool] = False
+
+    def get_queryset(self, request: Request) -> QuerySet:
+        raise NotImplementedError
+
+    def find(self, request: Request, data: dict) -> Any | None:
+        """The record the body names, or None. Override for a lookup that is more than equal keys."""
+        return first_match(self.get_queryset(request), data, self.lookup)
+
+    def get_object(self, request: Request, data: dict) -> Any:
+        record = self.find(request, data)
+        self.authorize(request, record, fields=data)
+        if record is None:
+            raise not_found(self.get_queryset(request))
+        return record
+
+    def authorize(self, request: Request, record: Any, *, fields: Any = None) -> None:
+        """`policy.authorize` for this endpoint; also for a record the request is about to create or move
+        to (a membership's project, or the workspace itself for a workspace-scope membership)."""
+        policy.authorize(
+            request.user,
+            getattr(request, "workspace", None),
+            self.permission,
+            record,
+            project_scoped=self.project_aware,
+            fields=fields,
+        )
+
+
+class ProjectScopedList(api.ListEndpoint):
+    """A list whose records belong to projects: a project-scope grant of `permission` lets the caller
+    in, and `visible_projects` narrows the list to the projects where it holds it."""
+
+    project_aware = True
 
     def visible_projects(self, request: Request) -> list[str] | None:
-        """For a `project_aware` list: None when the caller holds the permission workspace-wide, else the
-        projects in which a project-scope membership grants it."""
-        if not self.permission or request.user.is_superuser:
-            return None
-        grants = policy.grants(request.user.pk, request.workspace.pk)
-        if grants.allows(self.permission):
-            return None
-        return grants.projects_allowing(self.permission)
+        return policy.visible_projects(request.user, request.workspace, self.permission)

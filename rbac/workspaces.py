@@ -5,8 +5,7 @@ rules."""
 from django.db.models import QuerySet
 from rest_framework.request import Request
 
-from iam.api import Endpoint, ListEndpoint, find_one
-from iam.errors import ApiError
+from iam.api import Endpoint, ListEndpoint
 from tenancy import services
 from tenancy.models import Project, Workspace
 from tenancy.serializers import (
@@ -22,31 +21,24 @@ from tenancy.serializers import (
     WorkspaceUpdateRequest,
 )
 
-from . import policy
-from .endpoints import ProjectScoped
+from . import endpoints, policy
 from .models import Membership
 from .services import create_workspace
 
 # Workspaces are global: their endpoints take no X-Workspace header (CONTRACT 2).
 
 
-class WorkspaceEndpoint(Endpoint):
+class WorkspaceEndpoint(endpoints.Endpoint):
     """describe/update/delete need `workspaces:<action>` in the workspace itself or in the root workspace
-    (CONTRACT 4). To a caller who is not a member, another workspace does not exist."""
+    (CONTRACT 4). To a caller who is not a member, another workspace does not exist
+    (`policy.require_in_workspace`)."""
 
-    action: str
+    per_record = True
+    lookup = ("id", "slug")
     response_serializer = WorkspaceSerializer
 
-    def get_workspace(self, request: Request, data: dict) -> Workspace:
-        workspace = find_one(Workspace.objects.all(), data, ("id", "slug"))
-        permission = f"workspaces:{self.action}"
-        if policy.has_permission(request.user, workspace, permission) or policy.has_global_permission(
-            request.user, permission
-        ):
-            return workspace
-        if policy.grants(request.user.pk, workspace.pk).member:
-            raise ApiError(403, f"missing permission {permission}")
-        raise ApiError(404, "workspace not found")
+    def get_queryset(self, request: Request) -> QuerySet:
+        return Workspace.objects.all()
 
 
 class WorkspaceCreate(Endpoint):
@@ -61,11 +53,11 @@ class WorkspaceCreate(Endpoint):
 
 class WorkspaceDescribe(WorkspaceEndpoint):
     read_only = True
-    action = "describe"
+    permission = "workspaces:describe"
     request_serializer = WorkspaceRef
 
     def handle(self, request: Request, data: dict) -> dict:
-        return self.serialize(self.get_workspace(request, data))
+        return self.serialize(self.get_object(request, data))
 
 
 class WorkspaceList(ListEndpoint):
@@ -83,34 +75,34 @@ class WorkspaceList(ListEndpoint):
 
 
 class WorkspaceUpdate(WorkspaceEndpoint):
-    action = "update"
+    permission = "workspaces:update"
     request_serializer = WorkspaceUpdateRequest
 
     def handle(self, request: Request, data: dict) -> dict:
-        workspace = self.get_workspace(request, data)
+        workspace = self.get_object(request, data)
         return self.serialize(services.update_workspace(workspace, changes=data, actor=request.user))
 
 
 class WorkspaceDelete(WorkspaceEndpoint):
-    action = "delete"
+    permission = "workspaces:delete"
     request_serializer = WorkspaceRef
     response_serializer = WorkspaceDeleted
 
     def handle(self, request: Request, data: dict) -> dict:
-        return services.delete_workspace(self.get_workspace(request, data), actor=request.user)
+        return services.delete_workspace(self.get_object(request, data), actor=request.user)
 
 
 # Projects
 
 
-class ProjectEndpoint(ProjectScoped, Endpoint):
+class ProjectEndpoint(endpoints.Endpoint):
     workspace_scoped = True
+    project_aware = True
+    lookup = ("id", "code")
     response_serializer = ProjectSerializer
 
-    def get_project(self, request: Request, data: dict) -> Project:
-        project = find_one(Project.objects.in_workspace(request.workspace), data, ("id", "code"))
-        self.check_project(request, project.pk)
-        return project
+    def get_queryset(self, request: Request) -> QuerySet:
+        return Project.objects.in_workspace(request.workspace)
 
 
 class ProjectCreate(ProjectEndpoint):
@@ -128,10 +120,10 @@ class ProjectDescribe(ProjectEndpoint):
     request_serializer = ProjectRef
 
     def handle(self, request: Request, data: dict) -> dict:
-        return self.serialize(self.get_project(request, data))
+        return self.serialize(self.get_object(request, data))
 
 
-class ProjectList(ProjectScoped, ListEndpoint):
+class ProjectList(endpoints.ProjectScopedList):
     permission = "projects:list"
     workspace_scoped = True
     list_key = "projects"
@@ -156,7 +148,7 @@ class ProjectUpdate(ProjectEndpoint):
     request_serializer = ProjectUpdateRequest
 
     def handle(self, request: Request, data: dict) -> dict:
-        project = self.get_project(request, data)
+        project = self.get_object(request, data)
         changes = {key: value for key, value in data.items() if key not in ("id", "code")}
         return self.serialize(services.update_project(project, changes=changes, actor=request.user))
 
@@ -167,4 +159,4 @@ class ProjectDelete(ProjectEndpoint):
     response_serializer = ProjectDeleted
 
     def handle(self, request: Request, data: dict) -> dict:
-        return services.delete_project(self.get_project(request, data), actor=request.user)
+        return services.delete_project(self.get_object(request, data), actor=request.user)

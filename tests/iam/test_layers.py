@@ -14,7 +14,7 @@ LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 
 
 def lint(tree: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(  # noqa: S603
+    return subprocess.run(
         [str(LINT_IMPORTS), "--no-cache", "--no-logo", "--config", str(tree / "pyproject.toml")],
         cwd=tree,
         capture_output=True,
@@ -44,7 +44,11 @@ def test_the_project_keeps_its_layers(tree):
     [
         ("tenancy/upward.py", "from rbac import policy\n", "tenancy is not allowed to import rbac"),
         ("accounts/upward.py", "import authn.services\n", "accounts is not allowed to import authn"),
-        ("iam/upward.py", "def later():\n    from clients import models\n", "iam is not allowed to import clients"),
+        (
+            "iam/upward.py",
+            "def later():\n    from clients import models\n",
+            "iam is not allowed to import clients",
+        ),
     ],
 )
 def test_an_upward_import_breaks_the_contract(tree, module, source, broken):
