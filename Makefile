@@ -37,6 +37,7 @@ fuzz: install
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports --no-logo
 
 format: install
 	$(BIN)/ruff check --fix .

@@ -1,10 +1,11 @@
 """Credential endpoints (SPEC 4 Credentials, CONTRACT 2, 3, 6, 12): workspace-scoped, no create. Every
 credential lives in the root workspace; its secret, status, identity and deletion are operators' alone."""
 
+from django.db.models import QuerySet
 from rest_framework.request import Request
 
-from iam.api import Endpoint, ListEndpoint
-from rbac import policy
+from iam.api import ListEndpoint
+from rbac import endpoints
 
 from . import services
 from .models import Credential
@@ -17,15 +18,28 @@ def lookup(data: dict) -> dict:
     return {name: data[name] for name in LOOKUP if data.get(name) is not None}
 
 
-class CredentialDescribe(Endpoint):
+class CredentialEndpoint(endpoints.Endpoint):
+    """A credential named by CONTRACT 12's keys (`services.find_credential`); what only an operator may
+    change is `policy.authorize`'s rule. `lock`: the write endpoints hold the row until they commit."""
+
+    workspace_scoped = True
+    lock = False
+
+    def get_queryset(self, request: Request) -> QuerySet:
+        return Credential.objects.in_workspace(request.workspace)
+
+    def find(self, request: Request, data: dict) -> Credential | None:
+        return services.find_credential(request.workspace, **lookup(data), lock=self.lock)
+
+
+class CredentialDescribe(CredentialEndpoint):
     read_only = True
     permission = "credentials:describe"
-    workspace_scoped = True
     request_serializer = CredentialRef
     response_serializer = CredentialSerializer
 
     def handle(self, request: Request, data: dict) -> dict:
-        return self.serialize(services.get_credential(request.workspace, **lookup(data)))
+        return self.serialize(self.get_object(request, data))
 
 
 class CredentialList(ListEndpoint):
@@ -48,26 +62,24 @@ class CredentialList(ListEndpoint):
         return Credential.objects.in_workspace(request.workspace)
 
 
-class CredentialUpdate(Endpoint):
+class CredentialUpdate(CredentialEndpoint):
     permission = "credentials:update"
-    workspace_scoped = True
+    lock = True
     request_serializer = CredentialUpdateRequest
     response_serializer = CredentialSerializer
 
     def handle(self, request: Request, data: dict) -> dict:
         changes = {name: value for name, value in data.items() if name not in LOOKUP}
-        policy.require_credential_change(request.user, changes)
-        credential = services.get_credential(request.workspace, **lookup(data), lock=True)
+        credential = self.get_object(request, data)
         return self.serialize(services.update_credential(credential, changes=changes))
 
 
-class CredentialDelete(Endpoint):
+class CredentialDelete(CredentialEndpoint):
     permission = "credentials:delete"
-    workspace_scoped = True
+    lock = True
     request_serializer = CredentialRef
     response_serializer = CredentialDeleted
 
     def handle(self, request: Request, data: dict) -> dict:
-        policy.require_credential_change(request.user, None)
-        credential = services.get_credential(request.workspace, **lookup(data), lock=True)
+        credential = self.get_object(request, data)
         return services.delete_credential(credential)

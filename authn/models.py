@@ -3,6 +3,7 @@ import uuid
 from django.db import models
 from django.db.models import Q
 
+from iam import retention
 from iam.models import Resource
 from tenancy.models import WorkspaceScopedQuerySet
 
@@ -107,3 +108,14 @@ class SigningKey(models.Model):
 
     def __str__(self) -> str:
         return f"{self.algorithm} {self.kid}"
+
+
+@retention.sweep("refresh tokens")
+def sweep_refresh_tokens(now, kept_since) -> int:
+    """Used rows stay until they expire: reuse detection needs them."""
+    return RefreshToken.objects.filter(expires_at__lt=now).delete()[0]
+
+
+@retention.sweep("oauth states")
+def sweep_oauth_states(now, kept_since) -> int:
+    return OAuthState.objects.filter(expires_at__lt=now).delete()[0]

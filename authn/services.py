@@ -212,7 +212,7 @@ def update_password(*, token: str, password: str) -> Account:
 CREDENTIAL_UPDATABLE = ("kind", "provider", "status", "provider_id", "email", "last_used_at", "tags", "meta")
 
 
-def get_credential(
+def find_credential(
     workspace: Workspace,
     *,
     id: UUID,
@@ -220,9 +220,9 @@ def get_credential(
     provider_id: str | None = None,
     email: str | None = None,
     lock: bool = False,
-) -> Credential:
+) -> Credential | None:
     """CONTRACT 12: `id` and `account_id` must name the same credential of the workspace; `provider_id`
-    and `email`, when given, must be its current values. Anything else is 404."""
+    and `email`, when given, must be its current values. Anything else is None (404 at the endpoint)."""
     found = Credential.objects.in_workspace(workspace).filter(pk=id, account_id=account_id)
     if provider_id is not None:
         found = found.filter(provider_id=provider_id)
@@ -230,10 +230,7 @@ def get_credential(
         found = found.filter(email=normalize_email(email))
     if lock:
         found = found.select_for_update()
-    credential = found.select_related("account").first()
-    if credential is None:
-        raise ApiError(404, "credential not found")
-    return credential
+    return found.select_related("account").first()
 
 
 def _check_credential_conflicts(credential: Credential) -> None:

@@ -1,8 +1,13 @@
 from django.urls import path
 
-from . import api, credentials, invitations, jwks
+from . import accounts, api, credentials, invitations, jwks
 
 urlpatterns = [
+    path("accounts/create", accounts.AccountCreate.as_view()),
+    path("accounts/describe", accounts.AccountDescribe.as_view()),
+    path("accounts/list", accounts.AccountList.as_view()),
+    path("accounts/update", accounts.AccountUpdate.as_view()),
+    path("accounts/delete", accounts.AccountDelete.as_view()),
     path("auth/register", api.Register.as_view()),
     path("auth/login", api.Login.as_view()),
     path("auth/refresh", api.Refresh.as_view()),

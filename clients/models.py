@@ -1,5 +1,7 @@
 from django.db import models
+from django.db.models import Exists, OuterRef, Q
 
+from iam import retention
 from iam.models import Resource
 from tenancy.models import WorkspaceScopedQuerySet
 
@@ -76,3 +78,14 @@ class DeliveryAttempt(models.Model):
 
     def __str__(self) -> str:
         return f"{self.delivery_id} {self.status_code or self.error[:40]}"
+
+
+@retention.sweep("deliveries")
+def sweep_deliveries(now, kept_since) -> int:
+    """Finished deliveries: a delivered one ages from its delivery, a failed one from its last attempt (an
+    operator may have retried it lately); pending ones stay. The attempts go by cascade."""
+    tried_lately = DeliveryAttempt.objects.filter(delivery=OuterRef("pk"), attempted_at__gte=kept_since)
+    finished = Q(status=Delivery.Status.DELIVERED, delivered_at__lt=kept_since) | (
+        Q(status=Delivery.Status.FAILED, created_at__lt=kept_since) & ~Exists(tried_lately)
+    )
+    return Delivery.objects.filter(finished).delete()[1].get(Delivery._meta.label, 0)

@@ -113,13 +113,23 @@ def require_one(attrs: dict, *names: str) -> dict:
     return attrs
 
 
-def find_one(queryset: QuerySet, ref: Mapping[str, Any], keys: tuple[str, ...] = ("id",)) -> Any:
+def first_match(queryset: QuerySet, ref: Mapping[str, Any], keys: tuple[str, ...] = ("id",)) -> Any:
     """The record of `queryset` (already scoped to what the caller may reach) that every given key of
-    `ref` names, or 404 `<model> not found`: a record of another workspace is not found, never forbidden."""
+    `ref` names, or None."""
     lookup = {("pk" if key == "id" else key): ref[key] for key in keys if key in ref}
-    found = queryset.filter(**lookup).first() if lookup else None
+    return queryset.filter(**lookup).first() if lookup else None
+
+
+def not_found(queryset: QuerySet) -> ApiError:
+    return ApiError(404, f"{queryset.model._meta.verbose_name} not found")
+
+
+def find_one(queryset: QuerySet, ref: Mapping[str, Any], keys: tuple[str, ...] = ("id",)) -> Any:
+    """`first_match`, or 404 `<model> not found`: a record of another workspace is not found, never
+    forbidden."""
+    found = first_match(queryset, ref, keys)
     if found is None:
-        raise ApiError(404, f"{queryset.model._meta.verbose_name} not found")
+        raise not_found(queryset)
     return found
 
 
@@ -131,8 +141,8 @@ class Endpoint(APIView):
     - `public`: no Bearer token needed.
     - `workspace_scoped`: the request acts in the workspace named by `X-Workspace` (CONTRACT 2), available
       to the handler as `request.workspace`.
-    - `project_aware`: a project-scope grant of `permission` lets the caller in; the handler then checks
-      the record's project with `rbac.policy.require(..., project_id=...)` (CONTRACT 4).
+    - `project_aware`: a project-scope grant of `permission` lets the caller in; the record's project is
+      then checked once the record is loaded (`rbac.endpoints.Endpoint`, CONTRACT 4).
     - `request_serializer` / `response_serializer`: the body's and the `data`'s shapes.
 
     and implement `handle(request, data) -> payload`.
@@ -195,26 +205,6 @@ class Endpoint(APIView):
     def serialize(self, instance: Any) -> dict:
         assert self.response_serializer is not None
         return self.response_serializer(instance, context={"request": self.request}).data
-
-    def check_project(self, request: Request, project_id: Any) -> None:
-        """For a `project_aware` endpoint, once the record is found: a project-scope grant counts for its
-        own project only (CONTRACT 4)."""
-        from rbac import policy
-
-        if self.permission and self.project_aware:
-            policy.require(request.user, request.workspace, self.permission, project_id=project_id)
-
-    def visible_projects(self, request: Request) -> list[str] | None:
-        """For a `project_aware` list: None when the caller holds the permission workspace-wide, else the
-        projects in which a project-scope membership grants it."""
-        from rbac import policy
-
-        if not self.permission or request.user.is_superuser:
-            return None
-        grants = policy.grants(request.user.pk, request.workspace.pk)
-        if grants.allows(self.permission):
-            return None
-        return grants.projects_allowing(self.permission)
 
 
 # Lists (SPEC 4 "Common list contract", CONTRACT 11)

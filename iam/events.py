@@ -37,9 +37,23 @@ KINDS = frozenset(
     }
 )
 
-# Set by rbac at start-up: the workspaces in which the given accounts hold memberships. Account events go
-# to the clients of all of them (CONTRACT 8), and accounts must not import rbac to find them.
-account_workspaces: Callable[[Iterable[UUID]], set[UUID]] = lambda account_ids: set()  # noqa: E731
+AccountWorkspaces = Callable[[list[str]], set[UUID]]
+_account_workspaces: list[AccountWorkspaces] = []
+
+
+def account_workspaces_source(func: AccountWorkspaces) -> AccountWorkspaces:
+    """Registers, at its definition, a function naming the workspaces an event about the given accounts
+    goes to (`rbac.policy.workspaces_of`): account events go to the clients of all of them (CONTRACT 8),
+    and apps below rbac must not import it to find them."""
+    _account_workspaces.append(func)
+    return func
+
+
+def account_workspaces(account_ids: list[str]) -> set[UUID]:
+    found: set[UUID] = set()
+    for source in _account_workspaces:
+        found |= source(account_ids)
+    return found
 
 
 def emit(

@@ -13,7 +13,5 @@ urlpatterns = [
     path("audit/list", views.AuditList.as_view()),
     path("admin/", admin.site.urls),
     path("", include("authn.urls")),
-    path("", include("accounts.urls")),
-    path("", include("tenancy.urls")),
     path("", include("rbac.urls")),
 ]

@@ -6,7 +6,7 @@ from iam.api import Endpoint, ListEndpoint, find_one
 from iam.errors import ApiError
 from tenancy.models import Project
 
-from . import policy, services
+from . import endpoints, policy, services
 from .models import Membership, Permission, Role
 from .serializers import (
     Deleted,
@@ -33,12 +33,13 @@ def changes_of(data: dict, *identifiers: str) -> dict:
 # Permissions
 
 
-class PermissionEndpoint(Endpoint):
+class PermissionEndpoint(endpoints.Endpoint):
     workspace_scoped = True
+    lookup = ("id", "code")
     response_serializer = PermissionSerializer
 
-    def get_permission(self, request: Request, data: dict) -> Permission:
-        return find_one(Permission.objects.in_workspace(request.workspace), data, ("id", "code"))
+    def get_queryset(self, request: Request) -> QuerySet:
+        return Permission.objects.in_workspace(request.workspace)
 
 
 class PermissionCreate(PermissionEndpoint):
@@ -55,7 +56,7 @@ class PermissionDescribe(PermissionEndpoint):
     request_serializer = PermissionRef
 
     def handle(self, request: Request, data: dict) -> dict:
-        return self.serialize(self.get_permission(request, data))
+        return self.serialize(self.get_object(request, data))
 
 
 class PermissionList(ListEndpoint):
@@ -74,7 +75,7 @@ class PermissionUpdate(PermissionEndpoint):
     request_serializer = PermissionUpdateRequest
 
     def handle(self, request: Request, data: dict) -> dict:
-        permission = self.get_permission(request, {"id": data["id"]})
+        permission = self.get_object(request, {"id": data["id"]})
         changes = changes_of(data, "id")
         return self.serialize(services.update_permission(permission, changes=changes, actor=request.user))
 
@@ -85,7 +86,7 @@ class PermissionDelete(PermissionEndpoint):
     response_serializer = Deleted
 
     def handle(self, request: Request, data: dict) -> dict:
-        return services.delete_permission(self.get_permission(request, data), actor=request.user)
+        return services.delete_permission(self.get_object(request, data), actor=request.user)
 
 
 # Roles
@@ -95,12 +96,12 @@ def roles_of(workspace) -> QuerySet:
     return Role.objects.in_workspace(workspace).prefetch_related("permissions")
 
 
-class RoleEndpoint(Endpoint):
+class RoleEndpoint(endpoints.Endpoint):
     workspace_scoped = True
     response_serializer = RoleSerializer
 
-    def get_role(self, request: Request, data: dict) -> Role:
-        return find_one(roles_of(request.workspace), data)
+    def get_queryset(self, request: Request) -> QuerySet:
+        return roles_of(request.workspace)
 
     def get_permissions_named(self, request: Request, data: dict) -> list[Permission] | None:
         if "permission_ids" not in data:
@@ -129,7 +130,7 @@ class RoleDescribe(RoleEndpoint):
     request_serializer = IdRequest
 
     def handle(self, request: Request, data: dict) -> dict:
-        return self.serialize(self.get_role(request, data))
+        return self.serialize(self.get_object(request, data))
 
 
 class RoleList(ListEndpoint):
@@ -148,14 +149,14 @@ class RoleUpdate(RoleEndpoint):
     request_serializer = RoleUpdateRequest
 
     def handle(self, request: Request, data: dict) -> dict:
-        role = self.get_role(request, data)
+        role = self.get_object(request, data)
         services.update_role(
             role,
             changes=changes_of(data, "id", "permission_ids"),
             permissions=self.get_permissions_named(request, data),
             actor=request.user,
         )
-        return self.serialize(self.get_role(request, data))
+        return self.serialize(self.get_object(request, data))
 
 
 class RoleDelete(RoleEndpoint):
@@ -164,7 +165,7 @@ class RoleDelete(RoleEndpoint):
     response_serializer = Deleted
 
     def handle(self, request: Request, data: dict) -> dict:
-        return services.delete_role(self.get_role(request, data), actor=request.user)
+        return services.delete_role(self.get_object(request, data), actor=request.user)
 
 
 # Memberships: a project-scope grant of `memberships:<action>` reaches the memberships of its project
@@ -175,23 +176,24 @@ def memberships_of(workspace) -> QuerySet:
     return Membership.objects.in_workspace(workspace).prefetch_related("roles__permissions")
 
 
-class MembershipEndpoint(Endpoint):
+class MembershipEndpoint(endpoints.Endpoint):
     workspace_scoped = True
     project_aware = True
     response_serializer = MembershipSerializer
 
-    def get_membership(self, request: Request, data: dict) -> Membership:
-        membership = find_one(memberships_of(request.workspace), data)
-        self.check_project(request, membership.project_id)
-        return membership
+    def get_queryset(self, request: Request) -> QuerySet:
+        return memberships_of(request.workspace)
 
     def get_project(self, request: Request, project_id) -> Project | None:
+        """The project a membership is created in or moved to, authorized like a record of it; None
+        (a workspace-scope membership) needs the permission workspace-wide."""
         if project_id is None:
+            self.authorize(request, request.workspace)
             return None
         project = Project.objects.in_workspace(request.workspace).filter(pk=project_id).first()
         if project is None:
             raise ApiError(400, "project_id must name a project of this workspace", "project_id")
-        self.check_project(request, project.pk)
+        self.authorize(request, project)
         return project
 
     def get_roles(self, request: Request, data: dict) -> list[Role] | None:
@@ -211,8 +213,6 @@ class MembershipCreate(MembershipEndpoint):
         if account is None:
             raise ApiError(400, "account_id must name an existing account", "account_id")
         project = self.get_project(request, data.get("project_id"))
-        if project is None:
-            self.check_project(request, None)  # a workspace-scope membership needs a workspace-wide grant
         membership = services.create_membership(
             request.workspace,
             account=account,
@@ -230,13 +230,12 @@ class MembershipDescribe(MembershipEndpoint):
     request_serializer = IdRequest
 
     def handle(self, request: Request, data: dict) -> dict:
-        return self.serialize(self.get_membership(request, data))
+        return self.serialize(self.get_object(request, data))
 
 
-class MembershipList(ListEndpoint):
+class MembershipList(endpoints.ProjectScopedList):
     permission = "memberships:list"
     workspace_scoped = True
-    project_aware = True
     list_key = "memberships"
     response_serializer = MembershipSerializer
     filter_fields = {
@@ -254,14 +253,12 @@ class MembershipUpdate(MembershipEndpoint):
     request_serializer = MembershipUpdateRequest
 
     def handle(self, request: Request, data: dict) -> dict:
-        membership = self.get_membership(request, data)
+        membership = self.get_object(request, data)
         changes = changes_of(data, "id", "project_id", "role_ids")
         if "project_id" in data:
             changes["project"] = self.get_project(request, data["project_id"])
-            if changes["project"] is None:
-                self.check_project(request, None)
         elif changes.get("scope") == Membership.Scope.WORKSPACE:
-            self.check_project(request, None)
+            self.get_project(request, None)
         services.update_membership(
             membership, changes=changes, roles=self.get_roles(request, data), actor=request.user
         )
@@ -274,7 +271,7 @@ class MembershipDelete(MembershipEndpoint):
     response_serializer = Deleted
 
     def handle(self, request: Request, data: dict) -> dict:
-        return services.delete_membership(self.get_membership(request, data), actor=request.user)
+        return services.delete_membership(self.get_object(request, data), actor=request.user)
 
 
 class PermissionCheck(Endpoint):

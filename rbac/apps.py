@@ -6,8 +6,4 @@ class RbacConfig(AppConfig):
     verbose_name = "Roles and permissions"
 
     def ready(self) -> None:
-        from iam import events
-
-        from .policy import workspaces_of
-
-        events.account_workspaces = workspaces_of
+        from . import policy  # noqa: F401  registers where account events go (`workspaces_of`)

@@ -10,7 +10,8 @@ from . import policy
 class EndpointPermission(BasePermission):
     """Runs after authentication, before the body is read (CONTRACT 1's order): the caller must be
     authenticated, the `X-Workspace` workspace of a workspace-scoped endpoint must exist and count the
-    caller as an active member (CONTRACT 2), and the endpoint's declared permission must be held there."""
+    caller as an active member (CONTRACT 2), and the endpoint's declared permission must be held there
+    (`policy.admit`)."""
 
     def has_permission(self, request, view) -> bool:
         if getattr(view, "public", False):
@@ -21,20 +22,14 @@ class EndpointPermission(BasePermission):
         workspace = None
         if getattr(view, "workspace_scoped", False):
             workspace = request.workspace = select_workspace(request, account)
-        permission = getattr(view, "permission", None)
-        if permission is None:
-            return True
-        if workspace is None:
-            policy.require_global(account, permission)
-            return True
-        if account.is_superuser:
-            return True
-        grants = policy.grants(account.pk, workspace.pk)
-        # A project-scope membership's permissions count for its project only; the endpoint checks the
-        # record's project once it has found it (`policy.require(..., project_id=...)`).
-        if grants.allows(permission) or (view.project_aware and grants.allows_in_some_project(permission)):
-            return True
-        raise ApiError(403, f"missing permission {permission}")
+        policy.admit(
+            account,
+            workspace,
+            getattr(view, "permission", None),
+            project_scoped=getattr(view, "project_aware", False),
+            per_record=getattr(view, "per_record", False),
+        )
+        return True
 
 
 def select_workspace(request, account):

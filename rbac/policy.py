@@ -1,5 +1,12 @@
-"""The one authorization check (CONTRACT 4): does this account hold this permission in this workspace,
-for this project. Every endpoint asks it through its `permission` declaration, and `clients/validate`
+"""Authorization, decided in one place (CONTRACT 4, 15; STYLE "Authorization is decided in one place").
+
+Every API request is decided by two functions of this module: `admit` before the body is read (the
+endpoint's declared permission, from `rbac.permissions`), and `authorize` once the base endpoint
+(`rbac.endpoints.Endpoint`) has loaded the record the request names (its project, its account, a
+workspace). Every rule reads here: wildcards (`matches`), project scope (`Grants.allows`), self access on
+accounts and root-workspace rights for global resources (`authorize`), no escalation
+(`require_grantable`), consent (`require_activation`) and the operators' credential fields
+(`require_credential_change`); tests/rbac/test_policy_table.py holds them in one table. `clients/validate`
 reads the same grants. The grants of an (account, workspace) pair are cached under the workspace's
 authorization generation, which every change to memberships, roles, permissions or projects bumps."""
 
@@ -10,9 +17,9 @@ from uuid import UUID
 from django.conf import settings
 
 from accounts.models import Account
-from iam import cache
+from iam import cache, events
 from iam.errors import ApiError
-from tenancy.models import Workspace
+from tenancy.models import Project, Workspace
 from tenancy.state import authz_generation, generation_key, root_workspace
 
 from .models import Membership
@@ -143,12 +150,6 @@ def require(
         raise ApiError(403, f"missing permission {permission}")
 
 
-def require_in(account: Account, workspaces: Iterable[Workspace], permission: str) -> None:
-    """Held in any of the workspaces (a workspace itself, or the root workspace for global resources)."""
-    if not any(has_permission(account, workspace, permission) for workspace in workspaces):
-        raise ApiError(403, f"missing permission {permission}")
-
-
 CANNOT_GRANT = "cannot grant permissions you do not hold"
 
 
@@ -218,6 +219,108 @@ def require_global(account: Account, permission: str) -> None:
         raise ApiError(403, f"missing permission {permission}")
 
 
+# The two decisions every endpoint goes through
+
+
+def admit(
+    account: Account,
+    workspace: Workspace | None,
+    permission: str | None,
+    *,
+    project_scoped: bool = False,
+    per_record: bool = False,
+) -> None:
+    """Before the body (CONTRACT 1's order): the endpoint's declared `permission`, in the `X-Workspace`
+    workspace, or in the root workspace for a global resource (CONTRACT 3). `project_scoped`: a grant in
+    some project admits, and `authorize` checks the record's project. `per_record`: the permission
+    depends on the record alone (self access, a workspace's own grants), so `authorize` decides it."""
+    if permission is None or per_record:
+        return
+    if workspace is None:
+        require_global(account, permission)
+        return
+    if account.is_superuser:
+        return
+    held = grants(account.pk, workspace.pk)
+    if held.allows(permission) or (project_scoped and held.allows_in_some_project(permission)):
+        return
+    raise ApiError(403, f"missing permission {permission}")
+
+
+SELF_SERVICE = frozenset({"accounts:describe", "accounts:update"})
+ACCOUNT_FLAGS = frozenset({"enabled", "verified"})
+
+
+def project_of(record: object) -> UUID | None:
+    """The project a record belongs to (a project is its own); None: the workspace itself."""
+    if isinstance(record, Project):
+        return record.pk
+    return getattr(record, "project_id", None)
+
+
+def authorize(
+    account: Account,
+    workspace: Workspace | None,
+    permission: str | None,
+    record: object | None,
+    *,
+    project_scoped: bool = False,
+    fields: Iterable[str] | None = None,
+) -> None:
+    """Once the record is loaded (None: nothing matched, and the caller then gets the lookup's 404, so
+    whatever does not depend on the record is refused first, as `admit` would have).
+
+    - Global resources (`workspace` None): an account describes and updates itself, but not its
+      `enabled`/`verified` flags; a workspace needs the permission in itself or in the root workspace,
+      and is not found by a caller who is not its member; anything else needs the root workspace.
+    - Credentials: only operators change a secret, status, kind, provider, identity or e-mail, or delete.
+    - `project_scoped`: a project-scope grant counts for the record's own project only.
+
+    `fields`: the request's fields (an update's changes)."""
+    if permission is None or account.is_superuser:
+        return
+    fields = frozenset(fields or ())
+    if workspace is None:
+        if isinstance(record, Workspace):
+            require_in_workspace(account, record, permission)
+        elif not (
+            permission in SELF_SERVICE
+            and isinstance(record, Account)
+            and record.pk == account.pk
+            and not fields & ACCOUNT_FLAGS
+        ):
+            require_global(account, permission)
+        return
+    if permission == "credentials:update":
+        require_credential_change(account, fields)
+    elif permission == "credentials:delete":
+        require_credential_change(account, None)
+    if project_scoped and record is not None:
+        require(account, workspace, permission, project_id=project_of(record))
+
+
+def require_in_workspace(account: Account, workspace: Workspace, permission: str) -> None:
+    """A workspace's own endpoints (CONTRACT 4): the permission in the workspace or in the root workspace;
+    to a caller who is not a member, another workspace does not exist."""
+    if has_permission(account, workspace, permission) or has_global_permission(account, permission):
+        return
+    if grants(account.pk, workspace.pk).member:
+        raise ApiError(403, f"missing permission {permission}")
+    raise ApiError(404, "workspace not found")
+
+
+def visible_projects(account: Account, workspace: Workspace, permission: str | None) -> list[str] | None:
+    """For a project-scoped list: None when the caller holds the permission workspace-wide, else the
+    projects in which a project-scope membership grants it."""
+    if not permission or account.is_superuser:
+        return None
+    held = grants(account.pk, workspace.pk)
+    if held.allows(permission):
+        return None
+    return held.projects_allowing(permission)
+
+
+@events.account_workspaces_source
 def workspaces_of(account_ids: Iterable[UUID | str]) -> set[UUID]:
     """Where events about these accounts go (CONTRACT 15): workspaces where they hold an accepted
     membership, and the root workspace, which holds their credentials. An invitation alone tells a

@@ -1,8 +1,18 @@
 from django.urls import path
 
-from . import api
+from . import api, workspaces
 
 urlpatterns = [
+    path("workspace/create", workspaces.WorkspaceCreate.as_view()),
+    path("workspace/describe", workspaces.WorkspaceDescribe.as_view()),
+    path("workspace/list", workspaces.WorkspaceList.as_view()),
+    path("workspace/update", workspaces.WorkspaceUpdate.as_view()),
+    path("workspace/delete", workspaces.WorkspaceDelete.as_view()),
+    path("projects/create", workspaces.ProjectCreate.as_view()),
+    path("projects/describe", workspaces.ProjectDescribe.as_view()),
+    path("projects/list", workspaces.ProjectList.as_view()),
+    path("projects/update", workspaces.ProjectUpdate.as_view()),
+    path("projects/delete", workspaces.ProjectDelete.as_view()),
     path("permissions/create", api.PermissionCreate.as_view()),
     path("permissions/describe", api.PermissionDescribe.as_view()),
     path("permissions/list", api.PermissionList.as_view()),

@@ -123,6 +123,20 @@ def test_describe_someone_else_needs_permission(account_api, root_member):
     err(reader.call("/accounts/describe", {"email": "ghost@example.com"}), 404, "account not found")
 
 
+def test_refusal_comes_before_the_lookup(account_api, root_member):
+    """CONTRACT 1's order (permission 403, then lookup 404) with the record loaded before the policy
+    decides: a caller without the permission cannot tell an unknown account from someone else's."""
+    for path in ("/accounts/describe", "/accounts/update"):
+        action = path.rsplit("/", 1)[1]
+        err(
+            account_api.call(path, {"email": "ghost@example.com"}),
+            403,
+            f"missing permission accounts:{action}",
+        )
+    _, updater = root_member("accounts:update")
+    err(updater.call("/accounts/update", {"email": "ghost@example.com"}), 404, "account not found")
+
+
 def test_update_self_but_not_own_flags(account, account_api):
     data = ok(account_api.call("/accounts/update", {"id": str(account.pk), "name": "Renamed", "tags": ["n"]}))
     assert data["name"] == "Renamed" and data["tags"] == ["n"] and data["updated_at"] is not None

@@ -1,15 +1,14 @@
+"""The workspace and project endpoints. Tenancy owns the models and their services; the endpoints live
+here because who may reach a workspace or a project, and the owner role a new workspace gets, are rbac's
+rules."""
+
 from django.db.models import QuerySet
 from rest_framework.request import Request
 
-from iam.api import Endpoint, ListEndpoint, find_one
-from iam.errors import ApiError
-from rbac import policy
-from rbac.models import Membership
-from rbac.services import create_workspace
-
-from . import services
-from .models import Project, Workspace
-from .serializers import (
+from iam.api import Endpoint, ListEndpoint
+from tenancy import services
+from tenancy.models import Project, Workspace
+from tenancy.serializers import (
     ProjectCreateRequest,
     ProjectDeleted,
     ProjectRef,
@@ -22,26 +21,24 @@ from .serializers import (
     WorkspaceUpdateRequest,
 )
 
+from . import endpoints, policy
+from .models import Membership
+from .services import create_workspace
+
 # Workspaces are global: their endpoints take no X-Workspace header (CONTRACT 2).
 
 
-class WorkspaceEndpoint(Endpoint):
+class WorkspaceEndpoint(endpoints.Endpoint):
     """describe/update/delete need `workspaces:<action>` in the workspace itself or in the root workspace
-    (CONTRACT 4). To a caller who is not a member, another workspace does not exist."""
+    (CONTRACT 4). To a caller who is not a member, another workspace does not exist
+    (`policy.require_in_workspace`)."""
 
-    action: str
+    per_record = True
+    lookup = ("id", "slug")
     response_serializer = WorkspaceSerializer
 
-    def get_workspace(self, request: Request, data: dict) -> Workspace:
-        workspace = find_one(Workspace.objects.all(), data, ("id", "slug"))
-        permission = f"workspaces:{self.action}"
-        if policy.has_permission(request.user, workspace, permission) or policy.has_global_permission(
-            request.user, permission
-        ):
-            return workspace
-        if policy.grants(request.user.pk, workspace.pk).member:
-            raise ApiError(403, f"missing permission {permission}")
-        raise ApiError(404, "workspace not found")
+    def get_queryset(self, request: Request) -> QuerySet:
+        return Workspace.objects.all()
 
 
 class WorkspaceCreate(Endpoint):
@@ -56,11 +53,11 @@ class WorkspaceCreate(Endpoint):
 
 class WorkspaceDescribe(WorkspaceEndpoint):
     read_only = True
-    action = "describe"
+    permission = "workspaces:describe"
     request_serializer = WorkspaceRef
 
     def handle(self, request: Request, data: dict) -> dict:
-        return self.serialize(self.get_workspace(request, data))
+        return self.serialize(self.get_object(request, data))
 
 
 class WorkspaceList(ListEndpoint):
@@ -78,35 +75,34 @@ class WorkspaceList(ListEndpoint):
 
 
 class WorkspaceUpdate(WorkspaceEndpoint):
-    action = "update"
+    permission = "workspaces:update"
     request_serializer = WorkspaceUpdateRequest
 
     def handle(self, request: Request, data: dict) -> dict:
-        workspace = self.get_workspace(request, data)
+        workspace = self.get_object(request, data)
         return self.serialize(services.update_workspace(workspace, changes=data, actor=request.user))
 
 
 class WorkspaceDelete(WorkspaceEndpoint):
-    action = "delete"
+    permission = "workspaces:delete"
     request_serializer = WorkspaceRef
     response_serializer = WorkspaceDeleted
 
     def handle(self, request: Request, data: dict) -> dict:
-        return services.delete_workspace(self.get_workspace(request, data), actor=request.user)
+        return services.delete_workspace(self.get_object(request, data), actor=request.user)
 
 
 # Projects
 
 
-class ProjectEndpoint(Endpoint):
+class ProjectEndpoint(endpoints.Endpoint):
     workspace_scoped = True
     project_aware = True
+    lookup = ("id", "code")
     response_serializer = ProjectSerializer
 
-    def get_project(self, request: Request, data: dict) -> Project:
-        project = find_one(Project.objects.in_workspace(request.workspace), data, ("id", "code"))
-        self.check_project(request, project.pk)
-        return project
+    def get_queryset(self, request: Request) -> QuerySet:
+        return Project.objects.in_workspace(request.workspace)
 
 
 class ProjectCreate(ProjectEndpoint):
@@ -124,13 +120,12 @@ class ProjectDescribe(ProjectEndpoint):
     request_serializer = ProjectRef
 
     def handle(self, request: Request, data: dict) -> dict:
-        return self.serialize(self.get_project(request, data))
+        return self.serialize(self.get_object(request, data))
 
 
-class ProjectList(ListEndpoint):
+class ProjectList(endpoints.ProjectScopedList):
     permission = "projects:list"
     workspace_scoped = True
-    project_aware = True
     list_key = "projects"
     response_serializer = ProjectSerializer
     filter_fields = {
@@ -153,7 +148,7 @@ class ProjectUpdate(ProjectEndpoint):
     request_serializer = ProjectUpdateRequest
 
     def handle(self, request: Request, data: dict) -> dict:
-        project = self.get_project(request, data)
+        project = self.get_object(request, data)
         changes = {key: value for key, value in data.items() if key not in ("id", "code")}
         return self.serialize(services.update_project(project, changes=changes, actor=request.user))
 
@@ -164,4 +159,4 @@ class ProjectDelete(ProjectEndpoint):
     response_serializer = ProjectDeleted
 
     def handle(self, request: Request, data: dict) -> dict:
-        return services.delete_project(self.get_project(request, data), actor=request.user)
+        return services.delete_project(self.get_object(request, data), actor=request.user)

@@ -1,36 +1,33 @@
+"""The account endpoints. Accounts owns the model and its services; the endpoints live here because
+creating an account makes its password credential (authn) and who may read or change an account is
+rbac's rule."""
+
+from django.db.models import QuerySet
 from rest_framework.request import Request
 
-from authn.services import create_password_account
-from iam.api import Endpoint, ListEndpoint
-from iam.errors import ApiError
-from rbac import policy
-
-from . import services
-from .models import Account
-from .serializers import (
+from accounts import services
+from accounts.models import Account
+from accounts.serializers import (
     AccountCreateRequest,
     AccountDeleted,
     AccountRef,
     AccountSerializer,
     AccountUpdateRequest,
 )
+from iam.api import Endpoint, ListEndpoint
+from rbac import endpoints
+
+from .services import create_password_account
 
 
-def find_account(ref: dict) -> Account:
-    lookup = {"pk": ref["id"]} if "id" in ref else {}
-    if "email" in ref:
-        lookup["email"] = ref["email"]
-    account = Account.objects.filter(**lookup).first()
-    if account is None:
-        raise ApiError(404, "account not found")
-    return account
+class AccountEndpoint(endpoints.Endpoint):
+    """An account named by `id` and/or `email` (both must match). Self access and root-workspace rights
+    are `policy.authorize`'s (CONTRACT 4)."""
 
+    lookup = ("id", "email")
 
-def is_self(request: Request, ref: dict) -> bool:
-    return (
-        ref.get("id", request.user.pk) == request.user.pk
-        and ref.get("email", request.user.email) == request.user.email
-    )
+    def get_queryset(self, request: Request) -> QuerySet:
+        return Account.objects.all()
 
 
 class AccountCreate(Endpoint):
@@ -43,16 +40,16 @@ class AccountCreate(Endpoint):
         return self.serialize(account)
 
 
-class AccountDescribe(Endpoint):
+class AccountDescribe(AccountEndpoint):
+    # Any account may describe itself (CONTRACT 4).
     read_only = True
+    permission = "accounts:describe"
+    per_record = True
     request_serializer = AccountRef
     response_serializer = AccountSerializer
 
     def handle(self, request: Request, data: dict) -> dict:
-        # CONTRACT 4: any account may describe itself
-        if not is_self(request, data):
-            policy.require_global(request.user, "accounts:describe")
-        return self.serialize(find_account(data))
+        return self.serialize(self.get_object(request, data))
 
 
 class AccountList(ListEndpoint):
@@ -80,22 +77,22 @@ class AccountList(ListEndpoint):
         return Account.objects.all()
 
 
-class AccountUpdate(Endpoint):
+class AccountUpdate(AccountEndpoint):
+    # An account updates itself, except its enabled and verified flags (CONTRACT 4).
+    permission = "accounts:update"
+    per_record = True
     request_serializer = AccountUpdateRequest
     response_serializer = AccountSerializer
 
     def handle(self, request: Request, data: dict) -> dict:
-        # CONTRACT 4: an account updates itself, except its enabled and verified flags
-        if not is_self(request, data) or "enabled" in data or "verified" in data:
-            policy.require_global(request.user, "accounts:update")
-        account = find_account(data)
+        account = self.get_object(request, data)
         return self.serialize(services.update_account(account, changes=data, actor=request.user))
 
 
-class AccountDelete(Endpoint):
+class AccountDelete(AccountEndpoint):
     permission = "accounts:delete"
     request_serializer = AccountRef
     response_serializer = AccountDeleted
 
     def handle(self, request: Request, data: dict) -> dict:
-        return services.delete_account(find_account(data), actor=request.user)
+        return services.delete_account(self.get_object(request, data), actor=request.user)

@@ -1,0 +1,59 @@
+"""The app layers of pyproject.toml's import-linter contract (`make lint` runs `lint-imports`): the apps
+depend one way, `clients -> authn -> rbac -> tenancy -> accounts -> iam`, and iam imports no app."""
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+APPS = ("iam", "accounts", "tenancy", "rbac", "authn", "clients")
+LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
+
+
+def lint(tree: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [str(LINT_IMPORTS), "--no-cache", "--no-logo", "--config", str(tree / "pyproject.toml")],
+        cwd=tree,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    """A copy of the project's Python sources and its pyproject.toml, to break on purpose."""
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    for app in APPS:
+        shutil.copytree(ROOT / app, tmp_path / app, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    return tmp_path
+
+
+def test_the_project_keeps_its_layers(tree):
+    result = lint(tree)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "1 kept, 0 broken" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("module", "source", "broken"),
+    [
+        ("tenancy/upward.py", "from rbac import policy\n", "tenancy is not allowed to import rbac"),
+        ("accounts/upward.py", "import authn.services\n", "accounts is not allowed to import authn"),
+        (
+            "iam/upward.py",
+            "def later():\n    from clients import models\n",
+            "iam is not allowed to import clients",
+        ),
+    ],
+)
+def test_an_upward_import_breaks_the_contract(tree, module, source, broken):
+    (tree / module).write_text(source)
+    result = lint(tree)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "0 kept, 1 broken" in result.stdout
+    assert broken in result.stdout

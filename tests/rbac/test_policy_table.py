@@ -1,0 +1,182 @@
+"""Every authorization rule in one table (STYLE "Authorization is decided in one place"): the decisions
+of `rbac.policy` that the endpoints reach through `admit` (before the body) and `authorize` (with the
+loaded record), and the escalation, consent and credential rules the services and endpoints ask. Two
+workspaces and accounts of both: a grant in one workspace, or in one project, never reaches the other."""
+
+from types import SimpleNamespace
+
+import pytest
+
+from iam.errors import ApiError
+from rbac import policy
+from rbac.models import Membership
+from tests.factories import (
+    AccountFactory,
+    CredentialFactory,
+    MembershipFactory,
+    ProjectFactory,
+    RoleFactory,
+    WorkspaceFactory,
+)
+
+ALLOWED = None
+CANNOT_GRANT = (403, "cannot grant permissions you do not hold")
+OPERATOR_ONLY = (403, "only an operator may change this credential")
+
+
+def missing(permission: str) -> tuple[int, str]:
+    return 403, f"missing permission {permission}"
+
+
+@pytest.fixture
+def w(db, root):
+    """Workspace `a` with projects `p1`, `p2`; workspace `b`. `wide` holds projects, memberships,
+    credentials:update and workspaces:describe across `a`; `p1` holds projects and memberships in project
+    `p1` only; `stranger` holds `*` in `b`; `root_admin` holds accounts and workspaces in the root
+    workspace; `plain` belongs nowhere; `invited` is invited to `a`."""
+    a, b = WorkspaceFactory(), WorkspaceFactory()
+    p1, p2 = ProjectFactory(workspace=a), ProjectFactory(workspace=a)
+    world = SimpleNamespace(a=a, b=b, p1=p1, p2=p2, root=root)
+
+    def member(workspace, *permissions, **membership):
+        account = AccountFactory()
+        role = RoleFactory(workspace=workspace, permissions=list(permissions))
+        MembershipFactory(account=account, workspace=workspace, roles=[role], **membership)
+        return account
+
+    world.wide = member(a, "projects:*", "memberships:*", "credentials:update", "workspaces:describe")
+    world.p1_member = member(a, "projects:*", "memberships:*", scope=Membership.Scope.PROJECT, project=p1)
+    world.stranger = member(b, "*")
+    world.root_admin = member(root, "accounts:*", "workspaces:*")
+    world.plain = AccountFactory()
+    world.operator = AccountFactory(is_superuser=True)
+    world.invited = AccountFactory()
+    world.invitation = MembershipFactory(account=world.invited, workspace=a, status=Membership.Status.INVITED)
+    world.credential = CredentialFactory(account=world.plain)
+    return world
+
+
+def decide(call) -> tuple[int, str] | None:
+    try:
+        call()
+    except ApiError as exc:
+        return exc.status, exc.message
+    return ALLOWED
+
+
+ADMIT = [
+    # (caller, workspace, permission, options, decision)
+    ("p1_member", "a", "projects:describe", {"project_scoped": True}, ALLOWED),
+    ("p1_member", "a", "projects:create", {}, missing("projects:create")),
+    ("wide", "a", "projects:create", {}, ALLOWED),
+    ("wide", "b", "projects:create", {}, missing("projects:create")),
+    ("stranger", "a", "projects:describe", {"project_scoped": True}, missing("projects:describe")),
+    ("operator", "a", "roles:create", {}, ALLOWED),
+    ("plain", "a", None, {}, ALLOWED),
+    ("plain", None, "accounts:list", {}, missing("accounts:list")),
+    ("wide", None, "accounts:list", {}, missing("accounts:list")),
+    ("root_admin", None, "accounts:list", {}, ALLOWED),
+    ("plain", None, "accounts:describe", {"per_record": True}, ALLOWED),
+]
+
+
+@pytest.mark.parametrize(("caller", "workspace", "permission", "options", "decision"), ADMIT)
+def test_admit(w, caller, workspace, permission, options, decision):
+    space = getattr(w, workspace) if workspace else None
+    account = getattr(w, caller)
+    assert decide(lambda: policy.admit(account, space, permission, **options)) == decision
+
+
+AUTHORIZE = [
+    # (caller, workspace, permission, record, fields, project_scoped, decision)
+    # project scope (CONTRACT 4): a project-scope grant counts for its own project only
+    ("p1_member", "a", "projects:describe", "p1", None, True, ALLOWED),
+    ("p1_member", "a", "projects:describe", "p2", None, True, missing("projects:describe")),
+    ("p1_member", "a", "memberships:create", "a", None, True, missing("memberships:create")),
+    ("p1_member", "a", "projects:describe", None, None, True, ALLOWED),  # the lookup's 404 follows
+    ("wide", "a", "projects:describe", "p2", None, True, ALLOWED),
+    ("wide", "a", "memberships:create", "a", None, True, ALLOWED),
+    # self access on accounts; everything else on accounts needs the root workspace (CONTRACT 3, 4)
+    ("plain", None, "accounts:describe", "plain", {"id": 1}, False, ALLOWED),
+    ("plain", None, "accounts:update", "plain", {"name": "x"}, False, ALLOWED),
+    ("plain", None, "accounts:update", "plain", {"enabled": False}, False, missing("accounts:update")),
+    ("plain", None, "accounts:update", "plain", {"verified": True}, False, missing("accounts:update")),
+    ("plain", None, "accounts:delete", "plain", None, False, missing("accounts:delete")),
+    ("plain", None, "accounts:describe", "wide", None, False, missing("accounts:describe")),
+    ("plain", None, "accounts:describe", None, None, False, missing("accounts:describe")),  # before 404
+    ("wide", None, "accounts:describe", "plain", None, False, missing("accounts:describe")),
+    ("root_admin", None, "accounts:describe", "plain", None, False, ALLOWED),
+    ("operator", None, "accounts:update", "plain", {"enabled": False}, False, ALLOWED),
+    # a workspace's own endpoints: in itself or in the root workspace; hidden from non-members
+    ("wide", None, "workspaces:describe", "a", None, False, ALLOWED),
+    ("wide", None, "workspaces:update", "a", None, False, missing("workspaces:update")),
+    ("wide", None, "workspaces:describe", "b", None, False, (404, "workspace not found")),
+    ("stranger", None, "workspaces:describe", "a", None, False, (404, "workspace not found")),
+    ("stranger", None, "workspaces:delete", "b", None, False, ALLOWED),
+    ("root_admin", None, "workspaces:update", "a", None, False, ALLOWED),
+    # credentials (CONTRACT 12): what only an operator may change, refused before the lookup's 404
+    ("wide", "a", "credentials:update", "credential", {"tags": []}, False, ALLOWED),
+    ("wide", "a", "credentials:update", "credential", {"secret": "x"}, False, OPERATOR_ONLY),
+    ("wide", "a", "credentials:update", None, {"new_email": "x@example.com"}, False, OPERATOR_ONLY),
+    ("wide", "a", "credentials:delete", "credential", None, False, OPERATOR_ONLY),
+    ("operator", "a", "credentials:delete", "credential", None, False, ALLOWED),
+]
+
+
+@pytest.mark.parametrize(
+    ("caller", "workspace", "permission", "record", "fields", "project_scoped", "decision"), AUTHORIZE
+)
+def test_authorize(w, caller, workspace, permission, record, fields, project_scoped, decision):
+    space = getattr(w, workspace) if workspace else None
+    target = getattr(w, record) if record else None
+    account = getattr(w, caller)
+    decided = decide(
+        lambda: policy.authorize(
+            account, space, permission, target, project_scoped=project_scoped, fields=fields
+        )
+    )
+    assert decided == decision
+
+
+GRANTABLE = [
+    # (caller, names, project, decision): CONTRACT 4's escalation rule
+    ("wide", ["projects:create"], None, ALLOWED),
+    ("wide", ["projects:*"], None, ALLOWED),
+    ("wide", ["*:create"], None, CANNOT_GRANT),
+    ("wide", ["roles:create"], None, CANNOT_GRANT),
+    ("p1_member", ["projects:create"], "p1", ALLOWED),
+    ("p1_member", ["projects:create"], "p2", CANNOT_GRANT),
+    ("p1_member", ["projects:create"], None, CANNOT_GRANT),
+    ("stranger", ["projects:create"], None, CANNOT_GRANT),  # `*` in b is nothing in a
+    ("operator", ["*"], None, ALLOWED),
+    (None, ["*"], None, ALLOWED),  # the system: commands, bootstrap
+]
+
+
+@pytest.mark.parametrize(("caller", "names", "project", "decision"), GRANTABLE)
+def test_require_grantable(w, caller, names, project, decision):
+    account = getattr(w, caller) if caller else None
+    project_id = getattr(w, project).pk if project else None
+    assert decide(lambda: policy.require_grantable(account, w.a, names, project_id=project_id)) == decision
+
+
+@pytest.mark.parametrize(
+    ("caller", "decision"),
+    [
+        ("invited", ALLOWED),
+        ("wide", (403, "only the invited account can accept")),
+        ("operator", ALLOWED),
+        (None, ALLOWED),
+    ],
+)
+def test_require_activation(w, caller, decision):
+    """CONTRACT 15: an invitation becomes active only by its own account (or an operator, or the system)."""
+    account = getattr(w, caller) if caller else None
+    assert decide(lambda: policy.require_activation(account, w.invitation)) == decision
+
+
+def test_visible_projects(w):
+    assert policy.visible_projects(w.p1_member, w.a, "projects:list") == [str(w.p1.pk)]
+    assert policy.visible_projects(w.wide, w.a, "projects:list") is None
+    assert policy.visible_projects(w.operator, w.a, "projects:list") is None
+    assert policy.visible_projects(w.stranger, w.a, "projects:list") == []
