@@ -18,7 +18,7 @@ from iam.models import OutboxMessage
 from rbac.models import Membership
 from rbac.services import INVITATION_LIFETIME
 
-from . import tokens
+from . import throttling, tokens
 
 logger = logging.getLogger(__name__)
 
@@ -119,6 +119,10 @@ def send(message: OutboxMessage) -> None:
         )
         if membership is None:
             return
+        if throttling.invitations_by_address.retry_after(account.email) is not None:
+            logger.warning("email: invitation %s not mailed: address over its hourly limit", membership.pk)
+            return
+        throttling.invitations_by_address.hit(account.email)
     try:
         try:
             build(kind, account, membership=membership).send()

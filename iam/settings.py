@@ -267,6 +267,9 @@ IAM_LOGIN_FAILURES_PER_EMAIL = env("IAM_LOGIN_FAILURES_PER_EMAIL", 5, int)
 IAM_LOGIN_FAILURES_PER_IP = env("IAM_LOGIN_FAILURES_PER_IP", 50, int)
 IAM_LOGIN_FAILURE_WINDOW = timedelta(minutes=15)
 IAM_EMAILS_PER_ADDRESS_PER_HOUR = env("IAM_EMAILS_PER_ADDRESS_PER_HOUR", 3, int)
+# Invitation e-mails (CONTRACT 15) one address receives per hour, whoever invites; past it the invitation
+# still stands (the account sees it signed in, `memberships/accept` with Bearer and id), unmailed.
+IAM_INVITATIONS_PER_ADDRESS_PER_HOUR = env("IAM_INVITATIONS_PER_ADDRESS_PER_HOUR", 10, int)
 IAM_OAUTH_STARTS_PER_IP_PER_MINUTE = env("IAM_OAUTH_STARTS_PER_IP_PER_MINUTE", 30, int)
 IAM_WEBHOOK_ALLOW_PRIVATE = env("IAM_WEBHOOK_ALLOW_PRIVATE", DEBUG or TESTING, bool)
 IAM_WEBHOOK_TIMEOUT_SECONDS = 5

@@ -192,3 +192,18 @@ def test_an_operator_and_the_account_itself_add_directly(operator, member_of, in
         )
     )
     assert mine["status"] == "active"
+
+
+def test_invitations_to_one_address_are_mailed_at_most_ten_times_an_hour(tenant, invitee, member_of):
+    """A tenant (or several) could flood an address by inviting, withdrawing and inviting again; past the
+    hourly limit the invitation still stands, unmailed, and the account can accept it signed in."""
+    a, b, _, owner_api = tenant
+    _, other_owner = member_of(b, "*")
+    for round_ in range(6):
+        for api, workspace in ((owner_api, a), (other_owner, b)):
+            membership = invite(api, invitee, RoleFactory(workspace=workspace))
+            send_outbox()
+            if round_ < 5:
+                ok(api.call("/memberships/delete", {"id": membership["id"]}))
+    assert len([m for m in mail.outbox if "invited" in m.subject]) == 10
+    ok(client_for(invitee).call("/memberships/accept", {"id": membership["id"]}))
