@@ -213,6 +213,8 @@ def main() -> None:
         "DJANGO_SETTINGS_MODULE": "bench.settings",
         "DATABASE_URL": url,
         "SECRET_KEY": os.environ.get("SECRET_KEY", secrets.token_urlsafe(50)),
+        # DEBUG off refuses to start without its own keys (CONTRACT 14): the bench makes throw-away ones.
+        "IAM_JWT_SIGNING_KEY": os.environ.get("IAM_JWT_SIGNING_KEY", secrets.token_urlsafe(50)),
         "DEBUG": "0",
         "PYTHONPATH": str(ROOT),
         "PYTHONWARNINGS": "ignore:No directory at",  # whitenoise: no collectstatic for a benchmark
