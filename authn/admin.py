@@ -23,8 +23,6 @@ from django.utils.html import format_html
 from accounts import services as accounts
 from accounts.models import Account, normalize_email
 from accounts.serializers import AccountCreateRequest, AccountUpdateRequest
-from accounts.state import forget_account
-from iam import audit
 from iam.admin import RESOURCE_READONLY, ReadOnlyInline, ServiceAdmin, changed, check_with
 from iam.errors import ApiError
 from iam.fields import PERMISSION_NAME_MAX
@@ -222,16 +220,7 @@ class AccountAdmin(ServiceAdmin):
         if changes:
             accounts.update_account(current, changes=changes, actor=request.user)
         if "is_superuser" in form.changed_data:
-            # Operator status is the admin's own business (no API sets it); cached accounts carry it.
-            granted = {"is_superuser": form.cleaned_data["is_superuser"]}
-            audit.record_update(
-                "account.update",
-                resource=("account", current.pk),
-                changes=audit.diff(current, granted, granted),
-            )
-            current.is_superuser = form.cleaned_data["is_superuser"]
-            current.save(update_fields=["is_superuser"])
-            forget_account(current.pk)
+            accounts.set_operator(current, operator=form.cleaned_data["is_superuser"], actor=request.user)
         return current
 
     def remove(self, request: HttpRequest, obj: Account) -> None:

@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from accounts.models import Account
 from authn.models import Credential
-from iam.models import OutboxMessage
+from iam.models import AuditEntry, OutboxMessage
 from rbac.models import Membership, Permission, Role
 from tenancy.models import Project, Workspace
 from tests.admin.conftest import form_data
@@ -330,12 +330,28 @@ def test_disabling_an_account_on_its_change_form(admin_web):
     assert account.enabled is False and account.updated_by is not None
 
 
-def test_granting_operator_status_takes_effect_at_once(admin_web):
+def test_granting_operator_status_takes_effect_at_once(admin_web, operator):
     account = AccountFactory()
+    membership = MembershipFactory(account=account)
     api = client_for(account)
-    err(api.call("/accounts/list", {}), 403)
+    err(api.call("/accounts/list", {}), 403)  # the account is now cached
     saved(post_change(admin_web, account, is_superuser="on"))
     ok(api.call("/accounts/list", {}))
+    [entry] = AuditEntry.objects.filter(action="account.update", resource_id=account.pk)
+    assert entry.changes == {"is_superuser": {"before": False, "after": True}}
+    assert entry.actor_id == operator.pk and entry.actor_kind == "operator"
+    [event] = events("account.updated")  # CONTRACT 8: what the account may do changed
+    assert event["workspace_id"] == str(membership.workspace_id)
+    assert event["data"]["account_ids"] == [str(account.pk)]
+    account.refresh_from_db()
+    assert account.is_superuser and account.updated_by == operator
+
+    data = form_data(admin_web.get(change_url(account)))
+    del data["is_superuser"]
+    saved(admin_web.post(change_url(account), data))
+    err(api.call("/accounts/list", {}), 403)
+    assert len(events("account.updated")) == 2
+    assert AuditEntry.objects.filter(action="account.update", resource_id=account.pk).count() == 2
 
 
 def test_revoking_sessions_in_the_admin(admin_web):
