@@ -523,3 +523,18 @@ def test_the_default_retention_is_a_year(db):
 def test_outside_any_request_or_command_the_actor_is_the_system(db):
     assert context.current().actor_kind == "system"
     assert audit.record("test.system", resource=("account", None)).actor_kind == "system"
+
+
+def test_create_workspace_records_the_workspace_as_the_commands(db):
+    owner = AccountFactory(email="owner@example.com")
+    call_command("create_workspace", slug="acme", name="Acme", owner_email=owner.email, stdout=io.StringIO())
+
+    [created] = entries("workspace.create")
+    assert created.actor_kind == "command" and created.actor_id is None
+    assert created.changes["slug"] == {"before": None, "after": "acme"}
+    assert created.workspace_id == created.resource_id
+    [owned] = entries("membership.create", workspace_id=created.resource_id)
+    assert owned.changes["account_id"]["after"] == str(owner.pk)
+
+    call_command("create_workspace", slug="acme", name="Acme", owner_email=owner.email, stdout=io.StringIO())
+    assert len(entries("workspace.create")) == 1
