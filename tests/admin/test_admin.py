@@ -604,3 +604,19 @@ def test_a_membership_project_from_another_workspace_is_refused(admin_web):
     assert response.context["adminform"].form.errors["project"] == [
         "project_id must name a project of this workspace"
     ]
+
+
+@pytest.mark.parametrize("model", ["workspace", "project", "role"])
+def test_a_change_that_fails_its_own_field_check_is_a_form_error_not_a_500(admin_web, model):
+    """The base form sends the API's serializer only the fields that passed their own checks."""
+    workspace = WorkspaceFactory()
+    record = {
+        "workspace": lambda: workspace,
+        "project": lambda: Project.objects.create(
+            workspace=workspace, name="P", meta={"schema_version": "1"}
+        ),
+        "role": lambda: RoleFactory(workspace=workspace),
+    }[model]()
+    response = post_change(admin_web, record, meta="{not json")
+    assert response.status_code == 200
+    assert response.context["adminform"].form.errors["meta"] == ["Enter a valid JSON."]
