@@ -31,7 +31,7 @@ def entries(action: str, **filters) -> list[AuditEntry]:
 
 def create_project(api: ApiClient, name: str = "Site", **headers) -> tuple[dict, object]:
     response = api.call(
-        "/projects/create", {"name": name, "config": META, "tags": ["prod"], "meta": META}, headers=headers
+        "/projects/create", {"name": name, "config": META, "tags": [], "meta": META}, headers=headers
     )
     return ok(response), response
 
@@ -540,17 +540,9 @@ def test_create_workspace_records_the_workspace_as_the_commands(db):
     assert len(entries("workspace.create")) == 1
 
 
-META = {"schema_version": "1"}
-
-
 def test_a_workspace_created_over_the_api_is_recorded_as_its_creators(db):
     creator, other = AccountFactory(), AccountFactory()
-    body = {
-        "name": "Acme",
-        "slug": "acme",
-        "config": {"schema_version": "1"},
-        "meta": {"schema_version": "1"},
-    }
+    body = {"name": "Acme", "slug": "acme", "config": META, "tags": ["prod"], "meta": META}
     created = ok(client_for(creator).call("/workspace/create", body))
     ok(client_for(other).call("/workspace/create", {**body, "slug": "other"}))
 
