@@ -96,6 +96,36 @@ def update_account(account: Account, *, changes: dict[str, Any], actor: Account 
 
 
 @transaction.atomic
+def set_operator(account: Account, *, operator: bool, actor: Account | None) -> Account:
+    """Grants or withdraws operator status (CONTRACT 14; no API sets it). It changes what the account may
+    do everywhere, so cached copies go and the clients hear `account.updated` (CONTRACT 8)."""
+    if account.is_superuser == operator:
+        return account
+    audit.record(
+        "account.update",
+        resource=("account", account.pk),
+        changes={"is_superuser": {"before": account.is_superuser, "after": operator}},
+        actor=actor,
+    )
+    account.is_superuser = operator
+    account.updated_by = actor
+    account.save(update_fields=["is_superuser", "updated_by"])
+    forget_account(account.pk)
+    events.emit("account.updated", resource=("account", account.pk), account_ids=[account.pk])
+    return account
+
+
+@transaction.atomic
+def clear_password(account: Account, *, actor: Account | None) -> None:
+    """Leaves the account without a usable password (it signs in through its other credentials only) and
+    ends every session, as a new password does (CONTRACT 5)."""
+    account.set_unusable_password()
+    account.save(update_fields=["password"])
+    audit.record("account.password_clear", resource=("account", account.pk), actor=actor)
+    end_sessions(account)
+
+
+@transaction.atomic
 def set_password(account: Account, password: str) -> None:
     """A new password ends every session (CONTRACT 5)."""
     account.set_password(password)

@@ -23,9 +23,7 @@ from django.utils.html import format_html
 from accounts import services as accounts
 from accounts.models import Account, normalize_email
 from accounts.serializers import AccountCreateRequest, AccountUpdateRequest
-from accounts.state import forget_account
-from iam import audit
-from iam.admin import RESOURCE_READONLY, ReadOnlyInline, ServiceAdmin, changed, check_with
+from iam.admin import RESOURCE_READONLY, ReadOnlyInline, ServiceAdmin, ServiceForm, changed, check_with
 from iam.errors import ApiError
 from iam.fields import PERMISSION_NAME_MAX
 from rbac import policy
@@ -39,24 +37,19 @@ from .models import Credential, SigningKey
 ACCOUNT_FIELDS = ("name", "description", "avatar_url", "enabled", "verified", "tags", "meta")
 
 
-class AccountChangeForm(forms.ModelForm):
+class AccountChangeForm(ServiceForm):
+    update_request = AccountUpdateRequest  # the add form is AccountCreationForm
+    request_fields = ACCOUNT_FIELDS
     avatar_url = forms.URLField(required=False, max_length=2048, assume_scheme="https", empty_value=None)
 
     class Meta:
         model = Account
         fields = (*ACCOUNT_FIELDS, "is_superuser")
 
-    def clean(self) -> dict[str, Any]:
-        cleaned = super().clean()
-        data = {
-            name: cleaned[name] for name in self.changed_data if name in ACCOUNT_FIELDS and name in cleaned
-        }
-        if data:
-            check_with(self, AccountUpdateRequest, {"id": str(self.instance.pk), **data})
-        return cleaned
 
-
-class AccountCreationForm(forms.ModelForm):
+class AccountCreationForm(ServiceForm):
+    create_request = AccountCreateRequest
+    create_partial = True  # the password is checked here, by the same rules
     password1 = forms.CharField(label="Password", strip=False, widget=forms.PasswordInput)
     password2 = forms.CharField(label="Password (again)", strip=False, widget=forms.PasswordInput)
 
@@ -67,8 +60,7 @@ class AccountCreationForm(forms.ModelForm):
     def clean_email(self) -> str:
         return normalize_email(self.cleaned_data["email"])
 
-    def clean(self) -> dict[str, Any]:
-        cleaned = super().clean()
+    def clean_relations(self, cleaned: dict[str, Any]) -> None:
         password = cleaned.get("password1")
         if password and password != cleaned.get("password2"):
             self.add_error("password2", "passwords do not match")
@@ -77,10 +69,9 @@ class AccountCreationForm(forms.ModelForm):
                 accounts.check_password_rules(password)
             except ApiError as exc:
                 self.add_error("password1", exc.message)
-        data = {name: cleaned[name] for name in ("email", "name") if cleaned.get(name)}
-        if data:
-            check_with(self, AccountCreateRequest, data)
-        return cleaned
+
+    def request_data(self, cleaned: dict[str, Any]) -> dict[str, Any]:
+        return {name: cleaned[name] for name in ("email", "name") if cleaned.get(name)}
 
 
 class SetPasswordForm(forms.Form):
@@ -222,16 +213,7 @@ class AccountAdmin(ServiceAdmin):
         if changes:
             accounts.update_account(current, changes=changes, actor=request.user)
         if "is_superuser" in form.changed_data:
-            # Operator status is the admin's own business (no API sets it); cached accounts carry it.
-            granted = {"is_superuser": form.cleaned_data["is_superuser"]}
-            audit.record_update(
-                "account.update",
-                resource=("account", current.pk),
-                changes=audit.diff(current, granted, granted),
-            )
-            current.is_superuser = form.cleaned_data["is_superuser"]
-            current.save(update_fields=["is_superuser"])
-            forget_account(current.pk)
+            accounts.set_operator(current, operator=form.cleaned_data["is_superuser"], actor=request.user)
         return current
 
     def remove(self, request: HttpRequest, obj: Account) -> None:

@@ -23,10 +23,10 @@ from oauthlib.oauth2 import WebApplicationClient
 from requests_oauthlib import OAuth2Session
 
 from accounts.models import Account, normalize_email
-from accounts.services import create_account, end_sessions, update_account
+from accounts.services import clear_password, create_account, update_account
 from iam import audit, crypto
-from tenancy.state import root_workspace
 
+from . import services
 from .models import Credential, OAuthState
 from .sessions import issue_session
 
@@ -295,25 +295,9 @@ def _profile(claims: object) -> Profile:
 
 
 def _oauth_credential(account: Account, profile: Profile) -> Credential:
-    credential = Credential.objects.create(
-        account=account,
-        workspace=root_workspace(),  # CONTRACT 3: credentials live in the root workspace only
-        kind=Credential.Kind.OAUTH,
-        provider=PROVIDER,
-        provider_id=profile.sub,
-        status=Credential.Status.ACTIVE,
-        email=profile.email,
+    return services.create_oauth_credential(
+        account, provider=PROVIDER, provider_id=profile.sub, email=profile.email, actor=account
     )
-    audit.record(
-        "credential.create",
-        resource=("credential", credential.pk),
-        workspace_id=credential.workspace_id,
-        changes=audit.created(
-            credential, ("account_id", "kind", "provider", "provider_id", "status", "email")
-        ),
-        actor=account,
-    )
-    return credential
 
 
 def _link(account: Account, profile: Profile) -> Credential:
@@ -326,12 +310,8 @@ def _link(account: Account, profile: Profile) -> Credential:
     )
     if not account.verified:
         update_account(account, changes={"verified": True}, actor=None)
-        Credential.objects.filter(account=account).exclude(status=Credential.Status.REVOKED).update(
-            status=Credential.Status.REVOKED, updated_at=timezone.now()
-        )
-        account.set_unusable_password()
-        account.save(update_fields=["password"])
-        end_sessions(account)
+        services.revoke_credentials(account, actor=account, keep_sessions=True)
+        clear_password(account, actor=account)  # ends every session
     return _oauth_credential(account, profile)
 
 
@@ -368,7 +348,7 @@ def sign_in(profile: Profile) -> Account:
             credential = _oauth_credential(account, profile)
     if not account.enabled:  # raised inside the transaction: a link just made is undone
         raise OAuthFailure(OAUTH_FAILED, "account disabled")
-    Credential.objects.filter(pk=credential.pk).update(last_used_at=timezone.now())
+    services.touch_credential(credential)
     audit.record(
         "account.login", resource=("account", account.pk), changes={"provider": PROVIDER}, actor=account
     )

@@ -124,7 +124,7 @@ def login(*, email: str, password: str, ip: str) -> tuple[Account, dict]:
         raise ApiError(403, "account disabled", commit=True)
     throttling.login_failures_by_email.reset(email)
     with transaction.atomic():
-        Credential.objects.filter(pk=credential.pk).update(last_used_at=timezone.now())
+        touch_credential(credential)
         session = issue_session(account)
         audit.record("account.login", resource=("account", account.pk), actor=account)
     metrics.LOGINS.labels("ok").inc()
@@ -288,6 +288,76 @@ def update_credential(credential: Credential, *, changes: dict) -> Credential:
     elif revoked:
         end_sessions(account)
     return credential
+
+
+@transaction.atomic
+def create_oauth_credential(
+    account: Account, *, provider: str, provider_id: str, email: str | None, actor: Account | None
+) -> Credential:
+    """The active identity an OAuth provider vouched for (CONTRACT 10), in the root workspace
+    (CONTRACT 3: no tenant holds an account's credential)."""
+    credential = Credential.objects.create(
+        account=account,
+        workspace=root_workspace(),
+        kind=Credential.Kind.OAUTH,
+        provider=provider,
+        provider_id=provider_id,
+        status=Credential.Status.ACTIVE,
+        email=email,
+    )
+    audit.record(
+        "credential.create",
+        resource=("credential", credential.pk),
+        workspace_id=credential.workspace_id,
+        changes=audit.created(
+            credential, ("account_id", "kind", "provider", "provider_id", "status", "email")
+        ),
+        actor=actor,
+    )
+    return credential
+
+
+@transaction.atomic
+def revoke_credentials(
+    account: Account,
+    *,
+    except_: Credential | None = None,
+    actor: Account | None,
+    keep_sessions: bool = False,
+) -> int:
+    """Revokes every usable credential of the account but `except_`, each recorded as a `credential.update`;
+    when any was revoked, every session of the account ends (as a revoke over the API does) unless the
+    caller ends them itself (`keep_sessions`). Answers how many were revoked."""
+    usable = (
+        Credential.objects.select_for_update()
+        .filter(account=account)
+        .exclude(status=Credential.Status.REVOKED)
+        .order_by("created_at", "id")
+    )
+    if except_ is not None:
+        usable = usable.exclude(pk=except_.pk)
+    revoked = list(usable)
+    for credential in revoked:
+        audit.record(
+            "credential.update",
+            resource=("credential", credential.pk),
+            workspace_id=credential.workspace_id,
+            changes={"status": {"before": credential.status, "after": Credential.Status.REVOKED}},
+            actor=actor,
+        )
+    Credential.objects.filter(pk__in=[credential.pk for credential in revoked]).update(
+        status=Credential.Status.REVOKED, updated_at=timezone.now()
+    )
+    if revoked and not keep_sessions:
+        end_sessions(account)
+    return len(revoked)
+
+
+@transaction.atomic
+def touch_credential(credential: Credential) -> None:
+    """Marks a credential just used to sign in (`last_used_at`); bookkeeping, not an audited change (the
+    sign-in records `account.login`)."""
+    Credential.objects.filter(pk=credential.pk).update(last_used_at=timezone.now())
 
 
 @transaction.atomic

@@ -19,7 +19,7 @@ from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
-from iam.admin import RESOURCE_READONLY, ReadOnlyInline, ServiceAdmin, changed, check_with
+from iam.admin import RESOURCE_READONLY, ReadOnlyInline, ServiceAdmin, ServiceForm, changed
 from iam.errors import ApiError
 
 from . import push, services
@@ -45,7 +45,11 @@ SECRETS_PAGE = engines["django"].from_string(
 )
 
 
-class ClientForm(forms.ModelForm):
+class ClientForm(ServiceForm):
+    create_request = ClientCreateRequest
+    update_request = ClientUpdateRequest
+    request_fields = CLIENT_FIELDS
+
     endpoint = forms.URLField(required=False, max_length=2048, assume_scheme="https", empty_value=None)
 
     class Meta:
@@ -56,14 +60,7 @@ class ClientForm(forms.ModelForm):
         """`clean` says a name is taken in the API's words; the service checks again when it saves."""
 
     def clean(self) -> dict[str, Any]:
-        cleaned = super().clean()
-        if self.instance._state.adding:
-            data = {name: cleaned[name] for name in CLIENT_FIELDS if cleaned.get(name) is not None}
-            check_with(self, ClientCreateRequest, data, partial=False)
-        else:
-            data = changed(self, CLIENT_FIELDS)
-            if data:
-                check_with(self, ClientUpdateRequest, {"id": str(self.instance.pk), **data})
+        cleaned = super().clean()  # the API's request serializer first
         workspace = cleaned.get("workspace") or getattr(self.instance, "workspace", None)
         name = cleaned.get("name")
         if workspace is not None and name and not self.has_error("name"):

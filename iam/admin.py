@@ -43,6 +43,54 @@ def changed(form: forms.ModelForm, names: tuple[str, ...] | list[str]) -> dict[s
     return {name: form.cleaned_data[name] for name in form.changed_data if name in names}
 
 
+class ServiceForm(forms.ModelForm):
+    """The base of every model form here: `clean()` validates the form's values with the API's request
+    serializer (`create_request` on the add form, `update_request` with the record's id and only the
+    changed `request_fields` on the change form) and shows its message as a form error, so the admin
+    refuses exactly what the API refuses, in the API's words. A form whose request needs other keys
+    overrides `request_data`; checks the serializer cannot make (a relation from another workspace) go in
+    `clean_relations`, which runs first."""
+
+    create_request: type[serializers.Serializer] | None = None
+    update_request: type[serializers.Serializer] | None = None
+    request_fields: tuple[str, ...] = ()
+    # A create request may omit what the form checks by itself (an account's password).
+    create_partial = False
+    # Form field -> the update request's key, where the API renames (a project's `code` -> `new_code`).
+    renamed_on_update: dict[str, str] = {}
+
+    @property
+    def adding(self) -> bool:
+        return self.instance._state.adding
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean()
+        self.clean_relations(cleaned)
+        request = self.create_request if self.adding else self.update_request
+        if request is None:
+            return cleaned
+        data = self.request_data(cleaned)
+        if self.adding:
+            check_with(self, request, data, partial=self.create_partial)
+        elif data:
+            check_with(self, request, {"id": str(self.instance.pk), **data})
+        return cleaned
+
+    def clean_relations(self, cleaned: dict[str, Any]) -> None:
+        """Checks before the serializer's; none by default."""
+
+    def request_data(self, cleaned: dict[str, Any]) -> dict[str, Any]:
+        """The request's keys: on the add form every given field, on the change form the changed ones
+        (a field that failed its own validation is left out: its error is already shown)."""
+        if self.adding:
+            return {name: cleaned[name] for name in self.request_fields if cleaned.get(name) is not None}
+        return {
+            self.renamed_on_update.get(name, name): cleaned[name]
+            for name in self.request_fields
+            if name in self.changed_data and name in cleaned
+        }
+
+
 def adopt(obj: models.Model, created: models.Model) -> None:
     """The admin goes on with the instance its form built (log entry, redirect, inlines): make it the row
     the service created."""

@@ -9,7 +9,7 @@ from django import forms
 from django.contrib import admin
 from django.http import HttpRequest
 
-from iam.admin import RESOURCE_READONLY, ReadOnlyInline, ServiceAdmin, changed, check_with
+from iam.admin import RESOURCE_READONLY, ReadOnlyInline, ServiceAdmin, ServiceForm, changed
 from tenancy.admin import SCHEMA, WorkspaceAdmin
 from tenancy.models import Workspace
 from tenancy.serializers import WorkspaceCreateRequest
@@ -51,20 +51,13 @@ def outside(workspace: Workspace, records) -> bool:
     return any(record.workspace_id != workspace.pk for record in records)
 
 
-class WorkspaceCreationForm(forms.ModelForm):
+class WorkspaceCreationForm(ServiceForm):
+    create_request = WorkspaceCreateRequest
+    request_fields = ("name", "slug", "description", "config", "tags", "meta")
+
     class Meta:
         model = Workspace
         fields = ("name", "slug", "description", "config", "tags", "meta")
-
-    def clean(self) -> dict[str, Any]:
-        cleaned = super().clean()
-        data = {
-            name: cleaned[name]
-            for name in ("name", "slug", "description", "config", "tags", "meta")
-            if cleaned.get(name) is not None
-        }
-        check_with(self, WorkspaceCreateRequest, data, partial=False)
-        return cleaned
 
 
 class RoleInline(ReadOnlyInline):
@@ -106,23 +99,14 @@ class RbacWorkspaceAdmin(WorkspaceAdmin):
 admin.site.register(Workspace, RbacWorkspaceAdmin)
 
 
-class PermissionForm(forms.ModelForm):
+class PermissionForm(ServiceForm):
+    create_request = PermissionCreateRequest
+    update_request = PermissionUpdateRequest
+    request_fields = services.PERMISSION_FIELDS
+
     class Meta:
         model = Permission
         fields = ("workspace", "name", "code", "description", "tags", "meta")
-
-    def clean(self) -> dict[str, Any]:
-        cleaned = super().clean()
-        if self.instance._state.adding:
-            data = {
-                name: cleaned[name] for name in services.PERMISSION_FIELDS if cleaned.get(name) is not None
-            }
-            check_with(self, PermissionCreateRequest, data, partial=False)
-        else:
-            data = changed(self, services.PERMISSION_FIELDS)
-            if data:
-                check_with(self, PermissionUpdateRequest, {"id": str(self.instance.pk), **data})
-        return cleaned
 
 
 @admin.register(Permission)
@@ -162,7 +146,11 @@ class PermissionAdmin(ServiceAdmin):
         services.delete_permission(obj, actor=request.user)
 
 
-class RoleForm(forms.ModelForm):
+class RoleForm(ServiceForm):
+    create_request = RoleCreateRequest
+    update_request = RoleUpdateRequest
+    request_fields = services.ROLE_FIELDS
+
     permissions = InWorkspaceChoices(
         queryset=Permission.objects.all(),
         required=False,
@@ -177,21 +165,16 @@ class RoleForm(forms.ModelForm):
         super().__init__(*args, **kwargs)
         scope_choices(self, "permissions", saved_workspace(self))
 
-    def clean(self) -> dict[str, Any]:
-        cleaned = super().clean()
-        permissions = cleaned.get("permissions") or []
+    def clean_relations(self, cleaned: dict[str, Any]) -> None:
         workspace = cleaned.get("workspace") or saved_workspace(self)
-        if workspace is not None and outside(workspace, permissions):
+        if workspace is not None and outside(workspace, cleaned.get("permissions") or []):
             self.add_error("permissions", "permission_ids must name permissions of this workspace")
-        ids = [str(permission.pk) for permission in permissions]
-        if self.instance._state.adding:
-            data = {name: cleaned[name] for name in services.ROLE_FIELDS if cleaned.get(name) is not None}
-            check_with(self, RoleCreateRequest, {**data, "permission_ids": ids}, partial=False)
-        else:
-            data = changed(self, services.ROLE_FIELDS)
-            if data:
-                check_with(self, RoleUpdateRequest, {"id": str(self.instance.pk), **data})
-        return cleaned
+
+    def request_data(self, cleaned: dict[str, Any]) -> dict[str, Any]:
+        data = super().request_data(cleaned)
+        if self.adding:
+            data["permission_ids"] = [str(permission.pk) for permission in cleaned.get("permissions") or []]
+        return data
 
 
 @admin.register(Role)
@@ -249,7 +232,10 @@ class RoleAdmin(ServiceAdmin):
         services.delete_role(obj, actor=request.user)
 
 
-class MembershipForm(forms.ModelForm):
+class MembershipForm(ServiceForm):
+    create_request = MembershipCreateRequest
+    update_request = MembershipUpdateRequest
+
     roles = InWorkspaceChoices(
         queryset=Role.objects.all(),
         required=False,
@@ -264,31 +250,31 @@ class MembershipForm(forms.ModelForm):
         super().__init__(*args, **kwargs)
         scope_choices(self, "roles", saved_workspace(self))
 
-    def clean(self) -> dict[str, Any]:
-        cleaned = super().clean()
+    def clean_relations(self, cleaned: dict[str, Any]) -> None:
         workspace = cleaned.get("workspace") or saved_workspace(self)
-        roles = cleaned.get("roles") or []
         project = cleaned.get("project")
-        if workspace is not None and outside(workspace, roles):
+        if workspace is not None and outside(workspace, cleaned.get("roles") or []):
             self.add_error("roles", "role_ids must name roles of this workspace")
         if workspace is not None and project is not None and project.workspace_id != workspace.pk:
             self.add_error("project", "project_id must name a project of this workspace")
+
+    def request_data(self, cleaned: dict[str, Any]) -> dict[str, Any]:
+        """The scope, status and project as they stand (the update request checks them together)."""
         data = {
             name: cleaned[name]
             for name in ("scope", "status", "tags", "meta")
             if cleaned.get(name) is not None
         }
+        project = cleaned.get("project")
         if project is not None:
             data["project_id"] = str(project.pk)
-        if self.instance._state.adding:
+        if self.adding:
             account = cleaned.get("account")
             data.update(
-                account_id=str(account.pk) if account else "", role_ids=[str(role.pk) for role in roles]
+                account_id=str(account.pk) if account else "",
+                role_ids=[str(role.pk) for role in cleaned.get("roles") or []],
             )
-            check_with(self, MembershipCreateRequest, data, partial=False)
-        else:
-            check_with(self, MembershipUpdateRequest, {"id": str(self.instance.pk), **data})
-        return cleaned
+        return data
 
 
 @admin.register(Membership)

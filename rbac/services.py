@@ -77,7 +77,6 @@ def create_workspace(
         resource=("workspace", workspace.pk),
         workspace_id=workspace.pk,
         changes=audit.created(workspace, ("name", "slug", "description", "tags")),
-        actor=owner,
     )
     ensure_owner(workspace, owner)
     return workspace

@@ -1,13 +1,11 @@
 """Admin for workspaces and projects, through `tenancy.services`. Creating a workspace is registered by
 `rbac/admin.py` (the owner set-up is RBAC's business), which also adds the roles to a workspace's page."""
 
-from typing import Any
-
 from django import forms
 from django.contrib import admin
 from django.http import HttpRequest
 
-from iam.admin import RESOURCE_READONLY, ReadOnlyInline, ServiceAdmin, changed, check_with
+from iam.admin import RESOURCE_READONLY, ReadOnlyInline, ServiceAdmin, ServiceForm, changed
 
 from . import services
 from .models import Project, Workspace
@@ -16,37 +14,24 @@ from .serializers import ProjectCreateRequest, ProjectUpdateRequest, WorkspaceUp
 SCHEMA = {"schema_version": "1"}
 
 
-class WorkspaceForm(forms.ModelForm):
+class WorkspaceForm(ServiceForm):
+    update_request = WorkspaceUpdateRequest  # created by rbac/admin.py's form
+    request_fields = services.WORKSPACE_FIELDS
+
     class Meta:
         model = Workspace
         fields = ("name", "slug", "description", "config", "tags", "meta")
 
-    def clean(self) -> dict[str, Any]:
-        cleaned = super().clean()
-        if not self.instance._state.adding:
-            data = changed(self, services.WORKSPACE_FIELDS)
-            if data:
-                check_with(self, WorkspaceUpdateRequest, {"id": str(self.instance.pk), **data})
-        return cleaned
 
+class ProjectForm(ServiceForm):
+    create_request = ProjectCreateRequest
+    update_request = ProjectUpdateRequest
+    request_fields = services.PROJECT_FIELDS
+    renamed_on_update = {"code": "new_code"}
 
-class ProjectForm(forms.ModelForm):
     class Meta:
         model = Project
         fields = ("workspace", "name", "code", "description", "config", "tags", "meta")
-
-    def clean(self) -> dict[str, Any]:
-        cleaned = super().clean()
-        if self.instance._state.adding:
-            data = {name: cleaned[name] for name in services.PROJECT_FIELDS if cleaned.get(name) is not None}
-            check_with(self, ProjectCreateRequest, data, partial=False)
-        else:
-            data = changed(self, services.PROJECT_FIELDS)
-            if "code" in data:
-                data["new_code"] = data.pop("code")
-            if data:
-                check_with(self, ProjectUpdateRequest, {"id": str(self.instance.pk), **data})
-        return cleaned
 
 
 class ProjectInline(ReadOnlyInline):

@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from accounts.models import Account
 from authn.models import Credential
-from iam.models import OutboxMessage
+from iam.models import AuditEntry, OutboxMessage
 from rbac.models import Membership, Permission, Role
 from tenancy.models import Project, Workspace
 from tests.admin.conftest import form_data
@@ -330,12 +330,28 @@ def test_disabling_an_account_on_its_change_form(admin_web):
     assert account.enabled is False and account.updated_by is not None
 
 
-def test_granting_operator_status_takes_effect_at_once(admin_web):
+def test_granting_operator_status_takes_effect_at_once(admin_web, operator):
     account = AccountFactory()
+    membership = MembershipFactory(account=account)
     api = client_for(account)
-    err(api.call("/accounts/list", {}), 403)
+    err(api.call("/accounts/list", {}), 403)  # the account is now cached
     saved(post_change(admin_web, account, is_superuser="on"))
     ok(api.call("/accounts/list", {}))
+    [entry] = AuditEntry.objects.filter(action="account.update", resource_id=account.pk)
+    assert entry.changes == {"is_superuser": {"before": False, "after": True}}
+    assert entry.actor_id == operator.pk and entry.actor_kind == "operator"
+    [event] = events("account.updated")  # CONTRACT 8: what the account may do changed
+    assert event["workspace_id"] == str(membership.workspace_id)
+    assert event["data"]["account_ids"] == [str(account.pk)]
+    account.refresh_from_db()
+    assert account.is_superuser and account.updated_by == operator
+
+    data = form_data(admin_web.get(change_url(account)))
+    del data["is_superuser"]
+    saved(admin_web.post(change_url(account), data))
+    err(api.call("/accounts/list", {}), 403)
+    assert len(events("account.updated")) == 2
+    assert AuditEntry.objects.filter(action="account.update", resource_id=account.pk).count() == 2
 
 
 def test_revoking_sessions_in_the_admin(admin_web):
@@ -588,3 +604,19 @@ def test_a_membership_project_from_another_workspace_is_refused(admin_web):
     assert response.context["adminform"].form.errors["project"] == [
         "project_id must name a project of this workspace"
     ]
+
+
+@pytest.mark.parametrize("model", ["workspace", "project", "role"])
+def test_a_change_that_fails_its_own_field_check_is_a_form_error_not_a_500(admin_web, model):
+    """The base form sends the API's serializer only the fields that passed their own checks."""
+    workspace = WorkspaceFactory()
+    record = {
+        "workspace": lambda: workspace,
+        "project": lambda: Project.objects.create(
+            workspace=workspace, name="P", meta={"schema_version": "1"}
+        ),
+        "role": lambda: RoleFactory(workspace=workspace),
+    }[model]()
+    response = post_change(admin_web, record, meta="{not json")
+    assert response.status_code == 200
+    assert response.context["adminform"].form.errors["meta"] == ["Enter a valid JSON."]

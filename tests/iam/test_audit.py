@@ -165,17 +165,43 @@ def test_a_command_change_records_the_command(db):
     assert created.resource_id == account.pk
     assert created.actor_kind == "command" and created.actor_id is None
     assert created.changes["email"] == {"before": None, "after": "boss@example.com"}
-    [flags] = entries("account.update", resource_id=account.pk)
-    assert flags.actor_kind == "command"
-    assert flags.changes == {
-        "is_superuser": {"before": False, "after": True},
-        "verified": {"before": False, "after": True},
-    }
+    # Through the services: the verified flag (update_account), operator status (set_operator), the
+    # password credential activated (update_credential), each recorded as the command's.
+    flags = entries("account.update", resource_id=account.pk)
+    assert {entry.actor_kind for entry in flags} == {"command"}
+    assert sorted([entry.changes for entry in flags], key=str) == [
+        {"is_superuser": {"before": False, "after": True}},
+        {"verified": {"before": False, "after": True}},
+    ]
+    [activated] = entries("credential.update")
+    assert activated.actor_kind == "command" and activated.actor_id is None
+    assert activated.changes == {"status": {"before": "pending", "after": "active"}}
     [owner] = entries("membership.create")
     assert owner.actor_kind == "command" and owner.changes["account_id"]["after"] == str(account.pk)
+    updated = OutboxMessage.objects.filter(topic="push.event", payload__type="account.updated")
+    assert updated.count() == 2  # verified, then operator: each changes what the account may do
 
     call_command("bootstrap", "--email", "boss@example.com", "--password", PASSWORD, stdout=io.StringIO())
-    assert len(entries("account.update", resource_id=account.pk)) == 1  # nothing changed the second time
+    assert len(entries("account.update", resource_id=account.pk)) == 2  # nothing changed the second time
+    assert len(entries("credential.update")) == 1
+    assert updated.count() == 2
+
+
+def test_bootstrap_makes_an_existing_account_an_operator_on_the_record_and_at_once(db, root):
+    account = AccountFactory(email="boss@example.com", verified=True)
+    credential = CredentialFactory(account=account, workspace=root, status="revoked")
+    api = client_for(account)
+    err(api.call("/accounts/list", {}), 403)  # the account is now cached
+
+    call_command("bootstrap", "--email", "boss@example.com", "--password", PASSWORD, stdout=io.StringIO())
+
+    [flags] = entries("account.update", resource_id=account.pk)
+    assert flags.actor_kind == "command"
+    assert flags.changes == {"is_superuser": {"before": False, "after": True}}
+    [activated] = entries("credential.update", resource_id=credential.pk)
+    assert activated.actor_kind == "command"
+    assert activated.changes == {"status": {"before": "revoked", "after": "active"}}
+    ok(api.call("/accounts/list", {}))  # the cached copy went with the change
 
 
 def test_the_worker_giving_up_on_a_message_records_the_system(db, monkeypatch):
@@ -497,3 +523,29 @@ def test_the_default_retention_is_a_year(db):
 def test_outside_any_request_or_command_the_actor_is_the_system(db):
     assert context.current().actor_kind == "system"
     assert audit.record("test.system", resource=("account", None)).actor_kind == "system"
+
+
+def test_create_workspace_records_the_workspace_as_the_commands(db):
+    owner = AccountFactory(email="owner@example.com")
+    call_command("create_workspace", slug="acme", name="Acme", owner_email=owner.email, stdout=io.StringIO())
+
+    [created] = entries("workspace.create")
+    assert created.actor_kind == "command" and created.actor_id is None
+    assert created.changes["slug"] == {"before": None, "after": "acme"}
+    assert created.workspace_id == created.resource_id
+    [owned] = entries("membership.create", workspace_id=created.resource_id)
+    assert owned.changes["account_id"]["after"] == str(owner.pk)
+
+    call_command("create_workspace", slug="acme", name="Acme", owner_email=owner.email, stdout=io.StringIO())
+    assert len(entries("workspace.create")) == 1
+
+
+def test_a_workspace_created_over_the_api_is_recorded_as_its_creators(db):
+    creator, other = AccountFactory(), AccountFactory()
+    body = {"name": "Acme", "slug": "acme", "config": META, "tags": ["prod"], "meta": META}
+    created = ok(client_for(creator).call("/workspace/create", body))
+    ok(client_for(other).call("/workspace/create", {**body, "slug": "other"}))
+
+    [entry] = entries("workspace.create", resource_id=created["id"])
+    assert entry.actor_id == creator.pk and entry.actor_kind == "account"
+    assert {e.actor_id for e in entries("workspace.create")} == {creator.pk, other.pk}

@@ -2,9 +2,9 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
 from accounts.models import Account, normalize_email
+from accounts.services import set_operator, update_account
 from authn.models import Credential
-from authn.services import create_password_account
-from iam import audit
+from authn.services import create_password_account, update_credential
 from iam.context import as_command
 from iam.errors import ApiError
 from rbac.services import ensure_owner
@@ -37,13 +37,14 @@ class Command(BaseCommand):
             self.stdout.write(f"created operator {account.email} ({account.pk})")
         else:
             self.stdout.write(f"found account {account.email} ({account.pk})")
-        flags = dict.fromkeys(("is_superuser", "verified", "enabled"), True)
-        if changes := audit.diff(account, flags, flags):
-            audit.record("account.update", resource=("account", account.pk), changes=changes)
-        account.is_superuser = account.verified = account.enabled = True
-        account.save(update_fields=["is_superuser", "verified", "enabled"])
-        Credential.objects.filter(account=account, kind=Credential.Kind.PASSWORD).update(
+        # Through the services: each change is recorded (actor kind `command`), purged from the caches and
+        # heard by the clients (CONTRACT 8).
+        if flags := {name: True for name in ("verified", "enabled") if not getattr(account, name)}:
+            update_account(account, changes=flags, actor=None)
+        set_operator(account, operator=True, actor=None)
+        for credential in Credential.objects.filter(account=account, kind=Credential.Kind.PASSWORD).exclude(
             status=Credential.Status.ACTIVE
-        )
+        ):
+            update_credential(credential, changes={"status": Credential.Status.ACTIVE})
         ensure_owner(workspace, account)
         self.stdout.write(f"{account.email} is an operator and owner of {workspace.slug}")

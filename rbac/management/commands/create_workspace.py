@@ -3,9 +3,12 @@ from django.db import transaction
 
 from accounts.models import Account, normalize_email
 from iam.context import as_command
+from iam.errors import ApiError
 from iam.fields import SLUG_RE
-from rbac.services import ensure_owner
+from rbac.services import create_workspace, ensure_owner
 from tenancy.models import Workspace
+
+META = {"schema_version": "1"}
 
 
 class Command(BaseCommand):
@@ -28,10 +31,17 @@ class Command(BaseCommand):
         owner = Account.objects.filter(email=normalize_email(owner_email)).first()
         if owner is None:
             raise CommandError(f"no account with e-mail {owner_email}")
-        workspace, created = Workspace.objects.get_or_create(
-            slug=slug,
-            defaults={"name": name, "config": {"schema_version": "1"}, "meta": {"schema_version": "1"}},
-        )
-        ensure_owner(workspace, owner)
+        workspace = Workspace.objects.filter(slug=slug).first()
+        created = workspace is None
+        if created:
+            # Through the service: recorded as the command's, with the owner set-up of `workspace/create`.
+            try:
+                workspace = create_workspace(
+                    name=name, slug=slug, config=dict(META), tags=[], meta=dict(META), owner=owner
+                )
+            except ApiError as exc:
+                raise CommandError(exc.message) from exc
+        else:
+            ensure_owner(workspace, owner)
         verb = "created" if created else "found"
         self.stdout.write(f"{verb} workspace {workspace.slug} ({workspace.pk}), owner {owner.email}")
