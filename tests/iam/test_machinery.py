@@ -4,30 +4,15 @@ import json
 
 import pytest
 from django.test import override_settings
-from django.urls import URLResolver, get_resolver, path
+from django.urls import path
 
-from iam.api import Endpoint, ListEndpoint
+from iam.api import Endpoint
 from tests.conftest import ApiClient, client_for, err, ok
+from tests.endpoints import ENDPOINTS, LISTS, PATHS
 
-
-def _endpoints(patterns=None, prefix: str = "") -> dict[str, type[Endpoint]]:
-    """Every `Endpoint` the URLconf serves, so each family (and each new endpoint) is covered."""
-    found = {}
-    for pattern in get_resolver().url_patterns if patterns is None else patterns:
-        route = prefix + str(pattern.pattern)
-        if isinstance(pattern, URLResolver):
-            found.update(_endpoints(pattern.url_patterns, route))
-        elif issubclass(getattr(pattern.callback, "view_class", object), Endpoint):
-            found["/" + route] = pattern.callback.view_class
-    return found
-
-
-ENDPOINTS = _endpoints()
-PATHS = sorted(ENDPOINTS)
 WITH_ID = [
     path for path in PATHS if "id" in getattr(ENDPOINTS[path].request_serializer, "_declared_fields", {})
 ]
-LISTS = [path for path in PATHS if issubclass(ENDPOINTS[path], ListEndpoint)]
 
 
 def test_every_family_is_covered():

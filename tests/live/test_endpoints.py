@@ -9,31 +9,15 @@ import re
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from django.urls import URLResolver, get_resolver
 from rest_framework import serializers
 
-from iam.api import Endpoint, ListEndpoint
+from iam.api import ListEndpoint
 from iam.fields import JsonObject
+from tests.endpoints import ENDPOINTS, PATHS
 from tests.live.api import META, add_member, create_client, create_role, create_workspace, ok, unique
 
 SOURCE = "127.0.0.10"  # hostile logins count against this address's throttle, not the other tests'
 MIB = 1024 * 1024
-
-
-def _endpoints(patterns=None, prefix: str = "") -> dict[str, type[Endpoint]]:
-    """Found as tests/iam/test_machinery.py finds them: a new endpoint is covered without a new test."""
-    found = {}
-    for pattern in get_resolver().url_patterns if patterns is None else patterns:
-        route = prefix + str(pattern.pattern)
-        if isinstance(pattern, URLResolver):
-            found.update(_endpoints(pattern.url_patterns, route))
-        elif issubclass(getattr(pattern.callback, "view_class", object), Endpoint):
-            found["/" + route] = pattern.callback.view_class
-    return found
-
-
-ENDPOINTS = _endpoints()
-PATHS = sorted(ENDPOINTS)
 
 
 def test_every_family_is_enumerated():

@@ -4,11 +4,8 @@ that hits a database error counts a failed attempt instead of leaving its messag
 import json
 import uuid
 
-from iam.api import ListEndpoint
+from tests.endpoints import ENDPOINTS, LISTS
 from tests.live.api import create_client, create_workspace, err, ok
-from tests.live.test_endpoints import ENDPOINTS, PATHS
-
-LISTS = [path for path in PATHS if issubclass(ENDPOINTS[path], ListEndpoint)]
 
 
 def test_every_list_refuses_more_than_eight_order_keys(live):
