@@ -1,6 +1,6 @@
 from rest_framework import serializers
 
-from iam.fields import Boolean, Email, JsonObject, Name, String, Tags, Url, Uuid
+from iam.fields import Boolean, Description, Email, JsonObject, Name, String, Tags, Url, Uuid
 
 from .models import Account
 
@@ -47,7 +47,7 @@ class AccountCreateRequest(serializers.Serializer):
     email = Email()
     password = String()
     name = Name()
-    description = String(required=False, allow_null=True, allow_blank=True, max_length=4096)
+    description = Description()
     avatar_url = Url(required=False, allow_null=True)
     tags = Tags(required=False)
     meta = JsonObject(required=False)
@@ -55,7 +55,7 @@ class AccountCreateRequest(serializers.Serializer):
 
 class AccountUpdateRequest(AccountRef):
     name = Name(required=False)
-    description = String(required=False, allow_null=True, allow_blank=True, max_length=4096)
+    description = Description()
     avatar_url = Url(required=False, allow_null=True)
     enabled = Boolean(required=False)
     verified = Boolean(required=False)

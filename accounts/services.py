@@ -7,7 +7,7 @@ from django.db.models import F
 
 from iam import audit, events
 from iam.errors import ApiError
-from iam.services import apply_changes
+from iam.services import UNSET, Unset, apply_changes, sent
 
 from .models import Account, normalize_email
 from .state import forget_account
@@ -72,7 +72,27 @@ def create_account(
 
 
 @transaction.atomic
-def update_account(account: Account, *, changes: dict[str, Any], actor: Account | None) -> Account:
+def update_account(
+    account: Account,
+    *,
+    name: str | Unset = UNSET,
+    description: str | Unset | None = UNSET,
+    avatar_url: str | Unset | None = UNSET,
+    enabled: bool | Unset = UNSET,
+    verified: bool | Unset = UNSET,
+    tags: list[str] | Unset = UNSET,
+    meta: dict[str, Any] | Unset = UNSET,
+    actor: Account | None,
+) -> Account:
+    changes = sent(
+        name=name,
+        description=description,
+        avatar_url=avatar_url,
+        enabled=enabled,
+        verified=verified,
+        tags=tags,
+        meta=meta,
+    )
     flags_changed = any(
         name in changes and changes[name] != getattr(account, name) for name in ("enabled", "verified")
     )

@@ -86,7 +86,8 @@ class AccountUpdate(AccountEndpoint):
 
     def handle(self, request: Request, data: dict) -> dict:
         account = self.get_object(request, data)
-        return self.serialize(services.update_account(account, changes=data, actor=request.user))
+        changes = {name: value for name, value in data.items() if name not in ("id", "email")}
+        return self.serialize(services.update_account(account, **changes, actor=request.user))
 
 
 class AccountDelete(AccountEndpoint):

@@ -211,7 +211,7 @@ class AccountAdmin(ServiceAdmin):
     def update(self, request: HttpRequest, current: Account, form: forms.ModelForm) -> Account:
         changes = changed(form, ACCOUNT_FIELDS)
         if changes:
-            accounts.update_account(current, changes=changes, actor=request.user)
+            accounts.update_account(current, **changes, actor=request.user)
         if "is_superuser" in form.changed_data:
             accounts.set_operator(current, operator=form.cleaned_data["is_superuser"], actor=request.user)
         return current
@@ -223,7 +223,7 @@ class AccountAdmin(ServiceAdmin):
         with transaction.atomic():
             targets = [account for account in queryset if account.enabled != enabled]
             for account in targets:
-                accounts.update_account(account, changes={"enabled": enabled}, actor=request.user)
+                accounts.update_account(account, enabled=enabled, actor=request.user)
         verb = "enabled" if enabled else "disabled"
         self.message_user(request, f"{len(targets)} account(s) {verb}.", messages.SUCCESS)
 
@@ -362,7 +362,7 @@ class CredentialAdmin(ServiceAdmin):
 
     def update(self, request: HttpRequest, current: Credential, form: forms.ModelForm) -> Credential:
         # Through the service, as over the API: recorded, and a revoke ends the account's sessions.
-        return services.update_credential(current, changes=changed(form, ("status",)))
+        return services.update_credential(current, **changed(form, ("status",)))
 
     def remove(self, request: HttpRequest, obj: Credential) -> None:
         services.delete_credential(obj)

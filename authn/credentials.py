@@ -71,7 +71,7 @@ class CredentialUpdate(CredentialEndpoint):
     def handle(self, request: Request, data: dict) -> dict:
         changes = {name: value for name, value in data.items() if name not in LOOKUP}
         credential = self.get_object(request, data)
-        return self.serialize(services.update_credential(credential, changes=changes))
+        return self.serialize(services.update_credential(credential, **changes))
 
 
 class CredentialDelete(CredentialEndpoint):

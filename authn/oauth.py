@@ -309,7 +309,7 @@ def _link(account: Account, profile: Profile) -> Credential:
         "account.link", resource=("account", account.pk), changes={"provider": PROVIDER}, actor=account
     )
     if not account.verified:
-        update_account(account, changes={"verified": True}, actor=None)
+        update_account(account, verified=True, actor=None)
         services.revoke_credentials(account, actor=account, keep_sessions=True)
         clear_password(account, actor=account)  # ends every session
     return _oauth_credential(account, profile)

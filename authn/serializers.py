@@ -1,7 +1,7 @@
 from rest_framework import serializers
 
 from accounts.serializers import AccountBriefSerializer
-from iam.fields import DateTime, Email, Invalid, JsonObject, Name, String, Tags, Uuid
+from iam.fields import Choice, DateTime, Email, JsonObject, Name, String, Tags, Uuid
 
 from .models import Credential
 
@@ -89,15 +89,6 @@ class CredentialSerializer(serializers.ModelSerializer):
             "created_at",
             "updated_at",
         ]
-
-
-class Choice(serializers.ChoiceField):
-    """One of the choices, as a JSON string (no coercion of other types)."""
-
-    def to_internal_value(self, data) -> str:
-        if not isinstance(data, str) or data not in self.choices:
-            raise Invalid(f"{self.field_name} must be one of {', '.join(self.choices)}")
-        return data
 
 
 class CredentialRef(serializers.Serializer):

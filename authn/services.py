@@ -1,4 +1,6 @@
 import hashlib
+from datetime import datetime
+from typing import Any
 from uuid import UUID
 
 from django.conf import settings
@@ -19,7 +21,7 @@ from accounts.services import (
 )
 from iam import audit, cache, metrics
 from iam.errors import AUTHENTICATION_REQUIRED, ApiError
-from iam.services import apply_changes, save_unique, unique_conflict
+from iam.services import UNSET, Unset, apply_changes, save_unique, sent, unique_conflict
 from tenancy.models import Workspace
 from tenancy.state import root_workspace
 
@@ -186,7 +188,7 @@ def confirm_email(*, token: str) -> Account:
     sessions does not void a confirmation link still on its way."""
     account, _ = _account_for(token, tokens.ACCOUNT_CONFIRM)
     if not account.verified:
-        update_account(account, changes={"verified": True}, actor=account)
+        update_account(account, verified=True, actor=account)
     if Credential.objects.filter(
         account=account, kind=Credential.Kind.PASSWORD, status=Credential.Status.PENDING
     ).update(status=Credential.Status.ACTIVE, updated_at=timezone.now()):
@@ -248,15 +250,31 @@ def _check_credential_conflicts(credential: Credential) -> None:
 
 
 @transaction.atomic
-def update_credential(credential: Credential, *, changes: dict) -> Credential:
+def update_credential(
+    credential: Credential,
+    *,
+    kind: str | Unset = UNSET,
+    provider: str | Unset = UNSET,
+    status: str | Unset = UNSET,
+    new_provider_id: str | Unset | None = UNSET,
+    new_email: str | Unset | None = UNSET,
+    secret: str | None = None,
+    last_used_at: datetime | Unset | None = UNSET,
+    tags: list[str] | Unset = UNSET,
+    meta: dict[str, Any] | Unset = UNSET,
+) -> Credential:
     """`secret` on a password credential sets the account's password (argon2, CONTRACT 12). A new password
     or a credential revoked ends every session of the account."""
-    changes = dict(changes)
-    secret = changes.pop("secret", None)
-    if "new_provider_id" in changes:
-        changes["provider_id"] = changes.pop("new_provider_id")
-    if "new_email" in changes:
-        changes["email"] = changes.pop("new_email")
+    changes = sent(
+        kind=kind,
+        provider=provider,
+        status=status,
+        provider_id=new_provider_id,
+        email=new_email,
+        last_used_at=last_used_at,
+        tags=tags,
+        meta=meta,
+    )
     if secret is not None and changes.get("kind", credential.kind) != Credential.Kind.PASSWORD:
         raise ApiError(400, "secret applies to password credentials only", "secret")
     account = credential.account

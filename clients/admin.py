@@ -186,7 +186,7 @@ class ClientAdmin(ServiceAdmin):
         changes = changed(form, CLIENT_FIELDS)
         if "description" in changes:
             changes["description"] = changes["description"] or None
-        return services.update_client(current, changes=changes, actor=request.user)
+        return services.update_client(current, **changes, actor=request.user)
 
     def remove(self, request: HttpRequest, obj: Client) -> None:
         services.delete_client(obj, actor=request.user)

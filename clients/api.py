@@ -78,7 +78,7 @@ class ClientUpdate(Endpoint):
 
     def handle(self, request: Request, data: dict) -> dict:
         client = services.get_client(request.workspace, id=data.pop("id"))
-        return self.serialize(services.update_client(client, changes=data, actor=request.user))
+        return self.serialize(services.update_client(client, **data, actor=request.user))
 
 
 class ClientDelete(Endpoint):

@@ -1,7 +1,18 @@
 from rest_framework import serializers
 
 from accounts.serializers import AccountBriefSerializer
-from iam.fields import Boolean, Integer, JsonObject, Name, PermissionName, String, Tags, Url, Uuid
+from iam.fields import (
+    Boolean,
+    Description,
+    Integer,
+    JsonObject,
+    Name,
+    PermissionName,
+    String,
+    Tags,
+    Url,
+    Uuid,
+)
 from rbac.serializers import GrantPath
 from tenancy.serializers import WorkspaceSerializer
 
@@ -53,7 +64,7 @@ class SecretRegenerated(serializers.Serializer):
 class ClientCreateRequest(serializers.Serializer):
     name = Name(min_length=1)
     endpoint = Url(required=False, allow_null=True)
-    description = String(required=False, allow_null=True, allow_blank=True, max_length=4096)
+    description = Description()
     tags = Tags()
     meta = JsonObject()
 
@@ -61,7 +72,7 @@ class ClientCreateRequest(serializers.Serializer):
 class ClientUpdateRequest(ClientRef):
     name = Name(required=False, min_length=1)
     endpoint = Url(required=False, allow_null=True)
-    description = String(required=False, allow_null=True, allow_blank=True, max_length=4096)
+    description = Description()
     tags = Tags(required=False)
     meta = JsonObject(required=False)
 

@@ -8,7 +8,7 @@ from django.db import transaction
 from accounts.models import Account
 from iam import audit, crypto, events
 from iam.errors import ApiError
-from iam.services import apply_changes, check_unique, save_unique
+from iam.services import UNSET, Unset, apply_changes, check_unique, save_unique, sent
 from tenancy.models import Workspace
 
 from . import egress
@@ -79,7 +79,17 @@ def create_client(
     return client, secret
 
 
-def update_client(client: Client, *, changes: dict[str, Any], actor: Account | None) -> Client:
+def update_client(
+    client: Client,
+    *,
+    name: str | Unset = UNSET,
+    endpoint: str | Unset | None = UNSET,
+    description: str | Unset | None = UNSET,
+    tags: list[str] | Unset = UNSET,
+    meta: dict[str, Any] | Unset = UNSET,
+    actor: Account | None,
+) -> Client:
+    changes = sent(name=name, endpoint=endpoint, description=description, tags=tags, meta=meta)
     if "endpoint" in changes:
         check_endpoint(changes["endpoint"])
         changes = {**changes, "endpoint": changes["endpoint"] or None}

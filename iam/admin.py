@@ -39,7 +39,7 @@ def check_with(
 
 
 def changed(form: forms.ModelForm, names: tuple[str, ...] | list[str]) -> dict[str, Any]:
-    """The fields the operator changed, as a service's `changes` argument."""
+    """The fields the operator changed, as keyword arguments of an update service (`**changed(...)`)."""
     return {name: form.cleaned_data[name] for name in form.changed_data if name in names}
 
 

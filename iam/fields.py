@@ -17,6 +17,7 @@ SCHEMA_VERSION_MAX = 32
 TAGS_MAX = 50
 TAG_MAX_LENGTH = 64
 NAME_MAX_LENGTH = 255
+DESCRIPTION_MAX = 4096
 EMAIL_MAX_LENGTH = 254
 # Used with fullmatch(): a trailing "$" would let "name\n" through.
 SLUG_RE = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")
@@ -46,6 +47,26 @@ class Name(String):
     def __init__(self, **kwargs):
         kwargs.setdefault("max_length", NAME_MAX_LENGTH)
         super().__init__(**kwargs)
+
+
+class Description(String):
+    """An optional free text: null or blank clears it."""
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("required", False)
+        kwargs.setdefault("allow_null", True)
+        kwargs.setdefault("allow_blank", True)
+        kwargs.setdefault("max_length", DESCRIPTION_MAX)
+        super().__init__(**kwargs)
+
+
+class Choice(serializers.ChoiceField):
+    """One of the choices, as a JSON string (no coercion of other types)."""
+
+    def to_internal_value(self, data) -> str:
+        if not isinstance(data, str) or data not in self.choices:
+            raise Invalid(f"{self.field_name} must be one of {', '.join(self.choices)}")
+        return data
 
 
 class Email(String):

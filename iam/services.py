@@ -1,11 +1,30 @@
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any
+from enum import Enum
+from typing import Any, Final
 
 from django.db import IntegrityError, models, transaction
 from django.utils import timezone
 
 from iam.errors import ApiError
+
+
+class Unset(Enum):
+    """The type of `UNSET`: an update service's default for "not sent", so that None can mean "set to
+    null" (SPEC 1: only what is sent changes)."""
+
+    UNSET = "UNSET"
+
+    def __repr__(self) -> str:
+        return "UNSET"
+
+
+UNSET: Final = Unset.UNSET
+
+
+def sent(**values: Any) -> dict[str, Any]:
+    """The keyword arguments an update service was given, without those left `UNSET`."""
+    return {name: value for name, value in values.items() if value is not UNSET}
 
 
 def apply_changes(instance: models.Model, changes: Mapping[str, Any], *, fields: Iterable[str]) -> list[str]:

@@ -139,7 +139,7 @@ class PermissionAdmin(ServiceAdmin):
 
     def update(self, request: HttpRequest, current: Permission, form: forms.ModelForm) -> Permission:
         return services.update_permission(
-            current, changes=changed(form, services.PERMISSION_FIELDS), actor=request.user
+            current, **changed(form, services.PERMISSION_FIELDS), actor=request.user
         )
 
     def remove(self, request: HttpRequest, obj: Permission) -> None:
@@ -225,7 +225,7 @@ class RoleAdmin(ServiceAdmin):
     def update(self, request: HttpRequest, current: Role, form: forms.ModelForm) -> Role:
         permissions = list(form.cleaned_data["permissions"]) if "permissions" in form.changed_data else None
         return services.update_role(
-            current, changes=changed(form, services.ROLE_FIELDS), permissions=permissions, actor=request.user
+            current, **changed(form, services.ROLE_FIELDS), permissions=permissions, actor=request.user
         )
 
     def remove(self, request: HttpRequest, obj: Role) -> None:
@@ -332,7 +332,7 @@ class MembershipAdmin(ServiceAdmin):
         roles = list(form.cleaned_data["roles"]) if "roles" in form.changed_data else None
         return services.update_membership(
             current,
-            changes=changed(form, services.MEMBERSHIP_FIELDS),
+            **changed(form, services.MEMBERSHIP_FIELDS),
             roles=roles,
             actor=request.user,
         )

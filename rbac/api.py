@@ -77,7 +77,7 @@ class PermissionUpdate(PermissionEndpoint):
     def handle(self, request: Request, data: dict) -> dict:
         permission = self.get_object(request, {"id": data["id"]})
         changes = changes_of(data, "id")
-        return self.serialize(services.update_permission(permission, changes=changes, actor=request.user))
+        return self.serialize(services.update_permission(permission, **changes, actor=request.user))
 
 
 class PermissionDelete(PermissionEndpoint):
@@ -152,7 +152,7 @@ class RoleUpdate(RoleEndpoint):
         role = self.get_object(request, data)
         services.update_role(
             role,
-            changes=changes_of(data, "id", "permission_ids"),
+            **changes_of(data, "id", "permission_ids"),
             permissions=self.get_permissions_named(request, data),
             actor=request.user,
         )
@@ -260,7 +260,7 @@ class MembershipUpdate(MembershipEndpoint):
         elif changes.get("scope") == Membership.Scope.WORKSPACE:
             self.get_project(request, None)
         services.update_membership(
-            membership, changes=changes, roles=self.get_roles(request, data), actor=request.user
+            membership, **changes, roles=self.get_roles(request, data), actor=request.user
         )
         return self.serialize(find_one(memberships_of(request.workspace), {"id": membership.pk}))
 

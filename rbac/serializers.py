@@ -1,11 +1,9 @@
 from rest_framework import serializers
 
 from iam.api import require_one
-from iam.fields import JsonObject, Name, PermissionName, String, Tags, Uuid, UuidList
+from iam.fields import Description, JsonObject, Name, PermissionName, Tags, Uuid, UuidList
 
 from .models import Membership, Permission, Role
-
-DESCRIPTION_MAX = 4096
 
 
 class PermissionSerializer(serializers.ModelSerializer):
@@ -82,7 +80,7 @@ class PermissionRef(serializers.Serializer):
 class PermissionCreateRequest(serializers.Serializer):
     name = PermissionName()
     code = PermissionName(required=False, allow_null=True)
-    description = String(required=False, allow_null=True, allow_blank=True, max_length=DESCRIPTION_MAX)
+    description = Description()
     tags = Tags()
     meta = JsonObject()
 
@@ -90,14 +88,14 @@ class PermissionCreateRequest(serializers.Serializer):
 class PermissionUpdateRequest(IdRequest):
     name = PermissionName(required=False)
     code = PermissionName(required=False, allow_null=True)
-    description = String(required=False, allow_null=True, allow_blank=True, max_length=DESCRIPTION_MAX)
+    description = Description()
     tags = Tags(required=False)
     meta = JsonObject(required=False)
 
 
 class RoleCreateRequest(serializers.Serializer):
     name = Name()
-    description = String(required=False, allow_null=True, allow_blank=True, max_length=DESCRIPTION_MAX)
+    description = Description()
     permission_ids = UuidList(max_length=1000)
     tags = Tags()
     meta = JsonObject()
@@ -105,7 +103,7 @@ class RoleCreateRequest(serializers.Serializer):
 
 class RoleUpdateRequest(IdRequest):
     name = Name(required=False)
-    description = String(required=False, allow_null=True, allow_blank=True, max_length=DESCRIPTION_MAX)
+    description = Description()
     permission_ids = UuidList(required=False, max_length=1000)
     tags = Tags(required=False)
     meta = JsonObject(required=False)

@@ -14,7 +14,7 @@ from django.utils import timezone
 from accounts.models import Account
 from iam import audit, events, outbox
 from iam.errors import ApiError
-from iam.services import apply_changes, check_unique, save_unique
+from iam.services import UNSET, Unset, apply_changes, check_unique, save_unique, sent
 from tenancy.models import Project, Workspace
 from tenancy.state import forget_authorization
 
@@ -160,8 +160,16 @@ def create_permission(
 
 @transaction.atomic
 def update_permission(
-    permission: Permission, *, changes: dict[str, Any], actor: Account | None
+    permission: Permission,
+    *,
+    name: str | Unset = UNSET,
+    code: str | Unset | None = UNSET,
+    description: str | Unset | None = UNSET,
+    tags: list[str] | Unset = UNSET,
+    meta: dict[str, Any] | Unset = UNSET,
+    actor: Account | None,
 ) -> Permission:
+    changes = sent(name=name, code=code, description=description, tags=tags, meta=meta)
     if "name" in changes and changes["name"] != permission.name:
         policy.require_grantable(actor, permission.workspace_id, [changes["name"]])
 
@@ -251,9 +259,17 @@ def create_role(
 
 @transaction.atomic
 def update_role(
-    role: Role, *, changes: dict[str, Any], permissions: list[Permission] | None = None, actor: Account | None
+    role: Role,
+    *,
+    name: str | Unset = UNSET,
+    description: str | Unset | None = UNSET,
+    tags: list[str] | Unset = UNSET,
+    meta: dict[str, Any] | Unset = UNSET,
+    permissions: list[Permission] | None = None,
+    actor: Account | None,
 ) -> Role:
     """`permissions` replaces the attached permissions (SPEC 1)."""
+    changes = sent(name=name, description=description, tags=tags, meta=meta)
     if permissions is not None:
         policy.require_grantable(actor, role.workspace_id, [permission.name for permission in permissions])
     check_unique(Role.objects.in_workspace(role.workspace), exclude=role.pk, name=changes.get("name"))
@@ -416,12 +432,16 @@ def granted_by(roles: Iterable[Role]) -> list[str]:
 def update_membership(
     membership: Membership,
     *,
-    changes: dict[str, Any],
+    scope: str | Unset = UNSET,
+    status: str | Unset = UNSET,
+    project: Project | Unset | None = UNSET,
+    tags: list[str] | Unset = UNSET,
+    meta: dict[str, Any] | Unset = UNSET,
     roles: list[Role] | None = None,
     actor: Account | None,
 ) -> Membership:
     """`roles` replaces the assigned roles (CONTRACT 6). Moving to workspace scope drops the project."""
-    changes = dict(changes)
+    changes = sent(scope=scope, status=status, project=project, tags=tags, meta=meta)
     scope = changes.get("scope", membership.scope)
     if scope == Membership.Scope.WORKSPACE and "scope" in changes and "project" not in changes:
         changes["project"] = None

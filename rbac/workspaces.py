@@ -80,7 +80,8 @@ class WorkspaceUpdate(WorkspaceEndpoint):
 
     def handle(self, request: Request, data: dict) -> dict:
         workspace = self.get_object(request, data)
-        return self.serialize(services.update_workspace(workspace, changes=data, actor=request.user))
+        changes = {name: value for name, value in data.items() if name not in ("id", "slug")}
+        return self.serialize(services.update_workspace(workspace, **changes, actor=request.user))
 
 
 class WorkspaceDelete(WorkspaceEndpoint):
@@ -150,7 +151,7 @@ class ProjectUpdate(ProjectEndpoint):
     def handle(self, request: Request, data: dict) -> dict:
         project = self.get_object(request, data)
         changes = {key: value for key, value in data.items() if key not in ("id", "code")}
-        return self.serialize(services.update_project(project, changes=changes, actor=request.user))
+        return self.serialize(services.update_project(project, **changes, actor=request.user))
 
 
 class ProjectDelete(ProjectEndpoint):

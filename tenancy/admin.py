@@ -58,7 +58,7 @@ class WorkspaceAdmin(ServiceAdmin):
 
     def update(self, request: HttpRequest, current: Workspace, form: forms.ModelForm) -> Workspace:
         return services.update_workspace(
-            current, changes=changed(form, services.WORKSPACE_FIELDS), actor=request.user
+            current, **changed(form, services.WORKSPACE_FIELDS), actor=request.user
         )
 
     def remove(self, request: HttpRequest, obj: Workspace) -> None:
@@ -109,8 +109,8 @@ class ProjectAdmin(ServiceAdmin):
     def update(self, request: HttpRequest, current: Project, form: forms.ModelForm) -> Project:
         changes = changed(form, services.PROJECT_FIELDS)
         if "code" in changes:
-            changes["code"] = changes["code"] or None
-        return services.update_project(current, changes=changes, actor=request.user)
+            changes["new_code"] = changes.pop("code") or None
+        return services.update_project(current, **changes, actor=request.user)
 
     def remove(self, request: HttpRequest, obj: Project) -> None:
         services.delete_project(obj, actor=request.user)

@@ -1,11 +1,10 @@
 from rest_framework import serializers
 
 from iam.api import require_one
-from iam.fields import JsonObject, Name, Slug, String, Tags, Uuid
+from iam.fields import Description, JsonObject, Name, Slug, String, Tags, Uuid
 
 from .models import Project, Workspace
 
-DESCRIPTION_MAX = 4096
 CODE_MAX = 64
 
 
@@ -26,7 +25,7 @@ class WorkspaceRef(serializers.Serializer):
 class WorkspaceCreateRequest(serializers.Serializer):
     name = Name()
     slug = Slug(max_length=63)
-    description = String(required=False, allow_null=True, allow_blank=True, max_length=DESCRIPTION_MAX)
+    description = Description()
     config = JsonObject()
     tags = Tags()
     meta = JsonObject()
@@ -34,7 +33,7 @@ class WorkspaceCreateRequest(serializers.Serializer):
 
 class WorkspaceUpdateRequest(WorkspaceRef):
     name = Name(required=False)
-    description = String(required=False, allow_null=True, allow_blank=True, max_length=DESCRIPTION_MAX)
+    description = Description()
     config = JsonObject(required=False)
     tags = Tags(required=False)
     meta = JsonObject(required=False)
@@ -75,7 +74,7 @@ class ProjectRef(serializers.Serializer):
 class ProjectCreateRequest(serializers.Serializer):
     name = Name()
     code = String(required=False, allow_null=True, min_length=1, max_length=CODE_MAX)
-    description = String(required=False, allow_null=True, allow_blank=True, max_length=DESCRIPTION_MAX)
+    description = Description()
     config = JsonObject()
     tags = Tags()
     meta = JsonObject()
@@ -84,7 +83,7 @@ class ProjectCreateRequest(serializers.Serializer):
 class ProjectUpdateRequest(ProjectRef):
     name = Name(required=False)
     new_code = String(required=False, allow_null=True, min_length=1, max_length=CODE_MAX)
-    description = String(required=False, allow_null=True, allow_blank=True, max_length=DESCRIPTION_MAX)
+    description = Description()
     config = JsonObject(required=False)
     tags = Tags(required=False)
     meta = JsonObject(required=False)

@@ -9,7 +9,7 @@ from django.db import transaction
 from accounts.models import Account
 from iam import audit, events
 from iam.errors import ApiError
-from iam.services import apply_changes, check_unique, save_unique
+from iam.services import UNSET, Unset, apply_changes, check_unique, save_unique, sent
 
 from .models import Project, Workspace
 from .state import forget_authorization, forget_workspace
@@ -23,7 +23,17 @@ def _member_ids(memberships) -> list:
 
 
 @transaction.atomic
-def update_workspace(workspace: Workspace, *, changes: dict[str, Any], actor: Account | None) -> Workspace:
+def update_workspace(
+    workspace: Workspace,
+    *,
+    name: str | Unset = UNSET,
+    description: str | Unset | None = UNSET,
+    config: dict[str, Any] | Unset = UNSET,
+    tags: list[str] | Unset = UNSET,
+    meta: dict[str, Any] | Unset = UNSET,
+    actor: Account | None,
+) -> Workspace:
+    changes = sent(name=name, description=description, config=config, tags=tags, meta=meta)
     audit.record_update(
         "workspace.update",
         resource=("workspace", workspace.pk),
@@ -109,10 +119,18 @@ def create_project(
 
 
 @transaction.atomic
-def update_project(project: Project, *, changes: dict[str, Any], actor: Account | None) -> Project:
-    changes = dict(changes)
-    if "new_code" in changes:
-        changes["code"] = changes.pop("new_code")
+def update_project(
+    project: Project,
+    *,
+    name: str | Unset = UNSET,
+    new_code: str | Unset | None = UNSET,
+    description: str | Unset | None = UNSET,
+    config: dict[str, Any] | Unset = UNSET,
+    tags: list[str] | Unset = UNSET,
+    meta: dict[str, Any] | Unset = UNSET,
+    actor: Account | None,
+) -> Project:
+    changes = sent(name=name, code=new_code, description=description, config=config, tags=tags, meta=meta)
 
     def check() -> None:
         check_unique(

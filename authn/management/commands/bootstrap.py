@@ -40,11 +40,11 @@ class Command(BaseCommand):
         # Through the services: each change is recorded (actor kind `command`), purged from the caches and
         # heard by the clients (CONTRACT 8).
         if flags := {name: True for name in ("verified", "enabled") if not getattr(account, name)}:
-            update_account(account, changes=flags, actor=None)
+            update_account(account, **flags, actor=None)
         set_operator(account, operator=True, actor=None)
         for credential in Credential.objects.filter(account=account, kind=Credential.Kind.PASSWORD).exclude(
             status=Credential.Status.ACTIVE
         ):
-            update_credential(credential, changes={"status": Credential.Status.ACTIVE})
+            update_credential(credential, status=Credential.Status.ACTIVE)
         ensure_owner(workspace, account)
         self.stdout.write(f"{account.email} is an operator and owner of {workspace.slug}")

@@ -1,0 +1,82 @@
+"""Issue 13 item 4: the update services take typed keyword-only parameters, so a misspelled field is a
+TypeError at the call site (it used to vanish in a `changes` dict filtered by the service), and `UNSET`
+(not None) means "not sent"."""
+
+import pytest
+
+from accounts.services import update_account
+from authn.services import update_credential
+from clients.services import create_client, update_client
+from iam.services import UNSET, sent
+from rbac.services import update_membership, update_permission, update_role
+from tenancy.services import update_project, update_workspace
+from tests.factories import (
+    AccountFactory,
+    CredentialFactory,
+    MembershipFactory,
+    PermissionFactory,
+    ProjectFactory,
+    RoleFactory,
+    WorkspaceFactory,
+)
+
+pytestmark = pytest.mark.django_db
+
+
+def _client(workspace):
+    client, _ = create_client(workspace, name="app", description="before", tags=[], meta={}, actor=None)
+    return client
+
+
+# (the service, a record factory, the misspelled keyword, the right one, the field, a new value)
+CASES = [
+    (update_account, AccountFactory, "descripton", "description", "description", "after"),
+    (update_workspace, WorkspaceFactory, "descripton", "description", "description", "after"),
+    (update_project, ProjectFactory, "code", "new_code", "code", "after"),  # the API's rename
+    (update_permission, PermissionFactory, "descripton", "description", "description", "after"),
+    (update_role, RoleFactory, "descripton", "description", "description", "after"),
+    (update_membership, MembershipFactory, "stauts", "status", "status", "suspended"),
+    (update_client, lambda: _client(WorkspaceFactory()), "descripton", "description", "description", "after"),
+]
+
+
+@pytest.mark.parametrize(
+    ("service", "make", "wrong", "right", "field", "value"),
+    CASES,
+    ids=lambda case: getattr(case, "__name__", None),
+)
+def test_misspelled_keyword_fails(service, make, wrong, right, field, value, operator):
+    record = make()
+    before = getattr(record, field)
+    assert before != value
+    with pytest.raises(TypeError, match=wrong):
+        service(record, **{wrong: value}, actor=operator)
+    record.refresh_from_db()
+    assert getattr(record, field) == before
+    service(record, **{right: value}, actor=operator)
+    record.refresh_from_db()
+    assert getattr(record, field) == value
+
+
+def test_misspelled_credential_keyword_fails():
+    credential = CredentialFactory()
+    with pytest.raises(TypeError, match="provider_id"):
+        update_credential(credential, provider_id="renamed")  # the API's rename is `new_provider_id`
+    with pytest.raises(TypeError, match="actor"):
+        update_credential(credential, actor=None)  # no actor: the request's is recorded
+    credential.refresh_from_db()
+    assert credential.provider_id is None
+
+
+def test_none_sets_null_and_unset_keeps(operator):
+    workspace = WorkspaceFactory(description="kept", name="Before")
+    update_workspace(workspace, name="After", actor=operator)
+    workspace.refresh_from_db()
+    assert (workspace.name, workspace.description) == ("After", "kept")
+    update_workspace(workspace, description=None, actor=operator)
+    workspace.refresh_from_db()
+    assert (workspace.name, workspace.description) == ("After", None)
+
+
+def test_sent_drops_only_unset():
+    assert sent(a=UNSET, b=None, c=0, d="") == {"b": None, "c": 0, "d": ""}
