@@ -9,8 +9,8 @@ from iam import audit, events
 from iam.errors import ApiError
 from iam.services import apply_changes
 
+from .account_cache import forget_account
 from .models import Account, normalize_email
-from .state import forget_account
 
 UPDATABLE = ("name", "description", "avatar_url", "enabled", "verified", "tags", "meta")
 

@@ -21,7 +21,7 @@ from iam import audit, cache, metrics
 from iam.errors import AUTHENTICATION_REQUIRED, ApiError
 from iam.services import apply_changes, save_unique, unique_conflict
 from tenancy.models import Workspace
-from tenancy.state import root_workspace
+from tenancy.workspace_cache import root_workspace
 
 from . import emails, keys, throttling, tokens
 from .models import Credential, SigningKey

@@ -12,8 +12,8 @@ from iam.services import apply_changes, check_unique, save_unique
 from tenancy.models import Workspace
 
 from . import egress
+from .client_cache import forget_client
 from .models import Client, Delivery
-from .state import forget_client
 
 NAME_CONFLICT = "name already exists"
 UPDATABLE = ("name", "endpoint", "description", "tags")  # what the audit log shows of a client

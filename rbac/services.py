@@ -16,7 +16,7 @@ from iam import audit, events, outbox
 from iam.errors import ApiError
 from iam.services import apply_changes, check_unique, save_unique
 from tenancy.models import Project, Workspace
-from tenancy.state import forget_authorization
+from tenancy.workspace_cache import forget_authorization
 
 from . import policy
 from .models import Membership, Permission, Role

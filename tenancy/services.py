@@ -12,7 +12,7 @@ from iam.errors import ApiError
 from iam.services import apply_changes, check_unique, save_unique
 
 from .models import Project, Workspace
-from .state import forget_authorization, forget_workspace
+from .workspace_cache import forget_authorization, forget_workspace
 
 WORKSPACE_FIELDS = ("name", "description", "config", "tags", "meta")
 PROJECT_FIELDS = ("name", "code", "description", "config", "tags", "meta")

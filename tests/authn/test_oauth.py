@@ -22,7 +22,7 @@ from accounts.models import Account
 from authn import oauth
 from authn.models import Credential, OAuthState
 from iam import crypto
-from tenancy.state import root_workspace
+from tenancy.workspace_cache import root_workspace
 from tests.conftest import ApiClient, err, ok
 from tests.factories import PASSWORD, AccountFactory, CredentialFactory, WorkspaceFactory
 

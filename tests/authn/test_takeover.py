@@ -9,10 +9,10 @@ import pytest
 from django.conf import settings
 from django.core.cache import cache as django_cache
 
+from accounts.account_cache import account_key
 from accounts.models import Account
-from accounts.state import account_key
 from authn.models import Credential
-from tenancy.state import root_workspace
+from tenancy.workspace_cache import root_workspace
 from tests.conftest import ApiClient, client_for, err, ok
 from tests.factories import PASSWORD, AccountFactory, CredentialFactory, WorkspaceFactory
 

@@ -3,10 +3,10 @@ secret or a workspace's configuration."""
 
 from django.core.cache import cache as django_cache
 
-from accounts.state import account_key
+from accounts.account_cache import account_key
+from clients.client_cache import client_key
 from clients.models import Client
-from clients.state import client_key
-from tenancy.state import _key as workspace_key
+from tenancy.workspace_cache import _key as workspace_key
 from tests.conftest import ApiClient, ok, token_for
 from tests.factories import WorkspaceFactory
 
