@@ -7,7 +7,7 @@ from django.db.models import F
 
 from iam import audit, events
 from iam.errors import ApiError
-from iam.services import apply_changes
+from iam.service_helpers import apply_changes
 
 from .account_cache import forget_account
 from .models import Account, normalize_email

@@ -19,7 +19,7 @@ from accounts.services import (
 )
 from iam import audit, cache, metrics
 from iam.errors import AUTHENTICATION_REQUIRED, ApiError
-from iam.services import apply_changes, save_unique, unique_conflict
+from iam.service_helpers import apply_changes, save_unique, unique_conflict
 from tenancy.models import Workspace
 from tenancy.workspace_cache import root_workspace
 

@@ -8,7 +8,7 @@ from django.db import transaction
 from accounts.models import Account
 from iam import audit, crypto, events
 from iam.errors import ApiError
-from iam.services import apply_changes, check_unique, save_unique
+from iam.service_helpers import apply_changes, check_unique, save_unique
 from tenancy.models import Workspace
 
 from . import egress

@@ -14,7 +14,7 @@ from django.utils import timezone
 from accounts.models import Account
 from iam import audit, events, outbox
 from iam.errors import ApiError
-from iam.services import apply_changes, check_unique, save_unique
+from iam.service_helpers import apply_changes, check_unique, save_unique
 from tenancy.models import Project, Workspace
 from tenancy.workspace_cache import forget_authorization
 

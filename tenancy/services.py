@@ -9,7 +9,7 @@ from django.db import transaction
 from accounts.models import Account
 from iam import audit, events
 from iam.errors import ApiError
-from iam.services import apply_changes, check_unique, save_unique
+from iam.service_helpers import apply_changes, check_unique, save_unique
 
 from .models import Project, Workspace
 from .workspace_cache import forget_authorization, forget_workspace
