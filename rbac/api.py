@@ -2,8 +2,9 @@ from django.db.models import QuerySet
 from rest_framework.request import Request
 
 from accounts.models import Account
-from iam.api import Endpoint, ListEndpoint, find_one
+from iam.api import Endpoint, find_one
 from iam.errors import ApiError
+from iam.list_endpoint import ListEndpoint
 from tenancy.models import Project
 
 from . import endpoints, policy, services

@@ -6,7 +6,8 @@ import pytest
 from django.test import override_settings
 from django.urls import URLResolver, get_resolver, path
 
-from iam.api import Endpoint, ListEndpoint
+from iam.api import Endpoint
+from iam.list_endpoint import ListEndpoint
 from tests.conftest import ApiClient, client_for, err, ok
 
 

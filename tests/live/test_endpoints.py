@@ -12,8 +12,9 @@ import pytest
 from django.urls import URLResolver, get_resolver
 from rest_framework import serializers
 
-from iam.api import Endpoint, ListEndpoint
+from iam.api import Endpoint
 from iam.fields import JsonObject
+from iam.list_endpoint import ListEndpoint
 from tests.live.api import META, add_member, create_client, create_role, create_workspace, ok, unique
 
 SOURCE = "127.0.0.10"  # hostile logins count against this address's throttle, not the other tests'

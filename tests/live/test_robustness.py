@@ -4,7 +4,7 @@ that hits a database error counts a failed attempt instead of leaving its messag
 import json
 import uuid
 
-from iam.api import ListEndpoint
+from iam.list_endpoint import ListEndpoint
 from tests.live.api import create_client, create_workspace, err, ok
 from tests.live.test_endpoints import ENDPOINTS, PATHS
 
