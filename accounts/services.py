@@ -7,10 +7,10 @@ from django.db.models import F
 
 from iam import audit, events
 from iam.errors import ApiError
-from iam.services import UNSET, Unset, apply_changes, sent
+from iam.service_helpers import UNSET, Unset, apply_changes, sent
 
+from .account_cache import forget_account
 from .models import Account, normalize_email
-from .state import forget_account
 
 UPDATABLE = ("name", "description", "avatar_url", "enabled", "verified", "tags", "meta")
 

@@ -14,7 +14,8 @@ from accounts.serializers import (
     AccountSerializer,
     AccountUpdateRequest,
 )
-from iam.api import Endpoint, ListEndpoint
+from iam.api import Endpoint
+from iam.list_endpoint import ListEndpoint
 from rbac import endpoints
 
 from .services import create_password_account

@@ -7,7 +7,7 @@ from iam.addresses import client_ip
 from iam.api import Endpoint
 from iam.errors import AUTHENTICATION_REQUIRED, ApiError
 
-from . import oauth, services, sessions, throttling
+from . import oauth, oauth_provider, oauth_state, services, sessions, throttling
 from .authentication import SessionTokenAuthentication
 from .emails import CONFIRM, RESET
 from .serializers import (
@@ -136,16 +136,16 @@ class OAuthInitiate(Endpoint):
     response_serializer = OAuthInitiated
 
     def handle(self, request: Request, data: dict) -> dict:
-        config = oauth.provider_config()
+        config = oauth_provider.provider_config()
         if config is None:
             raise ApiError(503, "oauth provider not configured")
-        if not oauth.redirect_allowed(data["redirect_url"]):
+        if not oauth_state.redirect_allowed(data["redirect_url"]):
             raise ApiError(400, "redirect_url not allowed", "redirect_url")
         ip = client_ip(request)
         if retry_after := throttling.oauth_starts_by_ip.retry_after(ip):
             raise ApiError(429, "too many requests", headers={"Retry-After": str(retry_after)})
         throttling.oauth_starts_by_ip.hit(ip)
-        auth_url = oauth.initiate(config, redirect_url=data["redirect_url"])
+        auth_url = oauth_state.initiate(config, redirect_url=data["redirect_url"])
         return self.serialize({"auth_url": auth_url})
 
 

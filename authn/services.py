@@ -21,9 +21,9 @@ from accounts.services import (
 )
 from iam import audit, cache, metrics
 from iam.errors import AUTHENTICATION_REQUIRED, ApiError
-from iam.services import UNSET, Unset, apply_changes, save_unique, sent, unique_conflict
+from iam.service_helpers import UNSET, Unset, apply_changes, save_unique, sent, unique_conflict
 from tenancy.models import Workspace
-from tenancy.state import root_workspace
+from tenancy.workspace_cache import root_workspace
 
 from . import emails, keys, throttling, tokens
 from .models import Credential, SigningKey

@@ -7,9 +7,9 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from accounts.account_cache import get_account
 from accounts.models import Account
 from accounts.services import end_sessions
-from accounts.state import get_account
 from iam import audit, cache
 
 from . import tokens

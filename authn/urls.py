@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import accounts, api, credentials, invitations, jwks
+from . import accounts, api, credential_endpoints, invitations, jwks
 
 urlpatterns = [
     path("accounts/create", accounts.AccountCreate.as_view()),
@@ -18,10 +18,10 @@ urlpatterns = [
     path("auth/resend-confirm", api.ResendConfirm.as_view()),
     path("memberships/accept", invitations.MembershipAccept.as_view()),
     path("memberships/decline", invitations.MembershipDecline.as_view()),
-    path("credentials/describe", credentials.CredentialDescribe.as_view()),
-    path("credentials/list", credentials.CredentialList.as_view()),
-    path("credentials/update", credentials.CredentialUpdate.as_view()),
-    path("credentials/delete", credentials.CredentialDelete.as_view()),
+    path("credentials/describe", credential_endpoints.CredentialDescribe.as_view()),
+    path("credentials/list", credential_endpoints.CredentialList.as_view()),
+    path("credentials/update", credential_endpoints.CredentialUpdate.as_view()),
+    path("credentials/delete", credential_endpoints.CredentialDelete.as_view()),
 ]
 
 urlpatterns += [

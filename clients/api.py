@@ -7,9 +7,10 @@ from django.http import HttpRequest, HttpResponse
 from rest_framework.request import Request
 
 from iam import metrics, parsers
-from iam.api import JSON_RENDERER, Endpoint, ListEndpoint, envelope
+from iam.api import JSON_RENDERER, Endpoint, envelope
 from iam.errors import ApiError
 from iam.fields import PERMISSION_NAME_MAX, PERMISSION_NAME_RE
+from iam.list_endpoint import ListEndpoint
 
 from . import catchup, services, validation
 from .models import Client

@@ -39,7 +39,7 @@ from iam import crypto
 from iam.errors import ApiError
 from iam.models import Event
 
-from .state import ClientRecord, find_client
+from .client_cache import ClientRecord, find_client
 
 CURSOR_RE = re.compile(r"(\d{1,19})\.(\d{1,19})\.(\d{1,12})")
 CLEANUP_GRACE = timedelta(hours=1)

@@ -8,12 +8,12 @@ from django.db import transaction
 from accounts.models import Account
 from iam import audit, crypto, events
 from iam.errors import ApiError
-from iam.services import UNSET, Unset, apply_changes, check_unique, save_unique, sent
+from iam.service_helpers import UNSET, Unset, apply_changes, check_unique, save_unique, sent
 from tenancy.models import Workspace
 
 from . import egress
+from .client_cache import forget_client
 from .models import Client, Delivery
-from .state import forget_client
 
 NAME_CONFLICT = "name already exists"
 UPDATABLE = ("name", "endpoint", "description", "tags")  # what the audit log shows of a client

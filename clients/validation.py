@@ -7,14 +7,14 @@ import datetime as dt
 import time
 from uuid import UUID
 
-from accounts.state import account_key
+from accounts.account_cache import account_key
 from authn import tokens
 from authn.sessions import check_session
 from authn.tokens import TokenError
 from iam import cache, crypto
 from rbac import policy
 
-from .state import client_key, find_client, workspace_of
+from .client_cache import client_key, find_client, workspace_of
 
 
 class VerifiedTokens(dict):

@@ -1,16 +1,16 @@
-"""The one API machinery: every endpoint of the service is an `Endpoint` or a `ListEndpoint`.
+"""The one API machinery: every endpoint of the service is an `Endpoint` (a list: a
+`ListEndpoint`, in iam/list_endpoint.py).
 
 An endpoint declares who may call it and what it reads; this module parses the body (CONTRACT 1: JSON
 whatever the Content-Type, SPEC 7's parse messages), validates it with the declared serializer, wraps the
 result in the envelope, and leaves authentication, workspace selection and the permission check to the
 classes named in `REST_FRAMEWORK` (`authn.authentication`, `rbac.permissions`)."""
 
-import datetime as dt
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from django.db import models, transaction
-from django.db.models import Q, QuerySet
+from django.db import transaction
+from django.db.models import QuerySet
 from rest_framework import serializers
 from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
@@ -18,15 +18,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from iam.errors import INVALID_STRUCTURE, ApiError
-from iam.fields import Integer, Invalid, String, Tags
-from iam.lookups import HasTags
 
 JSON_RENDERER = JSONRenderer()
-MAX_PAGE_SIZE = 1000  # CONTRACT 11
-DEFAULT_PAGE_SIZE = 100  # SPEC 8
-DEFAULT_ORDER = "!created_at"  # SPEC 8
-MAX_ORDER_BYS = 8  # CONTRACT 12
-DEEP_OFFSET = 1000  # from here a page reads its ids first (ListEndpoint._page)
 
 
 def envelope(data: Any) -> dict:
@@ -205,137 +198,3 @@ class Endpoint(APIView):
     def serialize(self, instance: Any) -> dict:
         assert self.response_serializer is not None
         return self.response_serializer(instance, context={"request": self.request}).data
-
-
-# Lists (SPEC 4 "Common list contract", CONTRACT 11)
-
-
-class ListFilter(serializers.Serializer):
-    tags = Tags(required=False)
-    fields = serializers.DictField(required=False)
-
-
-class ListOptions(serializers.Serializer):
-    limit = Integer(required=False, min_value=1, max_value=MAX_PAGE_SIZE, default=DEFAULT_PAGE_SIZE)
-    offset = Integer(required=False, min_value=0, default=0)
-    order_bys = serializers.JSONField(required=False)
-
-    def validate_order_bys(self, value: Any) -> list[str]:
-        items = [value] if isinstance(value, str) else value
-        if not isinstance(items, list) or not all(isinstance(item, str) and item for item in items):
-            raise Invalid("options.order_bys must be a string or an array of strings")
-        if len(items) > MAX_ORDER_BYS:
-            raise Invalid(f"order_bys must have at most {MAX_ORDER_BYS} items")
-        return items
-
-
-class ListRequest(serializers.Serializer):
-    filter = ListFilter(required=False)
-    options = ListOptions(required=False)
-
-
-def _parse_filter_value(name: str, field: models.Field, value: Any) -> Any:
-    if value is None:
-        if not field.null:
-            raise ApiError(400, f"invalid value for filter field: {name}", name)
-        return None
-    target = field.target_field if field.is_relation else field
-    internal = target.get_internal_type()
-    if internal == "BooleanField":
-        ok = isinstance(value, bool)
-    elif internal in ("IntegerField", "BigIntegerField", "PositiveIntegerField"):
-        ok = isinstance(value, int) and not isinstance(value, bool)
-    else:
-        ok = isinstance(value, str)
-    if not ok or (isinstance(value, str) and "\x00" in value):
-        raise ApiError(400, f"invalid value for filter field: {name}", name)
-    try:
-        parsed = target.to_python(value)
-    except Exception as exc:
-        raise ApiError(400, f"invalid value for filter field: {name}", name) from exc
-    if internal == "DateTimeField" and parsed is None:
-        raise ApiError(400, f"invalid value for filter field: {name}", name)
-    if internal == "DateTimeField" and parsed.tzinfo is not None:
-        try:  # the database compares in UTC: 0001-01-01T00:00:00+01:00 has no UTC value
-            parsed = parsed.astimezone(dt.UTC)
-        except OverflowError as exc:
-            raise ApiError(400, f"invalid value for filter field: {name}", name) from exc
-    if isinstance(target, models.EmailField):
-        parsed = parsed.lower()
-    return parsed
-
-
-class ListEndpoint(Endpoint):
-    """SPEC's list contract, once. A list declares `list_key`, `filter_fields` (API name -> model field
-    path) and `response_serializer`, and implements `get_queryset(request)`, already scoped to what the
-    caller may see; `select_related`/`prefetch_related` there keep the query count fixed per page."""
-
-    list_key: ClassVar[str]
-    filter_fields: ClassVar[Mapping[str, str]]
-    order_fields: ClassVar[tuple[str, ...]] = ("created_at", "updated_at")  # besides the filter fields
-    default_order: ClassVar[str] = DEFAULT_ORDER
-    request_serializer = ListRequest
-    read_only = True
-
-    def get_queryset(self, request: Request) -> QuerySet:
-        raise NotImplementedError
-
-    def handle(self, request: Request, data: dict) -> dict:
-        queryset = self.get_queryset(request)
-        model = queryset.model
-        filters = data.get("filter", {})
-        options = data.get("options", {})
-        limit = options.get("limit", DEFAULT_PAGE_SIZE)
-        offset = options.get("offset", 0)
-
-        condition = Q()
-        for name, value in filters.get("fields", {}).items():
-            path = self.filter_fields.get(name)
-            if path is None:
-                raise ApiError(400, f"unknown filter field: {name}", name)
-            field = model._meta.get_field(path)
-            parsed = _parse_filter_value(name, field, value)
-            condition &= Q(**{f"{path}__isnull": True}) if parsed is None else Q(**{path: parsed})
-        if filters.get("tags"):
-            condition &= Q(HasTags("tags", filters["tags"]))
-        queryset = queryset.filter(condition)
-
-        order_bys = options.get("order_bys") or [self.default_order]
-        ordering = [self._order_expression(model, item) for item in order_bys]
-        descending = ordering[-1].startswith("-")
-        ordering.append("-pk" if descending else "pk")  # CONTRACT 11: ties broken by id
-
-        total = queryset.count()
-        page = list(self._page(queryset.order_by(*ordering), offset, limit)) if total > offset else []
-        return {
-            self.list_key: self.response_serializer(page, many=True, context={"request": request}).data,
-            "metadata": {
-                "total": total,
-                "count": len(page),
-                "offset": offset,
-                "limit": limit,
-                "order_bys": order_bys,
-            },
-        }
-
-    @staticmethod
-    def _page(ordered: QuerySet, offset: int, limit: int) -> QuerySet:
-        """A deep page finds its ids first, reading only the index that serves the order (an index-only
-        scan) instead of every row before the offset; the rows of the page are then fetched by id."""
-        if offset < DEEP_OFFSET:
-            return ordered[offset : offset + limit]
-        ids = ordered.values("pk")[offset : offset + limit]
-        return ordered.filter(pk__in=ids)
-
-    def _order_expression(self, model: type[models.Model], item: str) -> str:
-        name = item.removeprefix("!")
-        if name in self.order_fields:
-            path = name
-        elif name in self.filter_fields:
-            path = self.filter_fields[name]
-        else:
-            raise ApiError(400, f"unknown filter field: {name}", "options.order_bys")
-        return f"-{path}" if item.startswith("!") else path
-
-
-__all__ = ["ApiError", "Endpoint", "ListEndpoint", "String", "envelope"]

@@ -26,6 +26,30 @@ def get(key: str) -> Any:
         return MISSING
 
 
+def read_through(
+    key: str,
+    load: Callable[[], Any],
+    timeout: int,
+    *,
+    read: Any = MISSING,
+    fits: Callable[[Any], bool] | None = None,
+    absent_timeout: int | None = None,
+) -> Any:
+    """The cached value of `key`, or `load()` cached for `timeout` seconds. `load` returns a narrow plain
+    record (a tuple of the fields the checks read, never a secret beyond a digest), or None when the row
+    does not exist: None is cached only with `absent_timeout`. `read` is the entry a caller already
+    fetched with others in one round trip (`get_many`); `fits` tells an entry of the current shape from
+    one a previous release left."""
+    value = get(key) if read is MISSING else read
+    if value is MISSING or (fits is not None and value is not None and not fits(value)):
+        value = load()
+        if value is not None:
+            set(key, value, timeout)
+        elif absent_timeout is not None:
+            set(key, None, absent_timeout)
+    return value
+
+
 def get_many(keys: list[str]) -> dict[str, Any]:
     try:
         return cache.get_many(keys)

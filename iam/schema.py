@@ -6,7 +6,8 @@ from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.utils import OpenApiParameter, inline_serializer
 from rest_framework import serializers
 
-from iam.api import Endpoint, ListEndpoint
+from iam.api import Endpoint
+from iam.list_endpoint import ListEndpoint
 
 
 class ErrorBody(serializers.Serializer):

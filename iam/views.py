@@ -9,8 +9,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from iam.api import ListEndpoint, envelope
+from iam.api import envelope
 from iam.errors import ApiError, error_response
+from iam.list_endpoint import ListEndpoint
 from iam.models import AuditEntry
 
 logger = logging.getLogger(__name__)

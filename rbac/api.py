@@ -2,8 +2,9 @@ from django.db.models import QuerySet
 from rest_framework.request import Request
 
 from accounts.models import Account
-from iam.api import Endpoint, ListEndpoint, find_one
+from iam.api import Endpoint, find_one
 from iam.errors import ApiError
+from iam.list_endpoint import ListEndpoint
 from tenancy.models import Project
 
 from . import endpoints, policy, services
@@ -103,7 +104,7 @@ class RoleEndpoint(endpoints.Endpoint):
     def get_queryset(self, request: Request) -> QuerySet:
         return roles_of(request.workspace)
 
-    def get_permissions_named(self, request: Request, data: dict) -> list[Permission] | None:
+    def resolve_permission_ids(self, request: Request, data: dict) -> list[Permission] | None:
         if "permission_ids" not in data:
             return None
         permissions = Permission.objects.in_workspace(request.workspace)
@@ -117,7 +118,7 @@ class RoleCreate(RoleEndpoint):
     def handle(self, request: Request, data: dict) -> dict:
         role = services.create_role(
             request.workspace,
-            permissions=self.get_permissions_named(request, data),
+            permissions=self.resolve_permission_ids(request, data),
             actor=request.user,
             **changes_of(data, "permission_ids"),
         )
@@ -153,7 +154,7 @@ class RoleUpdate(RoleEndpoint):
         services.update_role(
             role,
             **changes_of(data, "id", "permission_ids"),
-            permissions=self.get_permissions_named(request, data),
+            permissions=self.resolve_permission_ids(request, data),
             actor=request.user,
         )
         return self.serialize(self.get_object(request, data))

@@ -7,7 +7,7 @@ from typing import Any, ClassVar
 from django.db.models import QuerySet
 from rest_framework.request import Request
 
-from iam import api
+from iam import api, list_endpoint
 from iam.api import first_match, not_found
 
 from . import policy
@@ -53,7 +53,7 @@ class Endpoint(api.Endpoint):
         )
 
 
-class ProjectScopedList(api.ListEndpoint):
+class ProjectScopedList(list_endpoint.ListEndpoint):
     """A list whose records belong to projects: a project-scope grant of `permission` lets the caller
     in, and `visible_projects` narrows the list to the projects where it holds it."""
 

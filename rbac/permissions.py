@@ -2,7 +2,7 @@ from rest_framework.exceptions import NotAuthenticated
 from rest_framework.permissions import BasePermission
 
 from iam.errors import ApiError
-from tenancy.state import find_workspace
+from tenancy.workspace_cache import find_workspace
 
 from . import policy
 

@@ -20,7 +20,7 @@ from accounts.models import Account
 from iam import cache, events
 from iam.errors import ApiError
 from tenancy.models import Project, Workspace
-from tenancy.state import authz_generation, generation_key, root_workspace
+from tenancy.workspace_cache import authz_generation, generation_key, root_workspace
 
 from .models import Membership
 

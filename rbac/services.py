@@ -14,9 +14,9 @@ from django.utils import timezone
 from accounts.models import Account
 from iam import audit, events, outbox
 from iam.errors import ApiError
-from iam.services import UNSET, Unset, apply_changes, check_unique, save_unique, sent
+from iam.service_helpers import UNSET, Unset, apply_changes, check_unique, save_unique, sent
 from tenancy.models import Project, Workspace
-from tenancy.state import forget_authorization
+from tenancy.workspace_cache import forget_authorization
 
 from . import policy
 from .models import Membership, Permission, Role

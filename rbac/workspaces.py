@@ -5,7 +5,8 @@ rules."""
 from django.db.models import QuerySet
 from rest_framework.request import Request
 
-from iam.api import Endpoint, ListEndpoint
+from iam.api import Endpoint
+from iam.list_endpoint import ListEndpoint
 from tenancy import services
 from tenancy.models import Project, Workspace
 from tenancy.serializers import (

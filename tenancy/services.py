@@ -9,10 +9,10 @@ from django.db import transaction
 from accounts.models import Account
 from iam import audit, events
 from iam.errors import ApiError
-from iam.services import UNSET, Unset, apply_changes, check_unique, save_unique, sent
+from iam.service_helpers import UNSET, Unset, apply_changes, check_unique, save_unique, sent
 
 from .models import Project, Workspace
-from .state import forget_authorization, forget_workspace
+from .workspace_cache import forget_authorization, forget_workspace
 
 WORKSPACE_FIELDS = ("name", "description", "config", "tags", "meta")
 PROJECT_FIELDS = ("name", "code", "description", "config", "tags", "meta")

@@ -8,7 +8,7 @@ from django.test import Client
 
 from accounts.models import Account
 from authn.sessions import issue_session
-from tenancy.state import root_workspace
+from tenancy.workspace_cache import root_workspace
 from tests.factories import AccountFactory, MembershipFactory, RoleFactory, WorkspaceFactory
 
 

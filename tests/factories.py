@@ -8,7 +8,7 @@ from accounts.models import Account
 from authn.models import Credential
 from rbac.models import Membership, Permission, Role
 from tenancy.models import Project, Workspace
-from tenancy.state import root_workspace
+from tenancy.workspace_cache import root_workspace
 
 PASSWORD = "correct horse battery staple"
 

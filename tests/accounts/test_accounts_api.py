@@ -276,7 +276,7 @@ def test_a_deep_page_reads_its_ids_first_and_matches_the_shallow_page(
         "options": {"offset": 10, "limit": 7, "order_bys": order},
     }
     shallow = ok(operator_api.call("/accounts/list", body))
-    monkeypatch.setattr("iam.api.DEEP_OFFSET", 5)
+    monkeypatch.setattr("iam.list_endpoint.DEEP_OFFSET", 5)
     with django_assert_max_num_queries(3) as captured:
         deep = ok(operator_api.call("/accounts/list", body))
     assert deep == shallow and deep["metadata"]["count"] == 7

@@ -8,7 +8,7 @@ from django.test.utils import CaptureQueriesContext
 
 from accounts.models import Account
 from authn.models import Credential
-from tenancy.state import root_workspace
+from tenancy.workspace_cache import root_workspace
 from tests.conftest import ApiClient, client_for, err, ok
 from tests.factories import PASSWORD, AccountFactory, CredentialFactory, WorkspaceFactory
 

@@ -19,10 +19,10 @@ from django.test import override_settings
 from django.utils import timezone
 
 from accounts.models import Account
-from authn import oauth
+from authn import oauth_provider
 from authn.models import Credential, OAuthState
 from iam import crypto
-from tenancy.state import root_workspace
+from tenancy.workspace_cache import root_workspace
 from tests.conftest import ApiClient, err, ok
 from tests.factories import PASSWORD, AccountFactory, CredentialFactory, WorkspaceFactory
 
@@ -481,7 +481,7 @@ def test_provider_down(api, configured):
 
 
 def test_provider_too_slow(api, configured, monkeypatch):
-    monkeypatch.setattr(oauth, "PROVIDER_TIMEOUT_SECONDS", 0.1)
+    monkeypatch.setattr(oauth_provider, "PROVIDER_TIMEOUT_SECONDS", 0.1)
     configured.delay = 0.5
     assert sign_in(api) == {"error": "oauth_failed"}
 
@@ -564,9 +564,9 @@ def test_plain_http_off_loopback_counts_as_not_configured(api, configured, setti
 def test_insecure_transport_is_allowed_only_around_loopback_calls(api, configured, monkeypatch):
     monkeypatch.delenv("OAUTHLIB_INSECURE_TRANSPORT", raising=False)
     for url in ("https://idp.example.com/token", "http://idp.example.com/token", "http://127.0.0.1.nip.io/"):
-        with oauth._transport_for(url):
+        with oauth_provider.transport_for(url):
             assert "OAUTHLIB_INSECURE_TRANSPORT" not in os.environ
-    with oauth._transport_for("http://127.0.0.1:9/token", "http://[::1]/userinfo"):
+    with oauth_provider.transport_for("http://127.0.0.1:9/token", "http://[::1]/userinfo"):
         assert os.environ["OAUTHLIB_INSECURE_TRANSPORT"] == "1"
     sign_in(api)
     assert "OAUTHLIB_INSECURE_TRANSPORT" not in os.environ

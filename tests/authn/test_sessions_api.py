@@ -12,7 +12,7 @@ from django.utils import timezone
 from accounts.models import Account
 from authn import services, tokens
 from authn.models import Credential
-from tenancy.state import root_workspace
+from tenancy.workspace_cache import root_workspace
 from tests.conftest import ApiClient, client_for, err, ok
 from tests.factories import PASSWORD, AccountFactory, CredentialFactory, WorkspaceFactory
 

@@ -9,10 +9,10 @@ import pytest
 from django.conf import settings
 from django.core.cache import cache as django_cache
 
+from accounts.account_cache import account_key
 from accounts.models import Account
-from accounts.state import account_key
 from authn.models import Credential
-from tenancy.state import root_workspace
+from tenancy.workspace_cache import root_workspace
 from tests.conftest import ApiClient, client_for, err, ok
 from tests.factories import PASSWORD, AccountFactory, CredentialFactory, WorkspaceFactory
 
@@ -225,7 +225,7 @@ def test_the_cached_account_holds_no_hash(victim):
 
 
 def test_redirect_url_query_survives_so_an_app_can_bind_the_login_to_its_session():
-    from authn.oauth import with_query
+    from authn.oauth_state import with_query
 
     target = with_query("https://app.example.com/cb?nonce=n-123&access_token=forged", {"access_token": "t"})
     query = parse_qsl(urlsplit(target).query)

@@ -14,8 +14,8 @@ from django.core.management import call_command
 from django.db import connection, transaction
 from django.utils import timezone
 
+from clients.client_cache import workspace_of
 from clients.models import Delivery
-from clients.state import workspace_of
 from iam import events
 from iam.models import Event
 from tests.conftest import ApiClient, err, ok

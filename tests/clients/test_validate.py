@@ -12,7 +12,7 @@ from authn import tokens
 from clients import validation
 from clients.api import ClientValidate
 from rbac.models import Membership
-from tenancy.state import forget_authorization
+from tenancy.workspace_cache import forget_authorization
 from tests.conftest import ApiClient, client_for, err, ok
 from tests.factories import AccountFactory, MembershipFactory, ProjectFactory, RoleFactory, WorkspaceFactory
 

@@ -3,7 +3,7 @@ keep a revoked session alive once the cache is reachable again."""
 
 from django.core.cache import cache as django_cache
 
-from accounts.state import CACHED_FIELDS, account_key
+from accounts.account_cache import CACHED_FIELDS, account_key
 from iam import outbox
 from iam.models import OutboxMessage
 from tests.conftest import ApiClient, break_cache, err, ok, token_for

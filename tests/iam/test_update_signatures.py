@@ -7,7 +7,7 @@ import pytest
 from accounts.services import update_account
 from authn.services import update_credential
 from clients.services import create_client, update_client
-from iam.services import UNSET, sent
+from iam.service_helpers import UNSET, sent
 from rbac.services import update_membership, update_permission, update_role
 from tenancy.services import update_project, update_workspace
 from tests.factories import (

@@ -11,8 +11,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from rest_framework import serializers
 
-from iam.api import ListEndpoint
 from iam.fields import JsonObject
+from iam.list_endpoint import ListEndpoint
 from tests.endpoints import ENDPOINTS, PATHS
 from tests.live.api import META, add_member, create_client, create_role, create_workspace, ok, unique
 

@@ -326,7 +326,7 @@ def test_a_deep_page_of_memberships_matches_the_shallow_one_and_stays_in_the_wor
         MembershipFactory(account=account, status="invited")  # another workspace's, never listed
     body = {"filter": {"fields": {"status": "invited"}}, "options": {"offset": 8, "limit": 5}}
     shallow = ok(admin_api.call("/memberships/list", body))
-    monkeypatch.setattr("iam.api.DEEP_OFFSET", 1)
+    monkeypatch.setattr("iam.list_endpoint.DEEP_OFFSET", 1)
     with django_assert_max_num_queries(5):
         deep = ok(admin_api.call("/memberships/list", body))
     assert deep == shallow

@@ -8,7 +8,7 @@ from authn.services import create_password_account, update_credential
 from iam.context import as_command
 from iam.errors import ApiError
 from rbac.services import ensure_owner
-from tenancy.state import root_workspace
+from tenancy.workspace_cache import root_workspace
 
 
 class Command(BaseCommand):

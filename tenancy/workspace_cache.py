@@ -13,6 +13,12 @@ def _key(ref: str) -> str:
     return f"workspace:{ref}"
 
 
+# What resolving `X-Workspace` needs (the checks read the id, the audit scope the slug), as a plain tuple
+# in the model's field order, which `Model.from_db` expects of a partial row; other fields load on access.
+_WANTED = {"id", "name", "slug"}
+CACHED_FIELDS = tuple(field.attname for field in Workspace._meta.concrete_fields if field.attname in _WANTED)
+
+
 def find_workspace(ref: str) -> Workspace | None:
     """`ref` is a UUID or a slug."""
     ref = ref.strip()
@@ -22,13 +28,13 @@ def find_workspace(ref: str) -> Workspace | None:
     except ValueError:
         lookup = {"slug": ref.lower()}
         ref = ref.lower()
-    key = _key(ref)
-    workspace = cache.get(key)
-    if workspace is cache.MISSING:
-        workspace = Workspace.objects.filter(**lookup).first()
-        if workspace is not None:
-            cache.set(key, workspace, settings.IAM_AUTH_CACHE_SECONDS)
-    return workspace
+    values = cache.read_through(
+        _key(ref),
+        lambda: Workspace.objects.filter(**lookup).values_list(*CACHED_FIELDS).first(),
+        settings.IAM_AUTH_CACHE_SECONDS,
+        fits=lambda values: isinstance(values, tuple) and len(values) == len(CACHED_FIELDS),
+    )
+    return None if values is None else Workspace.from_db("default", CACHED_FIELDS, values)
 
 
 def forget_workspace(workspace: Workspace, *, old_slug: str | None = None) -> None:

@@ -41,18 +41,26 @@ def client_key(client_id: UUID | str) -> str:
 
 
 def find_client(client_id: UUID | str, *, read: object = cache.MISSING) -> ClientRecord | None:
-    """`read`: the cached entry, when the caller fetched it already with others in one round trip."""
-    key = client_key(client_id)
-    record = cache.get(key) if read is cache.MISSING else read
-    if record is cache.MISSING:
-        row = (
-            Client.objects.filter(pk=client_id)
-            .values_list("workspace_id", "secret_digest", "secret_version")
-            .first()
-        )
-        record = ClientRecord(str(row[0]), row[1], row[2]) if row else None
-        cache.set(key, record, settings.IAM_AUTH_CACHE_SECONDS if row else UNKNOWN_CLIENT_SECONDS)
-    return record
+    """`read`: the cached entry, when the caller fetched it already with others in one round trip. The
+    entry is a plain tuple of a ClientRecord's fields: the secret's digest, never the encrypted secret."""
+    values = cache.read_through(
+        client_key(client_id),
+        lambda: _load(client_id),
+        settings.IAM_AUTH_CACHE_SECONDS,
+        read=read,
+        fits=_fits,
+        absent_timeout=UNKNOWN_CLIENT_SECONDS,
+    )
+    return None if values is None else ClientRecord(*values)
+
+
+def _load(client_id: UUID | str) -> tuple | None:
+    row = Client.objects.filter(pk=client_id).values_list(*ClientRecord._fields).first()
+    return None if row is None else (str(row[0]), row[1], row[2])
+
+
+def _fits(values: object) -> bool:
+    return type(values) is tuple and len(values) == len(ClientRecord._fields)
 
 
 def forget_client(client_id: UUID | str) -> None:

@@ -4,7 +4,7 @@ credential lives in the root workspace; its secret, status, identity and deletio
 from django.db.models import QuerySet
 from rest_framework.request import Request
 
-from iam.api import ListEndpoint
+from iam.list_endpoint import ListEndpoint
 from rbac import endpoints
 
 from . import services

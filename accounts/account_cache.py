@@ -25,14 +25,18 @@ CACHED_FIELDS = tuple(field.attname for field in Account._meta.concrete_fields i
 def get_account(account_id: UUID | str, *, read: object = cache.MISSING) -> Account | None:
     """`read`: the cached entry, when the caller fetched it already with others in one round trip.
     The answer is an `Account` with only CACHED_FIELDS loaded (others load on access, from the database)."""
-    key = account_key(account_id)
-    values = cache.get(key) if read is cache.MISSING else read
-    if values is cache.MISSING or not isinstance(values, tuple) or len(values) != len(CACHED_FIELDS):
-        values = Account.objects.filter(pk=account_id).values_list(*CACHED_FIELDS).first()
-        if values is None:
-            return None
-        cache.set(key, values, settings.IAM_AUTH_CACHE_SECONDS)
-    return Account.from_db("default", CACHED_FIELDS, values)
+    values = cache.read_through(
+        account_key(account_id),
+        lambda: Account.objects.filter(pk=account_id).values_list(*CACHED_FIELDS).first(),
+        settings.IAM_AUTH_CACHE_SECONDS,
+        read=read,
+        fits=_fits,
+    )
+    return None if values is None else Account.from_db("default", CACHED_FIELDS, values)
+
+
+def _fits(values: object) -> bool:
+    return isinstance(values, tuple) and len(values) == len(CACHED_FIELDS)
 
 
 def forget_account(account_id: UUID | str) -> None:

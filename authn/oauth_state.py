@@ -1,0 +1,105 @@
+"""The OAuth2 login's single-use server-side state (SPEC 4 rule 3, CONTRACT 10): stored with its PKCE
+verifier and redirect URL, consumed once; and the allowlist of redirect origins."""
+
+import hashlib
+import secrets
+from datetime import timedelta
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from django.conf import settings
+from django.utils import timezone
+from oauthlib.oauth2 import WebApplicationClient
+
+from iam import crypto
+
+from .models import OAuthState
+from .oauth_provider import INVALID_STATE, PROVIDER, OAuthFailure, ProviderConfig, transport_for
+
+STATE_LIFETIME = timedelta(minutes=10)  # SPEC 4 rule 3
+
+
+# Redirect URLs (CONTRACT 10: an allowlist of origins)
+
+
+def _origin(url: str) -> tuple[str, str, int] | None:
+    if any(char <= " " or char in "\\\x7f" for char in url):  # urlsplit would quietly drop some
+        return None
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        return None
+    scheme = parts.scheme.lower()
+    if scheme not in ("http", "https") or not parts.hostname or "@" in parts.netloc:
+        return None
+    return scheme, parts.hostname.lower(), port or (443 if scheme == "https" else 80)
+
+
+def redirect_allowed(url: str) -> bool:
+    """Scheme, host and port must equal those of one allowlisted origin."""
+    origin = _origin(url)
+    return origin is not None and any(
+        origin == _origin(allowed) for allowed in settings.IAM_OAUTH_REDIRECT_ALLOWLIST
+    )
+
+
+def fallback_redirect() -> str:
+    """Where a failure goes when the state does not tell: the first allowlisted origin."""
+    allowlist = settings.IAM_OAUTH_REDIRECT_ALLOWLIST
+    return allowlist[0] if allowlist else settings.IAM_FRONTEND_URL
+
+
+def with_query(url: str, params: dict[str, str]) -> str:
+    """Adds `params` to the query of `url`, keeping the query and fragment it already has."""
+    parts = urlsplit(url)
+    query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k not in params]
+    return urlunsplit(parts._replace(query=urlencode([*query, *params.items()])))
+
+
+# State
+
+
+def _digest(state: str) -> str:
+    return hashlib.sha256(state.encode()).hexdigest()
+
+
+def initiate(config: ProviderConfig, *, redirect_url: str) -> str:
+    """Stores a fresh state with its PKCE verifier and answers the provider's authorization URL."""
+    state = secrets.token_urlsafe(32)
+    client = WebApplicationClient(config.client_id)
+    verifier = client.create_code_verifier(64)
+    challenge = client.create_code_challenge(verifier, "S256")
+    now = timezone.now()
+    OAuthState.objects.filter(expires_at__lt=now - STATE_LIFETIME).delete()
+    OAuthState.objects.create(
+        state_digest=_digest(state),
+        provider=PROVIDER,
+        redirect_url=redirect_url,
+        code_verifier=crypto.encrypt(verifier),
+        expires_at=now + STATE_LIFETIME,
+    )
+    with transport_for(config.authorize_url):
+        auth_url, _ = config.session().authorization_url(
+            config.authorize_url, state=state, code_challenge=challenge, code_challenge_method="S256"
+        )
+    return auth_url
+
+
+def consume_state(state: str | None) -> OAuthState:
+    """Marks the state used, atomically: of two callbacks racing with one state, one wins."""
+    if not state:
+        raise OAuthFailure(INVALID_STATE, "state missing")
+    digest = _digest(state)
+    now = timezone.now()
+    used = OAuthState.objects.filter(
+        state_digest=digest, provider=PROVIDER, used_at__isnull=True, expires_at__gt=now
+    ).update(used_at=now)
+    row = OAuthState.objects.filter(state_digest=digest, provider=PROVIDER).first()
+    if row is None:
+        raise OAuthFailure(INVALID_STATE, "unknown state")
+    redirect_url = row.redirect_url if redirect_allowed(row.redirect_url) else None
+    if not used:
+        raise OAuthFailure(INVALID_STATE, "state expired or already used", redirect_url)
+    if redirect_url is None:
+        raise OAuthFailure(INVALID_STATE, "redirect_url no longer allowed")
+    return row
