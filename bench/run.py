@@ -296,7 +296,7 @@ def _bench(env: dict, workdir: Path, processes: list) -> None:
     vacuumed = time.monotonic() - started - seeded
     rows.append(
         (
-            "seed: 1M accounts + 1M memberships (generate_series)",
+            f"seed: {SEED_ROWS:,} accounts + {SEED_ROWS:,} memberships (generate_series)",
             f"{seeded:.0f} s (+ vacuum {vacuumed:.0f} s)",
             "well under 120 s",
         )
