@@ -87,7 +87,7 @@ class AccountUpdate(AccountEndpoint):
 
     def handle(self, request: Request, data: dict) -> dict:
         account = self.get_object(request, data)
-        changes = {name: value for name, value in data.items() if name not in ("id", "email")}
+        changes = endpoints.changes_of(data, *self.lookup)
         return self.serialize(services.update_account(account, **changes, actor=request.user))
 
 

@@ -69,7 +69,7 @@ class CredentialUpdate(CredentialEndpoint):
     response_serializer = CredentialSerializer
 
     def handle(self, request: Request, data: dict) -> dict:
-        changes = {name: value for name, value in data.items() if name not in LOOKUP}
+        changes = endpoints.changes_of(data, *LOOKUP)
         credential = self.get_object(request, data)
         return self.serialize(services.update_credential(credential, **changes))
 

@@ -26,11 +26,6 @@ from .serializers import (
     RoleUpdateRequest,
 )
 
-
-def changes_of(data: dict, *identifiers: str) -> dict:
-    return {key: value for key, value in data.items() if key not in identifiers}
-
-
 # Permissions
 
 
@@ -77,7 +72,7 @@ class PermissionUpdate(PermissionEndpoint):
 
     def handle(self, request: Request, data: dict) -> dict:
         permission = self.get_object(request, {"id": data["id"]})
-        changes = changes_of(data, "id")
+        changes = endpoints.changes_of(data, "id")
         return self.serialize(services.update_permission(permission, **changes, actor=request.user))
 
 
@@ -120,7 +115,7 @@ class RoleCreate(RoleEndpoint):
             request.workspace,
             permissions=self.resolve_permission_ids(request, data),
             actor=request.user,
-            **changes_of(data, "permission_ids"),
+            **endpoints.changes_of(data, "permission_ids"),
         )
         return self.serialize(role)
 
@@ -153,7 +148,7 @@ class RoleUpdate(RoleEndpoint):
         role = self.get_object(request, data)
         services.update_role(
             role,
-            **changes_of(data, "id", "permission_ids"),
+            **endpoints.changes_of(data, "id", "permission_ids"),
             permissions=self.resolve_permission_ids(request, data),
             actor=request.user,
         )
@@ -220,7 +215,7 @@ class MembershipCreate(MembershipEndpoint):
             project=project,
             roles=self.get_roles(request, data),
             actor=request.user,
-            **changes_of(data, "account_id", "project_id", "role_ids"),
+            **endpoints.changes_of(data, "account_id", "project_id", "role_ids"),
         )
         return self.serialize(find_one(memberships_of(request.workspace), {"id": membership.pk}))
 
@@ -255,7 +250,7 @@ class MembershipUpdate(MembershipEndpoint):
 
     def handle(self, request: Request, data: dict) -> dict:
         membership = self.get_object(request, data)
-        changes = changes_of(data, "id", "project_id", "role_ids")
+        changes = endpoints.changes_of(data, "id", "project_id", "role_ids")
         if "project_id" in data:
             changes["project"] = self.get_project(request, data["project_id"])
         elif changes.get("scope") == Membership.Scope.WORKSPACE:

@@ -13,6 +13,11 @@ from iam.api import first_match, not_found
 from . import policy
 
 
+def changes_of(data: dict, *identifiers: str) -> dict:
+    """An update's fields: the validated body less the keys that name the record or its references."""
+    return {key: value for key, value in data.items() if key not in identifiers}
+
+
 class Endpoint(api.Endpoint):
     """An endpoint acting on one record. Declares `get_queryset(request)` (already scoped to the
     workspace) and `lookup` (the body's keys naming the record), and calls `get_object(request, data)`,

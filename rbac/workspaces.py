@@ -81,7 +81,7 @@ class WorkspaceUpdate(WorkspaceEndpoint):
 
     def handle(self, request: Request, data: dict) -> dict:
         workspace = self.get_object(request, data)
-        changes = {name: value for name, value in data.items() if name not in ("id", "slug")}
+        changes = endpoints.changes_of(data, *self.lookup)
         return self.serialize(services.update_workspace(workspace, **changes, actor=request.user))
 
 
@@ -151,7 +151,7 @@ class ProjectUpdate(ProjectEndpoint):
 
     def handle(self, request: Request, data: dict) -> dict:
         project = self.get_object(request, data)
-        changes = {key: value for key, value in data.items() if key not in ("id", "code")}
+        changes = endpoints.changes_of(data, *self.lookup)
         return self.serialize(services.update_project(project, **changes, actor=request.user))
 
 
