@@ -8,14 +8,26 @@ from django.test import Client
 
 from accounts.models import Account
 from authn.sessions import issue_session
+from tenancy.models import Workspace
 from tenancy.workspace_cache import root_workspace
-from tests.factories import AccountFactory, MembershipFactory, RoleFactory, WorkspaceFactory
+from tests.factories import (
+    AccountFactory,
+    CredentialFactory,
+    MembershipFactory,
+    RoleFactory,
+    WorkspaceFactory,
+)
 
 
 def pytest_configure(config):
     # CI sets CI=true: a service that is not there must fail the run, never skip it.
     if os.environ.get("CI") and not os.environ.get("REDIS_URL"):
         raise pytest.UsageError("CI runs need REDIS_URL (and DATABASE_URL) pointing at the real services")
+    config.addinivalue_line(
+        "markers",
+        "admin(*grants, operator=False): what the `admin` fixture holds in `workspace` (default: every "
+        "permission, `*`); operator=True makes it the operator acting in `workspace`",
+    )
 
 
 LIVE_LAYER = Path(__file__).parent / "live"
@@ -144,6 +156,14 @@ def operator_api(operator) -> ApiClient:
 
 
 @pytest.fixture
+def admin_web(operator) -> Client:
+    """A browser session of an operator signed in to the admin."""
+    client = Client()
+    client.force_login(operator)
+    return client
+
+
+@pytest.fixture
 def account(db) -> Account:
     return AccountFactory()
 
@@ -151,6 +171,15 @@ def account(db) -> Account:
 @pytest.fixture
 def account_api(account) -> ApiClient:
     return client_for(account)
+
+
+@pytest.fixture
+def member(db) -> Account:
+    """An account that can log in: its password credential (PASSWORD) lives in the root workspace
+    (CONTRACT 3)."""
+    account = AccountFactory()
+    CredentialFactory(account=account)
+    return account
 
 
 @pytest.fixture
@@ -166,6 +195,31 @@ def member_of(db):
         return account, client_for(account, workspace)
 
     return make
+
+
+@pytest.fixture
+def workspace(db) -> Workspace:
+    """The workspace a test acts in: a tenant's own, not the root workspace."""
+    return WorkspaceFactory()
+
+
+@pytest.fixture
+def admin_account(request, workspace, member_of) -> Account:
+    """The account behind `admin`: a member of `workspace` holding every permission (`*`), or the grants a
+    module names with `pytestmark = pytest.mark.admin("clients:*")`, so its tests also prove that those
+    grants suffice. `pytest.mark.admin(operator=True)`: the operator instead, for what only operators may
+    do (CONTRACT 12)."""
+    mark = request.node.get_closest_marker("admin")
+    if mark is not None and mark.kwargs.get("operator"):
+        return request.getfixturevalue("operator")
+    grants = mark.args if mark is not None and mark.args else ("*",)
+    return member_of(workspace, *grants)[0]
+
+
+@pytest.fixture
+def admin(admin_account, workspace) -> ApiClient:
+    """`admin_account`'s API client, acting in `workspace`."""
+    return client_for(admin_account, workspace)
 
 
 @pytest.fixture

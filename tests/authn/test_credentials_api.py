@@ -8,7 +8,6 @@ from django.test.utils import CaptureQueriesContext
 
 from accounts.models import Account
 from authn.models import Credential
-from tenancy.workspace_cache import root_workspace
 from tests.conftest import ApiClient, client_for, err, ok
 from tests.factories import PASSWORD, AccountFactory, CredentialFactory, WorkspaceFactory
 
@@ -16,16 +15,14 @@ AUTH = "Authentication required or invalid credentials."
 NEW_PASSWORD = "a brand new passphrase"
 
 
-@pytest.fixture
-def workspace(db):
-    return root_workspace()  # CONTRACT 3: every credential lives in the root workspace
+# Only operators change a credential's secret, status or identity (CONTRACT 12): `admin` is the operator
+# here, the member case is in tests/authn/test_takeover.py.
+pytestmark = pytest.mark.admin(operator=True)
 
 
 @pytest.fixture
-def admin(workspace, operator):
-    """Only operators change a credential's secret, status or identity (CONTRACT 12): the member case is
-    in tests/authn/test_takeover.py."""
-    return client_for(operator, workspace)
+def workspace(root):
+    return root  # CONTRACT 3: every credential lives in the root workspace
 
 
 @pytest.fixture

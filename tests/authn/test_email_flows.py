@@ -52,13 +52,6 @@ def register(post, email=EMAIL) -> dict:
     return ok(post("/auth/register", {"email": email, "password": PASSWORD, "name": "New"}))
 
 
-@pytest.fixture
-def member(root):
-    account = AccountFactory(verified=True)
-    CredentialFactory(account=account, workspace=root)
-    return account
-
-
 def test_register_confirm_reset_update_login(post, api, root):
     session = register(post)
     account_id = session["account"]["id"]

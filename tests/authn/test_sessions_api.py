@@ -20,13 +20,6 @@ AUTH = "Authentication required or invalid credentials."
 REGISTER = {"email": "Reg@Example.com", "password": "a-long-passphrase", "name": "Reg"}
 
 
-@pytest.fixture
-def member(root):
-    account = AccountFactory()
-    CredentialFactory(account=account, workspace=root)
-    return account
-
-
 def login(api, account, password=PASSWORD, **extra):
     return api.call("/auth/login", {"email": account.email, "password": password}, **extra)
 

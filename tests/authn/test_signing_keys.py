@@ -22,7 +22,6 @@ from authn.models import SigningKey
 from tests.conftest import ApiClient, client_for, err, ok
 from tests.factories import (
     AccountFactory,
-    CredentialFactory,
     MembershipFactory,
     RoleFactory,
     WorkspaceFactory,
@@ -37,13 +36,6 @@ def algorithm(request, settings):
     keys.forget()
     yield request.param
     keys.forget()
-
-
-@pytest.fixture
-def member(root):
-    account = AccountFactory()
-    CredentialFactory(account=account, workspace=root)
-    return account
 
 
 def describe_self(token, member):
@@ -247,15 +239,6 @@ def test_rotate_refuses_under_hs256(db):
     with pytest.raises(CommandError, match="IAM_JWT_ALGORITHM is HS256"):
         call_command("rotate_signing_key")
     assert SigningKey.objects.count() == 0
-
-
-@pytest.fixture
-def admin_web(operator):
-    from django.test import Client
-
-    client = Client()
-    client.force_login(operator)
-    return client
 
 
 def test_admin_rotate_action(admin_web, member, algorithm, django_capture_on_commit_callbacks):

@@ -10,7 +10,6 @@ from clients.models import Client
 from iam import crypto
 from iam.models import OutboxMessage
 from tests.conftest import err, ok
-from tests.factories import WorkspaceFactory
 
 BODY = {"name": "billing", "tags": ["a"], "meta": {"schema_version": "1"}}
 WORKSPACE_FIELDS = {
@@ -38,14 +37,7 @@ CLIENT_FIELDS = {
 }
 
 
-@pytest.fixture
-def workspace(db):
-    return WorkspaceFactory()
-
-
-@pytest.fixture
-def admin(workspace, member_of):
-    return member_of(workspace, "clients:*")[1]
+pytestmark = pytest.mark.admin("clients:*")
 
 
 def create(api, **fields):

@@ -9,7 +9,6 @@ from clients.models import Client, Delivery
 from iam.models import OutboxMessage
 from tests.clients.test_push import emit_membership_created
 from tests.conftest import err, ok
-from tests.factories import WorkspaceFactory
 
 BODY = {"name": "svc", "tags": [], "meta": {"schema_version": "1"}}
 EMBEDDING_PRIVATE = [
@@ -32,14 +31,7 @@ def url(address: str) -> str:
     return f"http://[{address}]:8080/hook"
 
 
-@pytest.fixture
-def workspace(db):
-    return WorkspaceFactory()
-
-
-@pytest.fixture
-def admin(workspace, member_of):
-    return member_of(workspace, "clients:*", "memberships:*")[1]
+pytestmark = pytest.mark.admin("clients:*", "memberships:*")
 
 
 @override_settings(IAM_WEBHOOK_ALLOW_PRIVATE=False)

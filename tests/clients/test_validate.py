@@ -14,19 +14,12 @@ from clients.api import ClientValidate
 from rbac.models import Membership
 from tenancy.workspace_cache import forget_authorization
 from tests.conftest import ApiClient, client_for, err, ok
-from tests.factories import AccountFactory, MembershipFactory, ProjectFactory, RoleFactory, WorkspaceFactory
+from tests.factories import AccountFactory, MembershipFactory, ProjectFactory, RoleFactory
 
 FIELDS = {"authorized", "reason", "account", "workspace_id", "roles", "permissions", "allowed", "expires_at"}
 
 
-@pytest.fixture
-def workspace(db):
-    return WorkspaceFactory()
-
-
-@pytest.fixture
-def admin(workspace, member_of):
-    return member_of(workspace, "clients:*", "memberships:*")[1]
+pytestmark = pytest.mark.admin("clients:*", "memberships:*")
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ too; the live layer races real concurrent requests, this proves the code path on
 import pytest
 
 from clients.models import Client
-from tests.conftest import client_for, err, ok
+from tests.conftest import err, ok
 from tests.factories import (
     AccountFactory,
     CredentialFactory,
@@ -44,14 +44,7 @@ def race(monkeypatch):
     return arm
 
 
-@pytest.fixture
-def workspace(db):
-    return WorkspaceFactory()
-
-
-@pytest.fixture
-def admin(workspace, operator):
-    return client_for(operator, workspace)
+pytestmark = pytest.mark.admin(operator=True)
 
 
 def no_field(body: dict) -> None:

@@ -15,11 +15,6 @@ VALIDATE_FIELDS = {"authorized", "reason", "account", "workspace_id", "roles", "
 
 
 @pytest.fixture
-def workspace():
-    return WorkspaceFactory()
-
-
-@pytest.fixture
 def checker(workspace, member_of):
     """A second account that may ask, in the workspace."""
     return member_of(workspace, "permissions:check", "clients:create")[1]

@@ -1,4 +1,5 @@
-"""permissions/, roles/ and memberships/ over HTTP."""
+"""permissions/, roles/ and memberships/ over HTTP. The `admin` fixture holds `*`: granting needs the grants
+(CONTRACT 4, see test_escalation)."""
 
 import pytest
 
@@ -11,20 +12,9 @@ from tests.factories import (
     PermissionFactory,
     ProjectFactory,
     RoleFactory,
-    WorkspaceFactory,
 )
 
 META = {"schema_version": "1"}
-
-
-@pytest.fixture
-def workspace(db):
-    return WorkspaceFactory()
-
-
-@pytest.fixture
-def admin_api(workspace, member_of):
-    return member_of(workspace, "*")[1]  # CONTRACT 4: granting needs the grants (see test_escalation)
 
 
 def events(kind: str) -> list[dict]:
@@ -36,28 +26,28 @@ def events(kind: str) -> list[dict]:
 # Permissions
 
 
-def test_permission_create_describe_update_delete(admin_api):
+def test_permission_create_describe_update_delete(admin):
     data = ok(
-        admin_api.call(
+        admin.call(
             "/permissions/create", {"name": "invoices:read", "code": "inv:r", "tags": [], "meta": META}
         )
     )
     assert (data["name"], data["code"], data["description"]) == ("invoices:read", "inv:r", None)
-    assert ok(admin_api.call("/permissions/describe", {"code": "inv:r"}))["id"] == data["id"]
-    data = ok(admin_api.call("/permissions/update", {"id": data["id"], "name": "invoices:*", "code": None}))
+    assert ok(admin.call("/permissions/describe", {"code": "inv:r"}))["id"] == data["id"]
+    data = ok(admin.call("/permissions/update", {"id": data["id"], "name": "invoices:*", "code": None}))
     assert (data["name"], data["code"]) == ("invoices:*", None)
-    assert ok(admin_api.call("/permissions/delete", {"id": data["id"]})) == {"id": data["id"]}
-    err(admin_api.call("/permissions/describe", {"id": data["id"]}), 404, "permission not found")
+    assert ok(admin.call("/permissions/delete", {"id": data["id"]})) == {"id": data["id"]}
+    err(admin.call("/permissions/describe", {"id": data["id"]}), 404, "permission not found")
 
 
 @pytest.mark.parametrize("name", ["invoices", "a:b:c", ":read", "a:", "a b:c", "*:", "**", "a:b\n", "*\n"])
-def test_permission_name_format(admin_api, name):
-    err(admin_api.call("/permissions/create", {"name": name, "tags": [], "meta": META}), 400, "invalid name")
+def test_permission_name_format(admin, name):
+    err(admin.call("/permissions/create", {"name": name, "tags": [], "meta": META}), 400, "invalid name")
 
 
-def test_permission_name_length(admin_api):
+def test_permission_name_length(admin):
     body = {"name": "x" * 120 + ":" + "y" * 10, "tags": [], "meta": META}
-    err(admin_api.call("/permissions/create", body), 400, "name must have at most 128 characters")
+    err(admin.call("/permissions/create", body), 400, "name must have at most 128 characters")
 
 
 @pytest.mark.parametrize("name", ["*", "a:*", "*:b", "a.b-c_d:e", "*:*"])
@@ -66,32 +56,32 @@ def test_permission_name_wildcards_accepted(operator_api, workspace, name):
     assert ok(api.call("/permissions/create", {"name": name, "tags": [], "meta": META}))["name"] == name
 
 
-def test_permission_conflicts(workspace, admin_api):
+def test_permission_conflicts(workspace, admin):
     PermissionFactory(workspace=workspace, name="a:b", code="c:d")
     err(
-        admin_api.call("/permissions/create", {"name": "a:b", "tags": [], "meta": META}),
+        admin.call("/permissions/create", {"name": "a:b", "tags": [], "meta": META}),
         409,
         "name already exists",
     )
     err(
-        admin_api.call("/permissions/create", {"name": "x:y", "code": "c:d", "tags": [], "meta": META}),
+        admin.call("/permissions/create", {"name": "x:y", "code": "c:d", "tags": [], "meta": META}),
         409,
         "code already exists",
     )
 
 
-def test_permission_rename_and_delete_emit_to_active_holders(workspace, admin_api):
+def test_permission_rename_and_delete_emit_to_active_holders(workspace, admin):
     role = RoleFactory(workspace=workspace, permissions=["a:b"])
     holder = MembershipFactory(workspace=workspace, roles=[role])
     MembershipFactory(workspace=workspace, roles=[role], status="invited")
     permission = Permission.objects.get(workspace=workspace, name="a:b")
-    ok(admin_api.call("/permissions/update", {"id": str(permission.pk), "name": "a:c"}))
+    ok(admin.call("/permissions/update", {"id": str(permission.pk), "name": "a:c"}))
     (event,) = events("permission.updated")
     assert event["data"] == {
         "account_ids": [str(holder.account_id)],
         "resource": {"type": "permission", "id": str(permission.pk)},
     }
-    ok(admin_api.call("/permissions/delete", {"id": str(permission.pk)}))
+    ok(admin.call("/permissions/delete", {"id": str(permission.pk)}))
     assert events("permission.deleted")[0]["data"]["account_ids"] == [str(holder.account_id)]
     assert list(role.permissions.all()) == []
 
@@ -99,10 +89,10 @@ def test_permission_rename_and_delete_emit_to_active_holders(workspace, admin_ap
 # Roles
 
 
-def test_role_create_carries_whole_permissions(workspace, admin_api):
+def test_role_create_carries_whole_permissions(workspace, admin):
     first, second = PermissionFactory(workspace=workspace), PermissionFactory(workspace=workspace)
     data = ok(
-        admin_api.call(
+        admin.call(
             "/roles/create",
             {
                 "name": "editor",
@@ -125,56 +115,56 @@ def test_role_create_carries_whole_permissions(workspace, admin_api):
         "created_at",
         "updated_at",
     }
-    assert ok(admin_api.call("/roles/describe", {"id": data["id"]})) == data
+    assert ok(admin.call("/roles/describe", {"id": data["id"]})) == data
 
 
-def test_role_update_replaces_permissions_and_emits(workspace, admin_api):
+def test_role_update_replaces_permissions_and_emits(workspace, admin):
     old, new = PermissionFactory(workspace=workspace), PermissionFactory(workspace=workspace)
     role = RoleFactory(workspace=workspace)
     role.permissions.add(old)
     holder = MembershipFactory(workspace=workspace, roles=[role])
-    data = ok(admin_api.call("/roles/update", {"id": str(role.pk), "permission_ids": [str(new.pk)]}))
+    data = ok(admin.call("/roles/update", {"id": str(role.pk), "permission_ids": [str(new.pk)]}))
     assert [item["id"] for item in data["permissions"]] == [str(new.pk)]
     assert events("role.updated")[0]["data"]["account_ids"] == [str(holder.account_id)]
-    ok(admin_api.call("/roles/update", {"id": str(role.pk), "description": "only text"}))
+    ok(admin.call("/roles/update", {"id": str(role.pk), "description": "only text"}))
     assert len(events("role.updated")) == 1  # nothing about authorization changed
 
 
-def test_role_references_must_be_of_this_workspace(workspace, admin_api):
+def test_role_references_must_be_of_this_workspace(workspace, admin):
     foreign = PermissionFactory()
     body = {"name": "r", "permission_ids": [str(foreign.pk)], "tags": [], "meta": META}
     response = err(
-        admin_api.call("/roles/create", body), 400, "permission_ids must name permissions of this workspace"
+        admin.call("/roles/create", body), 400, "permission_ids must name permissions of this workspace"
     )
     assert response["field"] == "permission_ids"
     err(
-        admin_api.call("/roles/create", {**body, "permission_ids": ["not-a-uuid"]}),
+        admin.call("/roles/create", {**body, "permission_ids": ["not-a-uuid"]}),
         400,
         "permission_ids must be an array of UUIDs",
     )
     assert not Role.objects.filter(name="r").exists()
 
 
-def test_role_name_conflict_and_delete(workspace, admin_api):
+def test_role_name_conflict_and_delete(workspace, admin):
     role = RoleFactory(workspace=workspace, name="dup")
     holder = MembershipFactory(workspace=workspace, roles=[role])
     err(
-        admin_api.call("/roles/create", {"name": "dup", "permission_ids": [], "tags": [], "meta": META}),
+        admin.call("/roles/create", {"name": "dup", "permission_ids": [], "tags": [], "meta": META}),
         409,
         "name already exists",
     )
-    assert ok(admin_api.call("/roles/delete", {"id": str(role.pk)})) == {"id": str(role.pk)}
+    assert ok(admin.call("/roles/delete", {"id": str(role.pk)})) == {"id": str(role.pk)}
     assert list(Membership.objects.get(pk=holder.pk).roles.all()) == []
     assert events("role.deleted")[0]["data"]["account_ids"] == [str(holder.account_id)]
 
 
-def test_roles_list_of_100_costs_at_most_4_queries(workspace, admin_api, django_assert_max_num_queries):
+def test_roles_list_of_100_costs_at_most_4_queries(workspace, admin, django_assert_max_num_queries):
     permissions = PermissionFactory.create_batch(5, workspace=workspace)
     for role in RoleFactory.create_batch(100, workspace=workspace):
         role.permissions.set(permissions)
-    ok(admin_api.call("/roles/list"))
+    ok(admin.call("/roles/list"))
     with django_assert_max_num_queries(4):
-        data = ok(admin_api.call("/roles/list", {"options": {"limit": 1000}}))
+        data = ok(admin.call("/roles/list", {"options": {"limit": 1000}}))
     assert data["metadata"]["total"] == 101 and all(
         len(item["permissions"]) in (5, 1) for item in data["roles"]
     )
@@ -195,10 +185,10 @@ def membership_body(account, roles=(), **extra) -> dict:
     }
 
 
-def test_membership_create_nests_roles_with_permissions_and_emits(workspace, admin_api):
+def test_membership_create_nests_roles_with_permissions_and_emits(workspace, admin):
     account = AccountFactory()
     role = RoleFactory(workspace=workspace, permissions=["projects:list"])
-    data = ok(admin_api.call("/memberships/create", membership_body(account, [role])))
+    data = ok(admin.call("/memberships/create", membership_body(account, [role])))
     # CONTRACT 15: another account's membership starts invited, whatever `status` says.
     assert (data["account_id"], data["scope"], data["status"], data["project_id"], data["accepted_at"]) == (
         str(account.pk),
@@ -232,31 +222,31 @@ def test_membership_create_nests_roles_with_permissions_and_emits(workspace, adm
         ({"role_ids": None}, 400, "role_ids required", "role_ids"),
     ],
 )
-def test_membership_validation(admin_api, change, status, message, field):
+def test_membership_validation(admin, change, status, message, field):
     body = err(
-        admin_api.call("/memberships/create", {**membership_body(AccountFactory()), **change}),
+        admin.call("/memberships/create", {**membership_body(AccountFactory()), **change}),
         status,
         message,
     )
     assert body["field"] == field
 
 
-def test_membership_unique_per_account_scope_and_project(workspace, admin_api):
+def test_membership_unique_per_account_scope_and_project(workspace, admin):
     account = AccountFactory()
     project = ProjectFactory(workspace=workspace)
-    ok(admin_api.call("/memberships/create", membership_body(account)))
-    err(admin_api.call("/memberships/create", membership_body(account)), 409, "membership already exists")
+    ok(admin.call("/memberships/create", membership_body(account)))
+    err(admin.call("/memberships/create", membership_body(account)), 409, "membership already exists")
     body = membership_body(account, scope="project", project_id=str(project.pk))
-    ok(admin_api.call("/memberships/create", body))
-    err(admin_api.call("/memberships/create", body), 409, "membership already exists")
+    ok(admin.call("/memberships/create", body))
+    err(admin.call("/memberships/create", body), 409, "membership already exists")
 
 
-def test_membership_update_status_roles_scope(workspace, admin_api):
+def test_membership_update_status_roles_scope(workspace, admin):
     project = ProjectFactory(workspace=workspace)
     role = RoleFactory(workspace=workspace)
     membership = MembershipFactory(workspace=workspace, status="suspended")
     data = ok(
-        admin_api.call(
+        admin.call(
             "/memberships/update",
             {
                 "id": str(membership.pk),
@@ -269,18 +259,18 @@ def test_membership_update_status_roles_scope(workspace, admin_api):
     assert data["status"] == "active" and [item["id"] for item in data["roles"]] == [str(role.pk)]
     assert data["meta"] == {"note": "no version needed"} and data["updated_at"]
     data = ok(
-        admin_api.call(
+        admin.call(
             "/memberships/update",
             {"id": str(membership.pk), "scope": "project", "project_id": str(project.pk)},
         )
     )
     assert (data["scope"], data["project_id"]) == ("project", str(project.pk))
-    data = ok(admin_api.call("/memberships/update", {"id": str(membership.pk), "scope": "workspace"}))
+    data = ok(admin.call("/memberships/update", {"id": str(membership.pk), "scope": "workspace"}))
     assert (data["scope"], data["project_id"]) == ("workspace", None)
     assert len(events("membership.updated")) == 3
 
 
-def test_membership_delete_ends_access_at_once(workspace, admin_api):
+def test_membership_delete_ends_access_at_once(workspace, admin):
     account, member_api = AccountFactory(), None
     membership = MembershipFactory(
         workspace=workspace,
@@ -289,29 +279,27 @@ def test_membership_delete_ends_access_at_once(workspace, admin_api):
     )
     member_api = client_for(account, workspace)
     ok(member_api.call("/projects/list"))  # grants now cached
-    assert ok(admin_api.call("/memberships/delete", {"id": str(membership.pk)})) == {"id": str(membership.pk)}
+    assert ok(admin.call("/memberships/delete", {"id": str(membership.pk)})) == {"id": str(membership.pk)}
     err(member_api.call("/projects/list"), 403, "not a member of this workspace")
     assert events("membership.deleted")[0]["data"]["account_ids"] == [str(account.pk)]
 
 
-def test_membership_list_filters(workspace, admin_api):
+def test_membership_list_filters(workspace, admin):
     first = MembershipFactory(workspace=workspace, status="invited")
     MembershipFactory(workspace=workspace, status="suspended")
-    data = ok(admin_api.call("/memberships/list", {"filter": {"fields": {"status": "invited"}}}))
+    data = ok(admin.call("/memberships/list", {"filter": {"fields": {"status": "invited"}}}))
     assert [item["id"] for item in data["memberships"]] == [str(first.pk)]
-    data = ok(
-        admin_api.call("/memberships/list", {"filter": {"fields": {"account_id": str(first.account_id)}}})
-    )
+    data = ok(admin.call("/memberships/list", {"filter": {"fields": {"account_id": str(first.account_id)}}}))
     assert data["metadata"]["total"] == 1
 
 
-def test_memberships_list_of_100_costs_at_most_5_queries(workspace, admin_api, django_assert_max_num_queries):
+def test_memberships_list_of_100_costs_at_most_5_queries(workspace, admin, django_assert_max_num_queries):
     roles = RoleFactory.create_batch(3, workspace=workspace, permissions=["a:b", "c:d"])
     for account in AccountFactory.create_batch(100):
         MembershipFactory(workspace=workspace, account=account, roles=roles)
-    ok(admin_api.call("/memberships/list"))
+    ok(admin.call("/memberships/list"))
     with django_assert_max_num_queries(5):
-        data = ok(admin_api.call("/memberships/list", {"options": {"limit": 1000}}))
+        data = ok(admin.call("/memberships/list", {"options": {"limit": 1000}}))
     assert data["metadata"]["count"] == 101
     assert any(
         len(item["roles"]) == 3 and len(item["roles"][0]["permissions"]) == 2 for item in data["memberships"]
@@ -319,16 +307,16 @@ def test_memberships_list_of_100_costs_at_most_5_queries(workspace, admin_api, d
 
 
 def test_a_deep_page_of_memberships_matches_the_shallow_one_and_stays_in_the_workspace(
-    workspace, admin_api, monkeypatch, django_assert_max_num_queries
+    workspace, admin, monkeypatch, django_assert_max_num_queries
 ):
     for account in AccountFactory.create_batch(20):
         MembershipFactory(workspace=workspace, account=account, status="invited")
         MembershipFactory(account=account, status="invited")  # another workspace's, never listed
     body = {"filter": {"fields": {"status": "invited"}}, "options": {"offset": 8, "limit": 5}}
-    shallow = ok(admin_api.call("/memberships/list", body))
+    shallow = ok(admin.call("/memberships/list", body))
     monkeypatch.setattr("iam.list_endpoint.DEEP_OFFSET", 1)
     with django_assert_max_num_queries(5):
-        deep = ok(admin_api.call("/memberships/list", body))
+        deep = ok(admin.call("/memberships/list", body))
     assert deep == shallow
     assert deep["metadata"]["total"] == 20 and deep["metadata"]["count"] == 5
     assert {item["workspace_id"] for item in deep["memberships"]} == {str(workspace.pk)}

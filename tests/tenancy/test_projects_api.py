@@ -3,7 +3,7 @@ import pytest
 from iam.models import OutboxMessage
 from tenancy.models import Project
 from tests.conftest import client_for, err, ok
-from tests.factories import MembershipFactory, ProjectFactory, RoleFactory, WorkspaceFactory
+from tests.factories import MembershipFactory, ProjectFactory, RoleFactory
 
 NEW = {
     "name": "Billing",
@@ -14,56 +14,45 @@ NEW = {
 }
 
 
-@pytest.fixture
-def workspace(db):
-    return WorkspaceFactory()
+pytestmark = pytest.mark.admin("projects:*")
 
 
-@pytest.fixture
-def admin(workspace, member_of):
-    return member_of(workspace, "projects:*")
-
-
-def test_create_describe_by_id_and_code(workspace, admin):
-    account, admin_api = admin
-    data = ok(admin_api.call("/projects/create", NEW))
+def test_create_describe_by_id_and_code(workspace, admin, admin_account):
+    data = ok(admin.call("/projects/create", NEW))
     assert (data["name"], data["code"], data["workspace_id"]) == ("Billing", "bill", str(workspace.pk))
-    assert data["created_by"] == str(account.pk) and data["updated_at"] is None
-    assert ok(admin_api.call("/projects/describe", {"id": data["id"]})) == data
-    assert ok(admin_api.call("/projects/describe", {"code": "bill"})) == data
-    err(admin_api.call("/projects/describe", {}), 400, "id or code required")
-    err(admin_api.call("/projects/describe", {"code": "nope"}), 404, "project not found")
+    assert data["created_by"] == str(admin_account.pk) and data["updated_at"] is None
+    assert ok(admin.call("/projects/describe", {"id": data["id"]})) == data
+    assert ok(admin.call("/projects/describe", {"code": "bill"})) == data
+    err(admin.call("/projects/describe", {}), 400, "id or code required")
+    err(admin.call("/projects/describe", {"code": "nope"}), 404, "project not found")
 
 
 def test_name_and_code_unique_per_workspace(workspace, admin):
-    _, admin_api = admin
     ProjectFactory(workspace=workspace, name="Billing", code="other")
-    err(admin_api.call("/projects/create", NEW), 409, "name already exists")
+    err(admin.call("/projects/create", NEW), 409, "name already exists")
     ProjectFactory(workspace=workspace, name="Other", code="bill2")
     err(
-        admin_api.call("/projects/create", {**NEW, "name": "New", "code": "bill2"}),
+        admin.call("/projects/create", {**NEW, "name": "New", "code": "bill2"}),
         409,
         "code already exists",
     )
     ProjectFactory(name="Billing", code="bill")  # another workspace: no conflict
-    ok(admin_api.call("/projects/create", {**NEW, "name": "Fresh", "code": "fresh"}))
+    ok(admin.call("/projects/create", {**NEW, "name": "Fresh", "code": "fresh"}))
 
 
 def test_update_renames_code_and_replaces_tags(workspace, admin):
-    _, admin_api = admin
     ProjectFactory(workspace=workspace, code="old", tags=["a"])
-    data = ok(admin_api.call("/projects/update", {"code": "old", "new_code": "new", "tags": ["b"]}))
+    data = ok(admin.call("/projects/update", {"code": "old", "new_code": "new", "tags": ["b"]}))
     assert (data["code"], data["tags"]) == ("new", ["b"]) and data["updated_at"] is not None
-    err(admin_api.call("/projects/describe", {"code": "old"}), 404, "project not found")
+    err(admin.call("/projects/describe", {"code": "old"}), 404, "project not found")
     ProjectFactory(workspace=workspace, code="taken")
-    err(admin_api.call("/projects/update", {"code": "new", "new_code": "taken"}), 409, "code already exists")
+    err(admin.call("/projects/update", {"code": "new", "new_code": "taken"}), 409, "code already exists")
 
 
 def test_delete_takes_project_memberships_and_emits(workspace, admin):
-    _, admin_api = admin
     project = ProjectFactory(workspace=workspace, code="gone")
     membership = MembershipFactory(workspace=workspace, project=project, scope="project")
-    data = ok(admin_api.call("/projects/delete", {"code": "gone"}))
+    data = ok(admin.call("/projects/delete", {"code": "gone"}))
     assert data == {"id": str(project.pk), "name": project.name, "code": "gone"}
     assert not Project.objects.filter(pk=project.pk).exists()
     assert not type(membership).objects.filter(pk=membership.pk).exists()
@@ -104,18 +93,17 @@ def test_project_scope_membership_reaches_its_project_only(workspace):
     assert [item["id"] for item in listed] == [str(mine.pk)]
 
 
-def test_list_filters(workspace, admin):
-    account, admin_api = admin
-    ProjectFactory(workspace=workspace, name="A", code="a", created_by=account, tags=["x", "y"])
+def test_list_filters(workspace, admin, admin_account):
+    ProjectFactory(workspace=workspace, name="A", code="a", created_by=admin_account, tags=["x", "y"])
     ProjectFactory(workspace=workspace, name="B", code="b", tags=["x"])
-    data = ok(admin_api.call("/projects/list", {"filter": {"tags": ["x", "y"]}}))
+    data = ok(admin.call("/projects/list", {"filter": {"tags": ["x", "y"]}}))
     assert [item["code"] for item in data["projects"]] == ["a"]
-    data = ok(admin_api.call("/projects/list", {"filter": {"fields": {"created_by": str(account.pk)}}}))
+    data = ok(admin.call("/projects/list", {"filter": {"fields": {"created_by": str(admin_account.pk)}}}))
     assert [item["code"] for item in data["projects"]] == ["a"]
-    data = ok(admin_api.call("/projects/list", {"options": {"order_bys": "code"}}))
+    data = ok(admin.call("/projects/list", {"options": {"order_bys": "code"}}))
     assert [item["code"] for item in data["projects"]] == ["a", "b"]
     err(
-        admin_api.call("/projects/list", {"filter": {"fields": {"slug": "a"}}}),
+        admin.call("/projects/list", {"filter": {"fields": {"slug": "a"}}}),
         400,
         "unknown filter field: slug",
     )
