@@ -1,3 +1,4 @@
+import uuid
 from functools import cache
 
 import factory
@@ -6,6 +7,8 @@ from django.utils import timezone
 
 from accounts.models import Account
 from authn.models import Credential
+from clients.models import Client, Delivery, DeliveryAttempt
+from iam import crypto
 from rbac.models import Membership, Permission, Role
 from tenancy.models import Project, Workspace
 from tenancy.workspace_cache import root_workspace
@@ -110,3 +113,82 @@ class CredentialFactory(factory.django.DjangoModelFactory):
     provider = Credential.Provider.LOCAL
     status = Credential.Status.ACTIVE
     email = factory.SelfAttribute("account.email")
+
+
+class ClientFactory(factory.django.DjangoModelFactory):
+    """A client whose secret is stored as `clients.services` stores it: encrypted (to sign pushes) and
+    digested (to compare in validate), never in plaintext (CONTRACT 7). The plaintext, which the service
+    shows once, is on `client.secret`; `ClientFactory(secret="...")` chooses it."""
+
+    class Meta:
+        model = Client
+
+    workspace = factory.SubFactory(WorkspaceFactory)
+    name = factory.Sequence(lambda n: f"client-{n}")
+    meta = factory.LazyFunction(lambda: {"schema_version": "1"})
+    secret = factory.LazyFunction(crypto.new_secret)
+    secret_encrypted = factory.LazyAttribute(lambda client: crypto.encrypt(client.secret))
+    secret_digest = factory.LazyAttribute(lambda client: crypto.digest(client.secret))
+
+    @classmethod
+    def _create(cls, model_class, *args, secret: str, **kwargs) -> Client:
+        client = super()._create(model_class, *args, **kwargs)
+        client.secret = secret  # not a column: the plaintext stays with the test
+        return client
+
+    @classmethod
+    def _build(cls, model_class, *args, secret: str, **kwargs) -> Client:
+        client = super()._build(model_class, *args, **kwargs)
+        client.secret = secret
+        return client
+
+
+def backdate(instance, field: str, when) -> None:
+    """`auto_now_add` ignores a value given to create(): an UPDATE sets the past time."""
+    if when is not None:
+        type(instance).objects.filter(pk=instance.pk).update(**{field: when})
+        setattr(instance, field, when)
+
+
+class DeliveryFactory(factory.django.DjangoModelFactory):
+    """One event owed to a client, as the push fan-out makes it: the client's endpoint and encrypted secret
+    are copied at the event, so the delivery outlives the client. `created_at=` backdates it."""
+
+    class Meta:
+        model = Delivery
+        skip_postgeneration_save = True
+
+    client = factory.SubFactory(ClientFactory)
+    workspace = factory.SelfAttribute("client.workspace")
+    event_id = factory.LazyFunction(uuid.uuid4)
+    event_type = "role.updated"
+    endpoint = factory.LazyAttribute(lambda delivery: delivery.client.endpoint or "")
+    secret_encrypted = factory.SelfAttribute("client.secret_encrypted")
+    payload = factory.LazyAttribute(
+        lambda delivery: {
+            "id": str(delivery.event_id),
+            "type": delivery.event_type,
+            "workspace_id": str(delivery.workspace.pk),
+        }
+    )
+    status = Delivery.Status.PENDING
+
+    @factory.post_generation
+    def created_at(self, create, when, **kwargs):
+        backdate(self, "created_at", when)
+
+
+class DeliveryAttemptFactory(factory.django.DjangoModelFactory):
+    """One recorded try of a delivery (a 503 unless told); `attempted_at=` backdates it."""
+
+    class Meta:
+        model = DeliveryAttempt
+        skip_postgeneration_save = True
+
+    delivery = factory.SubFactory(DeliveryFactory)
+    status_code = 503
+    duration_ms = 10
+
+    @factory.post_generation
+    def attempted_at(self, create, when, **kwargs):
+        backdate(self, "attempted_at", when)

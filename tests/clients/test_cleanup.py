@@ -1,41 +1,31 @@
 """`manage.py cleanup` drops finished push deliveries (with their attempts) past the retention."""
 
-import uuid
 from datetime import timedelta
 from io import StringIO
 
 from django.core.management import call_command
 from django.utils import timezone
 
-from clients import services
 from clients.models import Delivery, DeliveryAttempt
-from tests.factories import WorkspaceFactory
+from tests.factories import ClientFactory, DeliveryAttemptFactory, DeliveryFactory
 
 
 def delivery(client, status: str, created_days_ago: float, delivered_days_ago: float | None = None):
     now = timezone.now()
-    row = Delivery.objects.create(
-        event_id=uuid.uuid4(),
-        event_type="role.updated",
+    row = DeliveryFactory(
         client=client,
-        workspace=client.workspace,
-        payload={"type": "role.updated"},
         status=status,
+        created_at=now - timedelta(days=created_days_ago),
         delivered_at=None if delivered_days_ago is None else now - timedelta(days=delivered_days_ago),
     )
-    # auto_now_add ignores a value given to create()
-    Delivery.objects.filter(pk=row.pk).update(created_at=now - timedelta(days=created_days_ago))
-    attempt = DeliveryAttempt.objects.create(delivery=row, status_code=500)
     tried_days_ago = created_days_ago if delivered_days_ago is None else delivered_days_ago
-    DeliveryAttempt.objects.filter(pk=attempt.pk).update(attempted_at=now - timedelta(days=tried_days_ago))
+    DeliveryAttemptFactory(delivery=row, status_code=500, attempted_at=now - timedelta(days=tried_days_ago))
     return row
 
 
 def test_deletes_finished_deliveries_past_the_retention_and_keeps_pending_ones(db, settings):
     settings.IAM_OUTBOX_RETENTION_DAYS = 7
-    client, _ = services.create_client(
-        WorkspaceFactory(), name="svc", tags=[], meta={"schema_version": "1"}, actor=None
-    )
+    client = ClientFactory()
     old_delivered = delivery(client, "delivered", 10, delivered_days_ago=9)
     old_failed = delivery(client, "failed", 10)
     kept = [
@@ -44,7 +34,7 @@ def test_deletes_finished_deliveries_past_the_retention_and_keeps_pending_ones(d
         delivery(client, "failed", 2),
     ]
     retried = delivery(client, "failed", 20)  # failed again on an operator's retry yesterday
-    DeliveryAttempt.objects.create(delivery=retried, status_code=503)
+    DeliveryAttemptFactory(delivery=retried, status_code=503)
     kept.append(retried)
     orphan = delivery(client, "failed", 30)
     Delivery.objects.filter(pk=orphan.pk).update(client=None)  # its client was deleted since

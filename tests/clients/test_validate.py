@@ -14,7 +14,7 @@ from clients.api import ClientValidate
 from rbac.models import Membership
 from tenancy.workspace_cache import forget_authorization
 from tests.conftest import ApiClient, client_for, err, ok
-from tests.factories import AccountFactory, MembershipFactory, ProjectFactory, RoleFactory
+from tests.factories import AccountFactory, ClientFactory, MembershipFactory, ProjectFactory, RoleFactory
 
 FIELDS = {"authorized", "reason", "account", "workspace_id", "roles", "permissions", "allowed", "expires_at"}
 
@@ -23,8 +23,8 @@ pytestmark = pytest.mark.admin("clients:*", "memberships:*")
 
 
 @pytest.fixture
-def client(admin):
-    return ok(admin.call("/clients/create", {"name": "svc", "tags": [], "meta": {"schema_version": "1"}}))
+def client(workspace):
+    return ClientFactory(workspace=workspace)
 
 
 @pytest.fixture
@@ -36,7 +36,7 @@ def user(workspace):
 
 
 def validate(client, token, secret=None, **extra):
-    body = {"client_id": client["id"], "client_secret": secret or client["secret"], "token": token, **extra}
+    body = {"client_id": str(client.pk), "client_secret": secret or client.secret, "token": token, **extra}
     data = ok(ApiClient().call("/clients/validate", body))
     assert set(data) == FIELDS
     return data
@@ -92,7 +92,7 @@ def test_project_scope_roles_count_only_for_their_project(client, workspace):
 def test_refusals(client, user, workspace, operator_api):
     account, _ = user
     token = tokens_of(account)
-    unknown = validate({**client, "id": str(uuid.uuid4())}, token)
+    unknown = validate(ClientFactory.build(workspace=workspace, secret=client.secret), token)  # never saved
     assert unknown == {
         "authorized": False,
         "reason": "invalid_client",
@@ -146,18 +146,18 @@ def test_body_validation(api, client):
     err(api.call("/clients/validate", {}), 400, "client_id required")
     err(api.call("/clients/validate", {"client_id": "x", "client_secret": "s", "token": "t"}), 400)
     err(
-        api.call("/clients/validate", {"client_id": client["id"], "token": "t"}),
+        api.call("/clients/validate", {"client_id": str(client.pk), "token": "t"}),
         400,
         "client_secret required",
     )
     err(
-        api.call("/clients/validate", {"client_id": client["id"], "client_secret": "s"}),
+        api.call("/clients/validate", {"client_id": str(client.pk), "client_secret": "s"}),
         400,
         "token required",
     )
     err(api.call("/clients/validate", [1]), 400, "Invalid JSON structure.")
     err(api.call("/clients/validate", raw="{"), 400, "Malformed JSON syntax.")
-    body = {"client_id": client["id"], "client_secret": "s", "token": "t"}
+    body = {"client_id": str(client.pk), "client_secret": "s", "token": "t"}
     err(api.call("/clients/validate", {**body, "permission": "bad perm"}), 400, "invalid permission")
     err(api.call("/clients/validate", {**body, "project_id": 3}), 400, "invalid project_id")
     err(api.call("/clients/validate", {**body, "permission": "a:" + "b" * 200}), 400)
@@ -205,12 +205,12 @@ def _revoke_rotate_remove(client, user, admin):
     assert validate(client, fresh)["authorized"] is True
 
     # secret rotated
-    rotated = ok(admin.call("/clients/regenerate-secret", {"id": client["id"]}))
+    rotated = ok(admin.call("/clients/regenerate-secret", {"id": str(client.pk)}))
     assert validate(client, fresh)["reason"] == "invalid_client"
     assert validate(client, fresh, secret=rotated["secret"])["authorized"] is True
 
     # client deleted
-    ok(admin.call("/clients/delete", {"id": client["id"]}))
+    ok(admin.call("/clients/delete", {"id": str(client.pk)}))
     assert validate(client, fresh, secret=rotated["secret"])["reason"] == "invalid_client"
 
 

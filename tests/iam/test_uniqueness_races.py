@@ -8,10 +8,10 @@ too; the live layer races real concurrent requests, this proves the code path on
 
 import pytest
 
-from clients.models import Client
 from tests.conftest import err, ok
 from tests.factories import (
     AccountFactory,
+    ClientFactory,
     CredentialFactory,
     MembershipFactory,
     PermissionFactory,
@@ -213,12 +213,7 @@ def test_membership_update_race_is_409(admin, workspace, race):
 def test_client_create_race_is_409(admin, workspace, race):
     from clients import services
 
-    def insert():
-        Client.objects.create(
-            workspace=workspace, name="taken", secret_encrypted="x", secret_digest="x", meta=META
-        )
-
-    race(services, "check_unique", insert)
+    race(services, "check_unique", lambda: ClientFactory(workspace=workspace, name="taken"))
     body = {"name": "taken", "tags": [], "meta": META}
     field(err(admin.call("/clients/create", body), 409, "name already exists"), "name")
 
@@ -228,12 +223,7 @@ def test_client_update_race_is_409(admin, workspace, race):
 
     client = ok(admin.call("/clients/create", {"name": "mine", "tags": [], "meta": META}))
 
-    def insert():
-        Client.objects.create(
-            workspace=workspace, name="taken", secret_encrypted="x", secret_digest="x", meta=META
-        )
-
-    race(services, "check_unique", insert)
+    race(services, "check_unique", lambda: ClientFactory(workspace=workspace, name="taken"))
     field(
         err(admin.call("/clients/update", {"id": client["id"], "name": "taken"}), 409, "name already exists"),
         "name",

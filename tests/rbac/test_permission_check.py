@@ -6,18 +6,24 @@ import uuid
 import pytest
 
 from tests.conftest import ApiClient, client_for, err, ok
-from tests.factories import AccountFactory, MembershipFactory, ProjectFactory, RoleFactory, WorkspaceFactory
+from tests.factories import (
+    AccountFactory,
+    ClientFactory,
+    MembershipFactory,
+    ProjectFactory,
+    RoleFactory,
+    WorkspaceFactory,
+)
 from tests.rbac.test_policy import WILDCARDS
 
 pytestmark = pytest.mark.django_db
-META = {"schema_version": "1"}
 VALIDATE_FIELDS = {"authorized", "reason", "account", "workspace_id", "roles", "permissions", "allowed"}
 
 
 @pytest.fixture
 def checker(workspace, member_of):
     """A second account that may ask, in the workspace."""
-    return member_of(workspace, "permissions:check", "clients:create")[1]
+    return member_of(workspace, "permissions:check")[1]
 
 
 def check(api, account, permission, **extra):
@@ -166,12 +172,12 @@ def test_query_budget(workspace, checker, django_assert_max_num_queries):
 
 
 @pytest.fixture
-def client(checker):
-    return ok(checker.call("/clients/create", {"name": "svc", "tags": [], "meta": META}))
+def client(workspace):
+    return ClientFactory(workspace=workspace)
 
 
 def validate(client, account, **extra):
-    body = {"client_id": client["id"], "client_secret": client["secret"], "token": client_for(account).token}
+    body = {"client_id": str(client.pk), "client_secret": client.secret, "token": client_for(account).token}
     return ok(ApiClient().call("/clients/validate", {**body, **extra}))
 
 
@@ -198,7 +204,7 @@ def test_validate_explains_like_permissions_check(client, workspace, checker):
     assert validate(client, account, explain=True)["matched"] == []  # nothing asked
     outsider = AccountFactory()
     assert validate(client, outsider, permission="projects:list", explain=True)["matched"] == []
-    body = {"client_id": client["id"], "client_secret": client["secret"], "token": "x", "explain": "yes"}
+    body = {"client_id": str(client.pk), "client_secret": client.secret, "token": "x", "explain": "yes"}
     err(ApiClient().call("/clients/validate", body), 400, "invalid explain")
 
 
