@@ -1,10 +1,14 @@
+import datetime as dt
 import json
 import os
+import uuid
 from pathlib import Path
 
 import pytest
+from django.conf import settings
 from django.core.cache import cache, caches
 from django.test import Client
+from django.utils import timezone
 
 from accounts.models import Account
 from authn.sessions import issue_session
@@ -105,6 +109,24 @@ def token_for(account: Account) -> str:
 
 def client_for(account: Account, workspace=None) -> ApiClient:
     return ApiClient(token_for(account), str(workspace.pk) if workspace is not None else None)
+
+
+def access_claims(account: Account, **overrides) -> dict:
+    """The claims of an access token as `authn.sessions` issues them (CONTRACT 5), for a test that signs
+    a token itself: `overrides` change claims, and a claim given as None is left out."""
+    now = timezone.now()
+    claims = {
+        "sub": str(account.pk),
+        "type": "access",
+        "sv": account.session_version,
+        "iat": int(now.timestamp()),
+        "exp": int((now + dt.timedelta(minutes=5)).timestamp()),
+        "jti": str(uuid.uuid4()),
+        "iss": settings.IAM_JWT_ISSUER,
+        "auth_time": int(now.timestamp()),
+        **overrides,
+    }
+    return {name: value for name, value in claims.items() if value is not None}
 
 
 CACHE_METHODS = ("get", "set", "add", "get_many", "set_many", "delete", "delete_many", "incr")

@@ -7,13 +7,12 @@ import jwt
 import pytest
 from django.conf import settings
 from django.core.cache import cache
-from django.utils import timezone
 
 from accounts.models import Account
 from authn import services, tokens
 from authn.models import Credential
 from tenancy.workspace_cache import root_workspace
-from tests.conftest import ApiClient, client_for, err, ok
+from tests.conftest import ApiClient, access_claims, client_for, err, ok
 from tests.factories import PASSWORD, AccountFactory, CredentialFactory, WorkspaceFactory
 
 AUTH = "Authentication required or invalid credentials."
@@ -252,20 +251,9 @@ def test_revoke_with_a_stale_cache_entry_for_the_account(api, member):
 
 
 def forge(member, *, key: str | None = None, algorithm: str = "HS256", **overrides):
-    now = timezone.now()
-    claims = {
-        "sub": str(member.pk),
-        "type": "access",
-        "sv": member.session_version,
-        "iat": int(now.timestamp()),
-        "exp": int((now + dt.timedelta(minutes=5)).timestamp()),
-        "jti": str(uuid.uuid4()),
-        "iss": settings.IAM_JWT_ISSUER,
-        "auth_time": int(now.timestamp()),
-    }
-    claims.update(overrides)
-    claims = {name: value for name, value in claims.items() if value is not None}
-    return jwt.encode(claims, key or settings.IAM_JWT_SIGNING_KEY, algorithm=algorithm)
+    return jwt.encode(
+        access_claims(member, **overrides), key or settings.IAM_JWT_SIGNING_KEY, algorithm=algorithm
+    )
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,6 @@ import datetime as dt
 import hashlib
 import hmac
 import json
-import uuid
 
 import jwt
 import pytest
@@ -19,7 +18,7 @@ from django.utils import timezone
 
 from authn import keys
 from authn.models import SigningKey
-from tests.conftest import ApiClient, client_for, err, ok
+from tests.conftest import ApiClient, access_claims, client_for, err, ok
 from tests.factories import (
     AccountFactory,
     MembershipFactory,
@@ -46,20 +45,6 @@ def jwks(api):
     response = api.get("/.well-known/jwks.json")
     assert response.status_code == 200
     return response
-
-
-def claims_of(member, **overrides):
-    now = timezone.now()
-    claims = {
-        "sub": str(member.pk),
-        "type": "access",
-        "sv": member.session_version,
-        "iat": int(now.timestamp()),
-        "exp": int((now + dt.timedelta(minutes=5)).timestamp()),
-        "jti": str(uuid.uuid4()),
-        "iss": settings.IAM_JWT_ISSUER,
-    }
-    return {**claims, **overrides}
 
 
 def b64(data: bytes) -> str:
@@ -126,17 +111,19 @@ def test_hs_and_asymmetric_confusion_is_refused(member, algorithm):
     kid = jwt.get_unverified_header(good)["kid"]
     public_pem = SigningKey.objects.get(kid=kid).public_key.encode()
     # An HS256 token keyed with the published public key (the classic confusion attack).
-    err(describe_self(hs256_by_hand(claims_of(member), public_pem, {"kid": kid}), member), 401, AUTH)
+    err(describe_self(hs256_by_hand(access_claims(member), public_pem, {"kid": kid}), member), 401, AUTH)
     # An HS256 token keyed with the HS secret that signs when HS256 is configured.
-    hs = jwt.encode(claims_of(member), settings.IAM_JWT_SIGNING_KEY, algorithm="HS256", headers={"kid": kid})
+    hs = jwt.encode(
+        access_claims(member), settings.IAM_JWT_SIGNING_KEY, algorithm="HS256", headers={"kid": kid}
+    )
     err(describe_self(hs, member), 401, AUTH)
     # alg none, with and without a kid.
     for header in ({"kid": kid}, {}):
-        unsigned = jwt.encode(claims_of(member), None, algorithm="none", headers=header)
+        unsigned = jwt.encode(access_claims(member), None, algorithm="none", headers=header)
         err(describe_self(unsigned, member), 401, AUTH)
     # The other asymmetric algorithm, signed with a key of its own.
     other = "ES256" if algorithm == "EdDSA" else "EdDSA"
-    forged = jwt.encode(claims_of(member), attacker_key(other), algorithm=other, headers={"kid": kid})
+    forged = jwt.encode(access_claims(member), attacker_key(other), algorithm=other, headers={"kid": kid})
     err(describe_self(forged, member), 401, AUTH)
     ok(describe_self(good, member))
 
@@ -158,7 +145,7 @@ def test_unknown_and_forged_kids_are_refused(member, algorithm):
         {"kid": kid, "x5u": "http://127.0.0.1:9/cert.pem"},
     ]
     for header in cases:
-        token = jwt.encode(claims_of(member), mine, algorithm=algorithm, headers=header)
+        token = jwt.encode(access_claims(member), mine, algorithm=algorithm, headers=header)
         err(describe_self(token, member), 401, AUTH)
 
 
@@ -167,7 +154,9 @@ def test_warm_verification_costs_no_query_even_for_a_forged_kid(member, algorith
 
     good = client_for(member).token
     tokens.decode(good, types={tokens.ACCESS})
-    forged = jwt.encode(claims_of(member), attacker_key(algorithm), algorithm=algorithm, headers={"kid": "x"})
+    forged = jwt.encode(
+        access_claims(member), attacker_key(algorithm), algorithm=algorithm, headers={"kid": "x"}
+    )
     with django_assert_num_queries(0):
         assert tokens.decode(good, types={tokens.ACCESS})["sub"] == member.pk
         with pytest.raises(tokens.TokenError):

@@ -14,7 +14,7 @@ from accounts.account_cache import account_key
 from accounts.models import Account
 from authn.models import Credential
 from tenancy.workspace_cache import root_workspace
-from tests.conftest import ApiClient, client_for, err, ok
+from tests.conftest import ApiClient, access_claims, client_for, err, ok
 from tests.factories import PASSWORD, AccountFactory, CredentialFactory, WorkspaceFactory
 
 AUTH = "Authentication required or invalid credentials."
@@ -170,17 +170,12 @@ def test_revoke_commits_the_version_and_its_event_together(member_of, victim, mo
 
 
 def forged(account: Account, *, type: str, auth_time: dt.datetime, jti: str | None = None) -> str:
-    now = dt.datetime.now(dt.UTC)
-    claims = {
-        "sub": str(account.pk),
-        "type": type,
-        "sv": account.session_version,
-        "iat": int(now.timestamp()),
-        "exp": int((now + dt.timedelta(minutes=30)).timestamp()),
-        "jti": jti or "00000000-0000-4000-8000-000000000001",
-        "iss": settings.IAM_JWT_ISSUER,
-        "auth_time": int(auth_time.timestamp()),
-    }
+    claims = access_claims(
+        account,
+        type=type,
+        auth_time=int(auth_time.timestamp()),
+        jti=jti or "00000000-0000-4000-8000-000000000001",
+    )
     return jwt.encode(claims, settings.IAM_JWT_SIGNING_KEY, algorithm="HS256")
 
 
