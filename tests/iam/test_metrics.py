@@ -14,8 +14,8 @@ from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 
 from iam.models import OutboxMessage
-from tests.conftest import ApiClient, err, ok
-from tests.factories import PASSWORD, AccountFactory, CredentialFactory
+from tests.conftest import ApiClient, err, ok, token_for
+from tests.factories import PASSWORD, AccountFactory, ClientFactory, CredentialFactory
 
 
 def value(name: str, **labels) -> float:
@@ -103,12 +103,9 @@ def test_logins_are_counted_by_outcome(api, root):
 
 
 def test_validations_are_counted_by_reason(api, member_of):
-    _, admin = member_of(None, "clients:*")
-    client = ok(admin.call("/clients/create", {"name": "svc", "tags": [], "meta": {"schema_version": "1"}}))
-    account, _ = member_of(None)
-    from tests.conftest import token_for
-
-    body = {"client_id": client["id"], "client_secret": client["secret"], "token": token_for(account)}
+    client = ClientFactory()
+    account, _ = member_of(None)  # in a workspace of its own: not a member of the client's
+    body = {"client_id": str(client.pk), "client_secret": client.secret, "token": token_for(account)}
     before = {
         reason: value("iam_token_validations_total", reason=reason)
         for reason in ("invalid_client", "not_a_member", "invalid_token")
