@@ -21,68 +21,76 @@ def hashed(password: str) -> str:
     return make_password(password)
 
 
-class AccountFactory(factory.django.DjangoModelFactory):
+def schema_v1() -> dict:
+    return {"schema_version": "1"}
+
+
+class ResourceFactory(factory.django.DjangoModelFactory):
+    """SPEC's resources carry a `meta` with its schema version."""
+
+    class Meta:
+        abstract = True
+
+    meta = factory.LazyFunction(schema_v1)
+
+
+class AccountFactory(ResourceFactory):
     class Meta:
         model = Account
 
     email = factory.Sequence(lambda n: f"user{n}@example.com")
     name = factory.Sequence(lambda n: f"User {n}")
     verified = True
-    meta = factory.LazyFunction(lambda: {"schema_version": "1"})
 
     password = factory.LazyFunction(lambda: hashed(PASSWORD))  # one argon2 run per test session
 
 
-class WorkspaceFactory(factory.django.DjangoModelFactory):
+class WorkspaceFactory(ResourceFactory):
     class Meta:
         model = Workspace
 
     name = factory.Sequence(lambda n: f"Workspace {n}")
     slug = factory.Sequence(lambda n: f"ws-{n}")
-    config = factory.LazyFunction(lambda: {"schema_version": "1"})
-    meta = factory.LazyFunction(lambda: {"schema_version": "1"})
+    config = factory.LazyFunction(schema_v1)
 
 
-class ProjectFactory(factory.django.DjangoModelFactory):
+class ProjectFactory(ResourceFactory):
     class Meta:
         model = Project
 
     workspace = factory.SubFactory(WorkspaceFactory)
     name = factory.Sequence(lambda n: f"Project {n}")
     code = factory.Sequence(lambda n: f"p{n}")
-    config = factory.LazyFunction(lambda: {"schema_version": "1"})
-    meta = factory.LazyFunction(lambda: {"schema_version": "1"})
+    config = factory.LazyFunction(schema_v1)
 
 
-class PermissionFactory(factory.django.DjangoModelFactory):
+class PermissionFactory(ResourceFactory):
     class Meta:
         model = Permission
 
     workspace = factory.SubFactory(WorkspaceFactory)
     name = factory.Sequence(lambda n: f"resource{n}:read")
-    meta = factory.LazyFunction(lambda: {"schema_version": "1"})
 
 
-class RoleFactory(factory.django.DjangoModelFactory):
+class RoleFactory(ResourceFactory):
     class Meta:
         model = Role
         skip_postgeneration_save = True
 
     workspace = factory.SubFactory(WorkspaceFactory)
     name = factory.Sequence(lambda n: f"role-{n}")
-    meta = factory.LazyFunction(lambda: {"schema_version": "1"})
 
     @factory.post_generation
     def permissions(self, create, names, **kwargs):
         """`RoleFactory(permissions=["projects:*"])` attaches permissions of the role's workspace by name."""
         for name in names or []:
             permission, _ = Permission.objects.get_or_create(
-                workspace=self.workspace, name=name, defaults={"meta": {"schema_version": "1"}}
+                workspace=self.workspace, name=name, defaults={"meta": schema_v1()}
             )
             self.permissions.add(permission)
 
 
-class MembershipFactory(factory.django.DjangoModelFactory):
+class MembershipFactory(ResourceFactory):
     class Meta:
         model = Membership
         skip_postgeneration_save = True
@@ -91,7 +99,6 @@ class MembershipFactory(factory.django.DjangoModelFactory):
     workspace = factory.SubFactory(WorkspaceFactory)
     scope = Membership.Scope.WORKSPACE
     status = Membership.Status.ACTIVE
-    meta = factory.LazyFunction(lambda: {"schema_version": "1"})
     # CONTRACT 15: a membership made active is one its account accepted.
     accepted_at = factory.LazyAttribute(
         lambda membership: None if membership.status == Membership.Status.INVITED else timezone.now()
@@ -115,7 +122,7 @@ class CredentialFactory(factory.django.DjangoModelFactory):
     email = factory.SelfAttribute("account.email")
 
 
-class ClientFactory(factory.django.DjangoModelFactory):
+class ClientFactory(ResourceFactory):
     """A client whose secret is stored as `clients.services` stores it: encrypted (to sign pushes) and
     digested (to compare in validate), never in plaintext (CONTRACT 7). The plaintext, which the service
     shows once, is on `client.secret`; `ClientFactory(secret="...")` chooses it."""
@@ -125,7 +132,6 @@ class ClientFactory(factory.django.DjangoModelFactory):
 
     workspace = factory.SubFactory(WorkspaceFactory)
     name = factory.Sequence(lambda n: f"client-{n}")
-    meta = factory.LazyFunction(lambda: {"schema_version": "1"})
     secret = factory.LazyFunction(crypto.new_secret)
     secret_encrypted = factory.LazyAttribute(lambda client: crypto.encrypt(client.secret))
     secret_digest = factory.LazyAttribute(lambda client: crypto.digest(client.secret))
