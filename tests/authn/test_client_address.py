@@ -9,7 +9,7 @@ from authn import throttling
 from iam.addresses import client_ip
 from tests.authn.test_oauth import APP, INITIATE, provider_settings
 from tests.conftest import err, ok
-from tests.factories import PASSWORD, AccountFactory, CredentialFactory
+from tests.factories import PASSWORD
 
 ATTACKER = "203.0.113.66"
 VICTIM = "198.51.100.7"
@@ -18,10 +18,9 @@ LOCKED = "too many failed login attempts"
 
 
 @pytest.fixture
-def victim(root):
-    account = AccountFactory()
-    CredentialFactory(account=account, workspace=root)
-    return account
+def victim(member):
+    """The account whose login an attacker tries to lock out, or to escape the limits of."""
+    return member
 
 
 def fail_login(api, n: int, forwarded: str, remote: str = ATTACKER):
