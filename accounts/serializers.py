@@ -1,6 +1,7 @@
 from rest_framework import serializers
 
 from iam.fields import Boolean, Description, Email, JsonObject, Name, String, Tags, Url, Uuid
+from iam.serializers import RECORD_TAIL
 
 from .models import Account
 
@@ -8,19 +9,7 @@ from .models import Account
 class AccountSerializer(serializers.ModelSerializer):
     class Meta:
         model = Account
-        fields = [
-            "id",
-            "email",
-            "name",
-            "description",
-            "avatar_url",
-            "enabled",
-            "verified",
-            "tags",
-            "meta",
-            "created_at",
-            "updated_at",
-        ]
+        fields = ["id", "email", "name", "description", "avatar_url", "enabled", "verified", *RECORD_TAIL]
 
 
 class AccountBriefSerializer(serializers.ModelSerializer):

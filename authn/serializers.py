@@ -2,6 +2,7 @@ from rest_framework import serializers
 
 from accounts.serializers import AccountBriefSerializer
 from iam.fields import Choice, DateTime, Email, JsonObject, Name, String, Tags, Uuid
+from iam.serializers import RECORD_TAIL
 
 from .models import Credential
 
@@ -84,10 +85,7 @@ class CredentialSerializer(serializers.ModelSerializer):
             "provider_id",
             "email",
             "last_used_at",
-            "tags",
-            "meta",
-            "created_at",
-            "updated_at",
+            *RECORD_TAIL,
         ]
 
 

@@ -13,6 +13,7 @@ from iam.fields import (
     Url,
     Uuid,
 )
+from iam.serializers import RECORD_TAIL, UpdateRequest
 from rbac.serializers import GrantPath
 from tenancy.serializers import WorkspaceSerializer
 
@@ -27,18 +28,7 @@ class ClientSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Client
-        fields = [
-            "id",
-            "workspace",
-            "workspace_id",
-            "name",
-            "endpoint",
-            "description",
-            "tags",
-            "meta",
-            "created_at",
-            "updated_at",
-        ]
+        fields = ["id", "workspace", "workspace_id", "name", "endpoint", "description", *RECORD_TAIL]
 
 
 class ClientWithSecret(ClientSerializer):
@@ -69,12 +59,8 @@ class ClientCreateRequest(serializers.Serializer):
     meta = JsonObject()
 
 
-class ClientUpdateRequest(ClientRef):
-    name = Name(required=False, min_length=1)
-    endpoint = Url(required=False, allow_null=True)
-    description = Description()
-    tags = Tags(required=False)
-    meta = JsonObject(required=False)
+class ClientUpdateRequest(UpdateRequest, ClientRef, ClientCreateRequest):
+    pass
 
 
 class ValidateRequest(serializers.Serializer):

@@ -9,8 +9,8 @@ from django import forms
 from django.contrib import admin
 from django.http import HttpRequest
 
-from iam.admin import RESOURCE_READONLY, ReadOnlyInline, ServiceAdmin, ServiceForm, changed
-from tenancy.admin import SCHEMA, WorkspaceAdmin
+from iam.admin import RESOURCE_READONLY, ReadOnlyInline, ServiceForm, api_fields
+from tenancy.admin import InWorkspaceAdmin, WorkspaceAdmin
 from tenancy.models import Workspace
 from tenancy.serializers import WorkspaceCreateRequest
 
@@ -18,10 +18,13 @@ from . import services
 from .models import Membership, Permission, Role
 from .serializers import (
     MembershipCreateRequest,
+    MembershipSerializer,
     MembershipUpdateRequest,
     PermissionCreateRequest,
+    PermissionSerializer,
     PermissionUpdateRequest,
     RoleCreateRequest,
+    RoleSerializer,
     RoleUpdateRequest,
 )
 
@@ -53,11 +56,6 @@ def outside(workspace: Workspace, records) -> bool:
 
 class WorkspaceCreationForm(ServiceForm):
     create_request = WorkspaceCreateRequest
-    request_fields = ("name", "slug", "description", "config", "tags", "meta")
-
-    class Meta:
-        model = Workspace
-        fields = ("name", "slug", "description", "config", "tags", "meta")
 
 
 class RoleInline(ReadOnlyInline):
@@ -73,27 +71,12 @@ class PermissionInline(ReadOnlyInline):
 
 
 class RbacWorkspaceAdmin(WorkspaceAdmin):
+    add_form = WorkspaceCreationForm
     inlines = (*WorkspaceAdmin.inlines, RoleInline, PermissionInline)
 
-    def get_form(self, request: HttpRequest, obj=None, change=False, **kwargs):
-        if obj is None:
-            kwargs["form"] = WorkspaceCreationForm
-        return super().get_form(request, obj, change=change, **kwargs)
-
-    def get_inlines(self, request: HttpRequest, obj=None):
-        return () if obj is None else self.inlines
-
-    def create(self, request: HttpRequest, form: forms.ModelForm) -> Workspace:
-        data = form.cleaned_data
-        return services.create_workspace(
-            name=data["name"],
-            slug=data["slug"],
-            description=data["description"],
-            config=data["config"],
-            tags=data["tags"],
-            meta=data["meta"],
-            owner=request.user,  # CONTRACT 4: the creator becomes the owner
-        )
+    def create(self, request: HttpRequest, form: ServiceForm) -> Workspace:
+        # CONTRACT 4: the creator becomes the owner
+        return services.create_workspace(**form.values(), owner=request.user)
 
 
 admin.site.register(Workspace, RbacWorkspaceAdmin)
@@ -102,64 +85,38 @@ admin.site.register(Workspace, RbacWorkspaceAdmin)
 class PermissionForm(ServiceForm):
     create_request = PermissionCreateRequest
     update_request = PermissionUpdateRequest
-    request_fields = services.PERMISSION_FIELDS
-
-    class Meta:
-        model = Permission
-        fields = ("workspace", "name", "code", "description", "tags", "meta")
 
 
 @admin.register(Permission)
-class PermissionAdmin(ServiceAdmin):
+class PermissionAdmin(InWorkspaceAdmin):
     form = PermissionForm
     list_display = ("name", "code", "workspace", "created_at", "id")
-    list_filter = ("workspace",)
     search_fields = ("name", "code", "=id", "workspace__slug")
-    list_select_related = ("workspace",)
-    ordering = ("workspace__slug", "name")
-    raw_id_fields = ("workspace",)
-    fields = ("id", "workspace", "name", "code", "description", "tags", "meta", "created_at", "updated_at")
-    readonly_fields = RESOURCE_READONLY
-    json_initial = {"meta": SCHEMA}
+    fields = api_fields(PermissionSerializer)
 
-    def get_readonly_fields(self, request: HttpRequest, obj=None):
-        return self.readonly_fields if obj is None else (*self.readonly_fields, "workspace")
+    def create(self, request: HttpRequest, form: ServiceForm) -> Permission:
+        return services.create_permission(form.cleaned_data["workspace"], **form.values(), actor=request.user)
 
-    def create(self, request: HttpRequest, form: forms.ModelForm) -> Permission:
-        data = form.cleaned_data
-        return services.create_permission(
-            data["workspace"],
-            name=data["name"],
-            code=data["code"] or None,
-            description=data["description"],
-            tags=data["tags"],
-            meta=data["meta"],
-            actor=request.user,
-        )
-
-    def update(self, request: HttpRequest, current: Permission, form: forms.ModelForm) -> Permission:
-        return services.update_permission(
-            current, **changed(form, services.PERMISSION_FIELDS), actor=request.user
-        )
+    def update(self, request: HttpRequest, current: Permission, form: ServiceForm) -> Permission:
+        return services.update_permission(current, **form.changes(), actor=request.user)
 
     def remove(self, request: HttpRequest, obj: Permission) -> None:
         services.delete_permission(obj, actor=request.user)
 
 
+def names(related) -> str:
+    return ", ".join(sorted(record.name for record in related.all()))
+
+
 class RoleForm(ServiceForm):
     create_request = RoleCreateRequest
     update_request = RoleUpdateRequest
-    request_fields = services.ROLE_FIELDS
 
     permissions = InWorkspaceChoices(
         queryset=Permission.objects.all(),
         required=False,
         widget=admin.widgets.FilteredSelectMultiple("permissions", is_stacked=False),
     )
-
-    class Meta:
-        model = Role
-        fields = ("workspace", "name", "description", "permissions", "tags", "meta")
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -170,63 +127,24 @@ class RoleForm(ServiceForm):
         if workspace is not None and outside(workspace, cleaned.get("permissions") or []):
             self.add_error("permissions", "permission_ids must name permissions of this workspace")
 
-    def request_data(self, cleaned: dict[str, Any]) -> dict[str, Any]:
-        data = super().request_data(cleaned)
-        if self.adding:
-            data["permission_ids"] = [str(permission.pk) for permission in cleaned.get("permissions") or []]
-        return data
-
 
 @admin.register(Role)
-class RoleAdmin(ServiceAdmin):
+class RoleAdmin(InWorkspaceAdmin):
     form = RoleForm
     list_display = ("name", "workspace", "permission_names", "created_at", "id")
-    list_filter = ("workspace",)
     search_fields = ("name", "=id", "workspace__slug")
-    list_select_related = ("workspace",)
-    ordering = ("workspace__slug", "name")
-    raw_id_fields = ("workspace",)
-    fields = (
-        "id",
-        "workspace",
-        "name",
-        "description",
-        "permissions",
-        "tags",
-        "meta",
-        "created_at",
-        "updated_at",
-    )
-    readonly_fields = RESOURCE_READONLY
-    json_initial = {"meta": SCHEMA}
+    fields = api_fields(RoleSerializer)
+    prefetched = ("permissions",)
 
     @admin.display(description="permissions")
     def permission_names(self, role: Role) -> str:
-        return ", ".join(sorted(permission.name for permission in role.permissions.all()))
+        return names(role.permissions)
 
-    def get_queryset(self, request: HttpRequest):
-        return super().get_queryset(request).prefetch_related("permissions")
+    def create(self, request: HttpRequest, form: ServiceForm) -> Role:
+        return services.create_role(form.cleaned_data["workspace"], **form.values(), actor=request.user)
 
-    def get_readonly_fields(self, request: HttpRequest, obj=None):
-        return self.readonly_fields if obj is None else (*self.readonly_fields, "workspace")
-
-    def create(self, request: HttpRequest, form: forms.ModelForm) -> Role:
-        data = form.cleaned_data
-        return services.create_role(
-            data["workspace"],
-            name=data["name"],
-            description=data["description"],
-            permissions=list(data["permissions"]),
-            tags=data["tags"],
-            meta=data["meta"],
-            actor=request.user,
-        )
-
-    def update(self, request: HttpRequest, current: Role, form: forms.ModelForm) -> Role:
-        permissions = list(form.cleaned_data["permissions"]) if "permissions" in form.changed_data else None
-        return services.update_role(
-            current, **changed(form, services.ROLE_FIELDS), permissions=permissions, actor=request.user
-        )
+    def update(self, request: HttpRequest, current: Role, form: ServiceForm) -> Role:
+        return services.update_role(current, **form.changes(), actor=request.user)
 
     def remove(self, request: HttpRequest, obj: Role) -> None:
         services.delete_role(obj, actor=request.user)
@@ -242,10 +160,6 @@ class MembershipForm(ServiceForm):
         widget=admin.widgets.FilteredSelectMultiple("roles", is_stacked=False),
     )
 
-    class Meta:
-        model = Membership
-        fields = ("account", "workspace", "project", "scope", "status", "roles", "tags", "meta")
-
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         scope_choices(self, "roles", saved_workspace(self))
@@ -258,27 +172,9 @@ class MembershipForm(ServiceForm):
         if workspace is not None and project is not None and project.workspace_id != workspace.pk:
             self.add_error("project", "project_id must name a project of this workspace")
 
-    def request_data(self, cleaned: dict[str, Any]) -> dict[str, Any]:
-        """The scope, status and project as they stand (the update request checks them together)."""
-        data = {
-            name: cleaned[name]
-            for name in ("scope", "status", "tags", "meta")
-            if cleaned.get(name) is not None
-        }
-        project = cleaned.get("project")
-        if project is not None:
-            data["project_id"] = str(project.pk)
-        if self.adding:
-            account = cleaned.get("account")
-            data.update(
-                account_id=str(account.pk) if account else "",
-                role_ids=[str(role.pk) for role in cleaned.get("roles") or []],
-            )
-        return data
-
 
 @admin.register(Membership)
-class MembershipAdmin(ServiceAdmin):
+class MembershipAdmin(InWorkspaceAdmin):
     form = MembershipForm
     list_display = ("account", "workspace", "project", "scope", "status", "role_names", "created_at")
     list_filter = ("status", "scope", "workspace")
@@ -286,56 +182,20 @@ class MembershipAdmin(ServiceAdmin):
     list_select_related = ("account", "workspace", "project")
     ordering = ("workspace__slug", "account__email")
     raw_id_fields = ("account", "workspace", "project")
-    fields = (
-        "id",
-        "account",
-        "workspace",
-        "project",
-        "scope",
-        "status",
-        "roles",
-        "tags",
-        "meta",
-        "created_at",
-        "updated_at",
-    )
-    readonly_fields = RESOURCE_READONLY
-    json_initial = {"meta": SCHEMA}
+    fields = api_fields(MembershipSerializer)
+    readonly_fields = (*RESOURCE_READONLY, "accepted_at")
+    fixed_on_change = ("account", "workspace")
+    prefetched = ("roles",)
 
     @admin.display(description="roles")
     def role_names(self, membership: Membership) -> str:
-        return ", ".join(sorted(role.name for role in membership.roles.all()))
+        return names(membership.roles)
 
-    def get_queryset(self, request: HttpRequest):
-        return super().get_queryset(request).prefetch_related("roles")
+    def create(self, request: HttpRequest, form: ServiceForm) -> Membership:
+        return services.create_membership(form.cleaned_data["workspace"], **form.values(), actor=request.user)
 
-    def get_readonly_fields(self, request: HttpRequest, obj=None):
-        if obj is None:
-            return self.readonly_fields
-        return (*self.readonly_fields, "account", "workspace")
-
-    def create(self, request: HttpRequest, form: forms.ModelForm) -> Membership:
-        data = form.cleaned_data
-        return services.create_membership(
-            data["workspace"],
-            account=data["account"],
-            scope=data["scope"],
-            status=data["status"],
-            project=data["project"],
-            roles=list(data["roles"]),
-            tags=data["tags"],
-            meta=data["meta"],
-            actor=request.user,
-        )
-
-    def update(self, request: HttpRequest, current: Membership, form: forms.ModelForm) -> Membership:
-        roles = list(form.cleaned_data["roles"]) if "roles" in form.changed_data else None
-        return services.update_membership(
-            current,
-            **changed(form, services.MEMBERSHIP_FIELDS),
-            roles=roles,
-            actor=request.user,
-        )
+    def update(self, request: HttpRequest, current: Membership, form: ServiceForm) -> Membership:
+        return services.update_membership(current, **form.changes(), actor=request.user)
 
     def remove(self, request: HttpRequest, obj: Membership) -> None:
         services.delete_membership(obj, actor=request.user)

@@ -2,6 +2,7 @@ from rest_framework import serializers
 
 from iam.api import require_one
 from iam.fields import Description, JsonObject, Name, Slug, String, Tags, Uuid
+from iam.serializers import RECORD_TAIL, UpdateRequest
 
 from .models import Project, Workspace
 
@@ -11,7 +12,7 @@ CODE_MAX = 64
 class WorkspaceSerializer(serializers.ModelSerializer):
     class Meta:
         model = Workspace
-        fields = ["id", "name", "slug", "description", "config", "tags", "meta", "created_at", "updated_at"]
+        fields = ["id", "name", "slug", "description", "config", *RECORD_TAIL]
 
 
 class WorkspaceRef(serializers.Serializer):
@@ -31,12 +32,8 @@ class WorkspaceCreateRequest(serializers.Serializer):
     meta = JsonObject()
 
 
-class WorkspaceUpdateRequest(WorkspaceRef):
-    name = Name(required=False)
-    description = Description()
-    config = JsonObject(required=False)
-    tags = Tags(required=False)
-    meta = JsonObject(required=False)
+class WorkspaceUpdateRequest(UpdateRequest, WorkspaceRef, WorkspaceCreateRequest):
+    pass  # its slug is the reference's: an update does not change it
 
 
 class WorkspaceDeleted(serializers.Serializer):
