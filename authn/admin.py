@@ -116,7 +116,6 @@ class MembershipInline(ReadOnlyInline):
     model = Membership
     fk_name = "account"
     fields = ("workspace", "project", "scope", "status", "role_names", "created_at")
-    readonly_fields = fields
 
     @admin.display(description="roles")
     def role_names(self, membership: Membership) -> str:
@@ -130,7 +129,6 @@ class CredentialInline(ReadOnlyInline):
     model = Credential
     fk_name = "account"
     fields = ("kind", "provider", "status", "workspace", "email", "last_used_at")
-    readonly_fields = fields
 
     def get_queryset(self, request: HttpRequest):
         return super().get_queryset(request).select_related("workspace")

@@ -170,7 +170,6 @@ class ClientAdmin(InWorkspaceAdmin):
 class DeliveryAttemptInline(ReadOnlyInline):
     model = DeliveryAttempt
     fields = ("attempted_at", "status_code", "error", "duration_ms")
-    readonly_fields = fields
     show_change_link = False  # attempts have no page of their own
 
 

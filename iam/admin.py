@@ -257,6 +257,9 @@ class ReadOnlyInline(ViewOnly, admin.TabularInline):
     can_delete = False
     show_change_link = True
 
+    def get_readonly_fields(self, request: HttpRequest, obj=None):
+        return self.fields  # every one: nothing is edited here
+
 
 # Payload keys shown as they are; every other value of a non-event message (an e-mail's link carries a
 # one-time token) is hidden.

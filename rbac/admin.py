@@ -7,9 +7,10 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin
+from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from iam.admin import RESOURCE_READONLY, ReadOnlyInline, ServiceForm, api_fields
+from iam.admin import REQUEST_KEYS, RESOURCE_READONLY, ReadOnlyInline, ServiceForm, api_fields
 from tenancy.admin import InWorkspaceAdmin, WorkspaceAdmin
 from tenancy.models import Workspace
 from tenancy.serializers import WorkspaceCreateRequest
@@ -30,28 +31,45 @@ from .serializers import (
 
 
 class InWorkspaceChoices(forms.ModelMultipleChoiceField):
-    """Permissions and roles carry their workspace in their label: names repeat across workspaces."""
+    """A role's permissions, a membership's roles: picked in a two-list widget, each labelled with its
+    workspace (names repeat across workspaces)."""
+
+    def __init__(self, model: type[Permission | Role]):
+        plural = str(model._meta.verbose_name_plural)
+        super().__init__(
+            queryset=model.objects.select_related("workspace"),
+            required=False,
+            widget=admin.widgets.FilteredSelectMultiple(plural, is_stacked=False),
+        )
 
     def label_from_instance(self, obj: Permission | Role) -> str:
         return f"{obj.workspace.slug}: {obj.name}"
 
 
-def scope_choices(form: forms.ModelForm, field: str, workspace: Workspace | None) -> None:
-    """On a change form the choices are the workspace's own; on the add form `clean` checks them."""
-    if field in form.fields:
-        queryset = form.fields[field].queryset.select_related("workspace")
-        if workspace is not None:
-            queryset = queryset.filter(workspace=workspace)
-        form.fields[field].queryset = queryset
+class InWorkspaceForm(ServiceForm):
+    """The form of a workspace's record whose relations must be of the same workspace (CONTRACT 6). On the
+    change form the choice lists hold the workspace's own records; on the add form, where the workspace is
+    chosen with them, `clean_relations` refuses another's, in the API's words."""
 
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if not self.adding:
+            for field in self.fields.values():
+                if isinstance(field, InWorkspaceChoices):
+                    field.queryset = field.queryset.filter(workspace=self.instance.workspace)
 
-def saved_workspace(form: forms.ModelForm) -> Workspace | None:
-    """The workspace of the row a change form edits (`None` on the add form, where the ids are preset)."""
-    return None if form.instance._state.adding else form.instance.workspace
-
-
-def outside(workspace: Workspace, records) -> bool:
-    return any(record.workspace_id != workspace.pk for record in records)
+    def clean_relations(self, cleaned: dict[str, Any]) -> None:
+        workspace = cleaned.get("workspace") or (None if self.adding else self.instance.workspace)
+        if workspace is None:
+            return
+        for name, key in REQUEST_KEYS.items():
+            value = cleaned.get(name)
+            many = isinstance(value, QuerySet)
+            records = list(value) if many else [] if value is None else [value]
+            if any(getattr(record, "workspace_id", workspace.pk) != workspace.pk for record in records):
+                noun = self.fields[name].queryset.model._meta
+                what = noun.verbose_name_plural if many else f"a {noun.verbose_name}"
+                self.add_error(name, f"{key} must name {what} of this workspace")
 
 
 class WorkspaceCreationForm(ServiceForm):
@@ -61,13 +79,11 @@ class WorkspaceCreationForm(ServiceForm):
 class RoleInline(ReadOnlyInline):
     model = Role
     fields = ("name", "description", "created_at")
-    readonly_fields = fields
 
 
 class PermissionInline(ReadOnlyInline):
     model = Permission
     fields = ("name", "code", "description", "created_at")
-    readonly_fields = fields
 
 
 class RbacWorkspaceAdmin(WorkspaceAdmin):
@@ -108,24 +124,10 @@ def names(related) -> str:
     return ", ".join(sorted(record.name for record in related.all()))
 
 
-class RoleForm(ServiceForm):
+class RoleForm(InWorkspaceForm):
     create_request = RoleCreateRequest
     update_request = RoleUpdateRequest
-
-    permissions = InWorkspaceChoices(
-        queryset=Permission.objects.all(),
-        required=False,
-        widget=admin.widgets.FilteredSelectMultiple("permissions", is_stacked=False),
-    )
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        scope_choices(self, "permissions", saved_workspace(self))
-
-    def clean_relations(self, cleaned: dict[str, Any]) -> None:
-        workspace = cleaned.get("workspace") or saved_workspace(self)
-        if workspace is not None and outside(workspace, cleaned.get("permissions") or []):
-            self.add_error("permissions", "permission_ids must name permissions of this workspace")
+    permissions = InWorkspaceChoices(Permission)
 
 
 @admin.register(Role)
@@ -150,27 +152,10 @@ class RoleAdmin(InWorkspaceAdmin):
         services.delete_role(obj, actor=request.user)
 
 
-class MembershipForm(ServiceForm):
+class MembershipForm(InWorkspaceForm):
     create_request = MembershipCreateRequest
     update_request = MembershipUpdateRequest
-
-    roles = InWorkspaceChoices(
-        queryset=Role.objects.all(),
-        required=False,
-        widget=admin.widgets.FilteredSelectMultiple("roles", is_stacked=False),
-    )
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        scope_choices(self, "roles", saved_workspace(self))
-
-    def clean_relations(self, cleaned: dict[str, Any]) -> None:
-        workspace = cleaned.get("workspace") or saved_workspace(self)
-        project = cleaned.get("project")
-        if workspace is not None and outside(workspace, cleaned.get("roles") or []):
-            self.add_error("roles", "role_ids must name roles of this workspace")
-        if workspace is not None and project is not None and project.workspace_id != workspace.pk:
-            self.add_error("project", "project_id must name a project of this workspace")
+    roles = InWorkspaceChoices(Role)
 
 
 @admin.register(Membership)

@@ -32,7 +32,6 @@ class ProjectForm(ServiceForm):
 class ProjectInline(ReadOnlyInline):
     model = Project
     fields = ("name", "code", "created_at")
-    readonly_fields = fields
 
 
 class WorkspaceAdmin(ServiceAdmin):
