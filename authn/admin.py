@@ -163,6 +163,7 @@ class AccountAdmin(ServiceAdmin):
     )
     inlines = (MembershipInline, CredentialInline)
     actions = ("enable_accounts", "disable_accounts", "end_account_sessions")
+    delete_service = staticmethod(accounts.delete_account)
 
     @admin.display(description="password")
     def password_state(self, account: Account) -> str:
@@ -201,9 +202,6 @@ class AccountAdmin(ServiceAdmin):
         if "is_superuser" in form.changed_data:
             accounts.set_operator(current, operator=form.cleaned_data["is_superuser"], actor=request.user)
         return current
-
-    def remove(self, request: HttpRequest, obj: Account) -> None:
-        accounts.delete_account(obj, actor=request.user)
 
     def _set_enabled(self, request: HttpRequest, queryset, enabled: bool) -> None:
         with transaction.atomic():

@@ -92,6 +92,8 @@ class ClientAdmin(InWorkspaceAdmin):
     fields = (*api_fields(ClientSerializer), "secret_version", "created_by", "recent_deliveries")
     readonly_fields = (*RESOURCE_READONLY, "secret_version", "created_by", "recent_deliveries")
     actions = ("regenerate_secrets",)
+    update_service = staticmethod(services.update_client)
+    delete_service = staticmethod(services.delete_client)
 
     def get_fields(self, request: HttpRequest, obj=None):
         # The add page: what the create request takes, in the workspace chosen by id.
@@ -148,12 +150,6 @@ class ClientAdmin(InWorkspaceAdmin):
         return secrets_page(
             self.admin_site, request, [(obj, secret)], reverse("admin:clients_client_change", args=[obj.pk])
         )
-
-    def update(self, request: HttpRequest, current: Client, form: ServiceForm) -> Client:
-        return services.update_client(current, **form.changes(), actor=request.user)
-
-    def remove(self, request: HttpRequest, obj: Client) -> None:
-        services.delete_client(obj, actor=request.user)
 
     @admin.action(description="Regenerate secret")
     def regenerate_secrets(self, request: HttpRequest, queryset) -> HttpResponse:

@@ -5,15 +5,13 @@ from iam.fields import (
     Boolean,
     Description,
     Integer,
-    JsonObject,
     Name,
     PermissionName,
     String,
-    Tags,
     Url,
     Uuid,
 )
-from iam.serializers import RECORD_TAIL, UpdateRequest
+from iam.serializers import RECORD_TAIL, RecordRequest, UpdateRequest
 from rbac.serializers import GrantPath
 from tenancy.serializers import WorkspaceSerializer
 
@@ -51,12 +49,10 @@ class SecretRegenerated(serializers.Serializer):
     secret = serializers.CharField()
 
 
-class ClientCreateRequest(serializers.Serializer):
+class ClientCreateRequest(RecordRequest):
     name = Name(min_length=1)
     endpoint = Url(required=False, allow_null=True)
     description = Description()
-    tags = Tags()
-    meta = JsonObject()
 
 
 class ClientUpdateRequest(UpdateRequest, ClientRef, ClientCreateRequest):

@@ -179,15 +179,21 @@ class ServiceAdmin(admin.ModelAdmin):
     fixed_on_change: tuple[str, ...] = ()
     prefetched: tuple[str, ...] = ()
     json_initial: dict[str, Any] = {}
+    # The services the hooks call by default (`staticmethod(services.update_project)`): the update
+    # service with the form's `changes()`, the delete service with the record, each with the operator.
+    update_service: Callable[..., models.Model] | None = None
+    delete_service: Callable[..., Any] | None = None
 
-    def create(self, request: HttpRequest, form: forms.ModelForm) -> models.Model:
+    def create(self, request: HttpRequest, form: ServiceForm) -> models.Model:
         raise NotImplementedError
 
-    def update(self, request: HttpRequest, current: models.Model, form: forms.ModelForm) -> models.Model:
-        raise NotImplementedError
+    def update(self, request: HttpRequest, current: models.Model, form: ServiceForm) -> models.Model:
+        assert self.update_service is not None, f"{type(self).__name__} changes nothing"
+        return self.update_service(current, **form.changes(), actor=request.user)
 
     def remove(self, request: HttpRequest, obj: models.Model) -> None:
-        raise NotImplementedError
+        assert self.delete_service is not None, f"{type(self).__name__} deletes nothing"
+        self.delete_service(obj, actor=request.user)
 
     def get_form(self, request: HttpRequest, obj=None, change=False, **kwargs):
         if obj is None and self.add_form is not None:

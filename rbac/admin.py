@@ -109,18 +109,13 @@ class PermissionAdmin(InWorkspaceAdmin):
     list_display = ("name", "code", "workspace", "created_at", "id")
     search_fields = ("name", "code", "=id", "workspace__slug")
     fields = api_fields(PermissionSerializer)
-
-    def create(self, request: HttpRequest, form: ServiceForm) -> Permission:
-        return services.create_permission(form.cleaned_data["workspace"], **form.values(), actor=request.user)
-
-    def update(self, request: HttpRequest, current: Permission, form: ServiceForm) -> Permission:
-        return services.update_permission(current, **form.changes(), actor=request.user)
-
-    def remove(self, request: HttpRequest, obj: Permission) -> None:
-        services.delete_permission(obj, actor=request.user)
+    create_service = staticmethod(services.create_permission)
+    update_service = staticmethod(services.update_permission)
+    delete_service = staticmethod(services.delete_permission)
 
 
 def names(related) -> str:
+    """A role's permissions, a membership's roles, in one cell."""
     return ", ".join(sorted(record.name for record in related.all()))
 
 
@@ -138,18 +133,13 @@ class RoleAdmin(InWorkspaceAdmin):
     fields = api_fields(RoleSerializer)
     prefetched = ("permissions",)
 
+    create_service = staticmethod(services.create_role)
+    update_service = staticmethod(services.update_role)
+    delete_service = staticmethod(services.delete_role)
+
     @admin.display(description="permissions")
     def permission_names(self, role: Role) -> str:
         return names(role.permissions)
-
-    def create(self, request: HttpRequest, form: ServiceForm) -> Role:
-        return services.create_role(form.cleaned_data["workspace"], **form.values(), actor=request.user)
-
-    def update(self, request: HttpRequest, current: Role, form: ServiceForm) -> Role:
-        return services.update_role(current, **form.changes(), actor=request.user)
-
-    def remove(self, request: HttpRequest, obj: Role) -> None:
-        services.delete_role(obj, actor=request.user)
 
 
 class MembershipForm(InWorkspaceForm):
@@ -172,15 +162,10 @@ class MembershipAdmin(InWorkspaceAdmin):
     fixed_on_change = ("account", "workspace")
     prefetched = ("roles",)
 
+    create_service = staticmethod(services.create_membership)
+    update_service = staticmethod(services.update_membership)
+    delete_service = staticmethod(services.delete_membership)
+
     @admin.display(description="roles")
     def role_names(self, membership: Membership) -> str:
         return names(membership.roles)
-
-    def create(self, request: HttpRequest, form: ServiceForm) -> Membership:
-        return services.create_membership(form.cleaned_data["workspace"], **form.values(), actor=request.user)
-
-    def update(self, request: HttpRequest, current: Membership, form: ServiceForm) -> Membership:
-        return services.update_membership(current, **form.changes(), actor=request.user)
-
-    def remove(self, request: HttpRequest, obj: Membership) -> None:
-        services.delete_membership(obj, actor=request.user)

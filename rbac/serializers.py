@@ -1,8 +1,8 @@
 from rest_framework import serializers
 
 from iam.api import require_one
-from iam.fields import Choice, Description, JsonObject, Name, PermissionName, Tags, Uuid, UuidList
-from iam.serializers import RECORD_TAIL, UpdateRequest
+from iam.fields import Choice, Description, JsonObject, Name, PermissionName, Uuid, UuidList
+from iam.serializers import RECORD_TAIL, RecordRequest, UpdateRequest
 
 from .models import Membership, Permission, Role
 
@@ -55,38 +55,32 @@ class PermissionRef(serializers.Serializer):
         return require_one(attrs, "id", "code")
 
 
-class PermissionCreateRequest(serializers.Serializer):
+class PermissionCreateRequest(RecordRequest):
     name = PermissionName()
     code = PermissionName(required=False, allow_null=True)
     description = Description()
-    tags = Tags()
-    meta = JsonObject()
 
 
 class PermissionUpdateRequest(UpdateRequest, IdRequest, PermissionCreateRequest):
     pass
 
 
-class RoleCreateRequest(serializers.Serializer):
+class RoleCreateRequest(RecordRequest):
     name = Name()
     description = Description()
     permission_ids = UuidList(max_length=1000)
-    tags = Tags()
-    meta = JsonObject()
 
 
 class RoleUpdateRequest(UpdateRequest, IdRequest, RoleCreateRequest):
     pass
 
 
-class MembershipCreateRequest(serializers.Serializer):
+class MembershipCreateRequest(RecordRequest):
     account_id = Uuid()
     scope = Choice(Membership.Scope.choices, listed=False)
     status = Choice(Membership.Status.choices, listed=False)
     project_id = Uuid(required=False, allow_null=True)
     role_ids = UuidList(max_length=100)
-    tags = Tags()
-    meta = JsonObject()
 
 
 class MembershipUpdateRequest(UpdateRequest, IdRequest, MembershipCreateRequest):

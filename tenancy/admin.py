@@ -1,13 +1,16 @@
 """Admin for workspaces and projects, through `tenancy.services`. Creating a workspace is registered by
 `rbac/admin.py` (the owner set-up is RBAC's business), which also adds the roles to a workspace's page."""
 
+from collections.abc import Callable
+from typing import Any
+
 from django.contrib import admin
 from django.http import HttpRequest
 
 from iam.admin import RESOURCE_READONLY, ReadOnlyInline, ServiceAdmin, ServiceForm, api_fields
 
 from . import services
-from .models import Project, Workspace
+from .models import Project
 from .serializers import (
     ProjectCreateRequest,
     ProjectSerializer,
@@ -47,16 +50,13 @@ class WorkspaceAdmin(ServiceAdmin):
     fixed_on_change = ("slug",)
     inlines: tuple = (ProjectInline,)
     json_initial = {"config": SCHEMA, "meta": SCHEMA}
-
-    def update(self, request: HttpRequest, current: Workspace, form: ServiceForm) -> Workspace:
-        return services.update_workspace(current, **form.changes(), actor=request.user)
-
-    def remove(self, request: HttpRequest, obj: Workspace) -> None:
-        services.delete_workspace(obj, actor=request.user)
+    update_service = staticmethod(services.update_workspace)
+    delete_service = staticmethod(services.delete_workspace)
 
 
 class InWorkspaceAdmin(ServiceAdmin):
-    """A record of one workspace: chosen by id on the add form, fixed after (the API never moves one)."""
+    """A record of one workspace: chosen by id on the add form, fixed after (the API never moves one).
+    `create_service` takes the workspace, then the form's `values()` and the operator."""
 
     list_filter = ("workspace",)
     list_select_related = ("workspace",)
@@ -65,6 +65,11 @@ class InWorkspaceAdmin(ServiceAdmin):
     readonly_fields = RESOURCE_READONLY
     fixed_on_change = ("workspace",)
     json_initial = {"meta": SCHEMA}
+    create_service: Callable[..., Any] | None = None
+
+    def create(self, request: HttpRequest, form: ServiceForm) -> Any:
+        assert self.create_service is not None, f"{type(self).__name__} creates nothing"
+        return self.create_service(form.cleaned_data["workspace"], **form.values(), actor=request.user)
 
 
 @admin.register(Project)
@@ -75,12 +80,6 @@ class ProjectAdmin(InWorkspaceAdmin):
     fields = api_fields(ProjectSerializer)
     readonly_fields = (*RESOURCE_READONLY, "created_by")
     json_initial = {"config": SCHEMA, "meta": SCHEMA}
-
-    def create(self, request: HttpRequest, form: ServiceForm) -> Project:
-        return services.create_project(form.cleaned_data["workspace"], **form.values(), actor=request.user)
-
-    def update(self, request: HttpRequest, current: Project, form: ServiceForm) -> Project:
-        return services.update_project(current, **form.changes(), actor=request.user)
-
-    def remove(self, request: HttpRequest, obj: Project) -> None:
-        services.delete_project(obj, actor=request.user)
+    create_service = staticmethod(services.create_project)
+    update_service = staticmethod(services.update_project)
+    delete_service = staticmethod(services.delete_project)

@@ -1,8 +1,8 @@
 from rest_framework import serializers
 
 from iam.api import require_one
-from iam.fields import Description, JsonObject, Name, Slug, String, Tags, Uuid
-from iam.serializers import RECORD_TAIL, UpdateRequest
+from iam.fields import Description, JsonObject, Name, Slug, String, Uuid
+from iam.serializers import RECORD_TAIL, RecordRequest, UpdateRequest
 
 from .models import Project, Workspace
 
@@ -23,13 +23,11 @@ class WorkspaceRef(serializers.Serializer):
         return require_one(attrs, "id", "slug")
 
 
-class WorkspaceCreateRequest(serializers.Serializer):
+class WorkspaceCreateRequest(RecordRequest):
     name = Name()
     slug = Slug(max_length=63)
     description = Description()
     config = JsonObject()
-    tags = Tags()
-    meta = JsonObject()
 
 
 class WorkspaceUpdateRequest(UpdateRequest, WorkspaceRef, WorkspaceCreateRequest):
@@ -68,22 +66,18 @@ class ProjectRef(serializers.Serializer):
         return require_one(attrs, "id", "code")
 
 
-class ProjectCreateRequest(serializers.Serializer):
+class ProjectCreateRequest(RecordRequest):
     name = Name()
     code = String(required=False, allow_null=True, min_length=1, max_length=CODE_MAX)
     description = Description()
     config = JsonObject()
-    tags = Tags()
-    meta = JsonObject()
 
 
-class ProjectUpdateRequest(ProjectRef):
+class ProjectUpdateRequest(UpdateRequest, ProjectRef, RecordRequest):
     name = Name(required=False)
     new_code = String(required=False, allow_null=True, min_length=1, max_length=CODE_MAX)
     description = Description()
     config = JsonObject(required=False)
-    tags = Tags(required=False)
-    meta = JsonObject(required=False)
 
 
 class ProjectDeleted(serializers.Serializer):
