@@ -67,7 +67,8 @@ def check_with(
 
 
 class ServiceForm(forms.ModelForm):
-    """The base of every model form here (its fields are the admin's, derived from the API serializer).
+    """The base of every model form here: its fields are the admin's (derived from the API serializer),
+    its requests too, unless the form names its own.
 
     `clean()` validates the form's values with the API's request serializer (`create_request` on the add
     form, `update_request` with the record's id and only the changed fields on the change form) and shows
@@ -170,14 +171,19 @@ class ServiceAdmin(admin.ModelAdmin):
     by those hooks, never saved by the form itself, so a role's permissions change with the same events
     and cache purges as over the API. A service's refusal is a message (`refusal_shown`).
 
-    `add_form` is the add page's form where it differs; the add page shows no inlines (they list a saved
-    record's relations). `fixed_on_change` are fields set on creation and read-only after, and
-    `prefetched` the relations the list shows. JSON fields start with CONTRACT 12's `schema_version` on
-    the add form."""
+    The admin declares the API requests its form checks (`create_request`, `update_request`, see
+    `ServiceForm`); `add_form` is the add page's form where it differs; the add page shows no inlines
+    (they list a saved record's relations). `fixed_on_change` are fields set on creation and read-only
+    after; the relations picked in two lists (`filter_horizontal`) are prefetched for the list's
+    columns. JSON fields start with CONTRACT 12's `schema_version` on the add form."""
 
+    form = ServiceForm
     add_form: type[forms.ModelForm] | None = None
+    # The API requests that validate the add and change forms (`ServiceForm`), and its renames.
+    create_request: type[serializers.Serializer] | None = None
+    update_request: type[serializers.Serializer] | None = None
+    renamed_on_update: dict[str, str] = {}
     fixed_on_change: tuple[str, ...] = ()
-    prefetched: tuple[str, ...] = ()
     json_initial: dict[str, Any] = {}
     # The services the hooks call by default (`staticmethod(services.update_project)`): the update
     # service with the form's `changes()`, the delete service with the record, each with the operator.
@@ -198,7 +204,10 @@ class ServiceAdmin(admin.ModelAdmin):
     def get_form(self, request: HttpRequest, obj=None, change=False, **kwargs):
         if obj is None and self.add_form is not None:
             kwargs["form"] = self.add_form
-        return super().get_form(request, obj, change=change, **kwargs)
+        form = super().get_form(request, obj, change=change, **kwargs)
+        names = ("create_request", "update_request", "renamed_on_update")
+        declared = {name: getattr(self, name) for name in names if getattr(self, name)}
+        return type(form.__name__, (form,), declared) if declared else form
 
     def get_readonly_fields(self, request: HttpRequest, obj=None):
         readonly = super().get_readonly_fields(request, obj)
@@ -208,7 +217,7 @@ class ServiceAdmin(admin.ModelAdmin):
         return () if obj is None else super().get_inlines(request, obj)
 
     def get_queryset(self, request: HttpRequest):
-        return super().get_queryset(request).prefetch_related(*self.prefetched)
+        return super().get_queryset(request).prefetch_related(*self.filter_horizontal)
 
     def save_model(
         self, request: HttpRequest, obj: models.Model, form: forms.ModelForm, change: bool

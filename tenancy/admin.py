@@ -4,10 +4,12 @@
 from collections.abc import Callable
 from typing import Any
 
+from django import forms
 from django.contrib import admin
+from django.db.models import Field, ManyToManyField, QuerySet
 from django.http import HttpRequest
 
-from iam.admin import RESOURCE_READONLY, ReadOnlyInline, ServiceAdmin, ServiceForm, api_fields
+from iam.admin import REQUEST_KEYS, RESOURCE_READONLY, ReadOnlyInline, ServiceAdmin, ServiceForm, api_fields
 
 from . import services
 from .models import Project
@@ -22,14 +24,38 @@ from .serializers import (
 SCHEMA = {"schema_version": "1"}
 
 
-class WorkspaceForm(ServiceForm):
-    update_request = WorkspaceUpdateRequest  # created by rbac/admin.py's form
+class InWorkspaceChoices(forms.ModelMultipleChoiceField):
+    """A role's permissions, a membership's roles: each labelled with its workspace (names repeat across
+    workspaces)."""
+
+    def label_from_instance(self, obj: Any) -> str:
+        return f"{obj.workspace.slug}: {obj.name}"
 
 
-class ProjectForm(ServiceForm):
-    create_request = ProjectCreateRequest
-    update_request = ProjectUpdateRequest
-    renamed_on_update = {"code": "new_code"}
+class InWorkspaceForm(ServiceForm):
+    """The form of a workspace's record whose relations must be of the same workspace (CONTRACT 6). On the
+    change form the choice lists hold the workspace's own records; on the add form, where the workspace is
+    chosen with them, `clean_relations` refuses another's, in the API's words."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if not self.adding:
+            for field in self.fields.values():
+                if isinstance(field, InWorkspaceChoices):
+                    field.queryset = field.queryset.filter(workspace=self.instance.workspace)
+
+    def clean_relations(self, cleaned: dict[str, Any]) -> None:
+        workspace = cleaned.get("workspace") or (None if self.adding else self.instance.workspace)
+        if workspace is None:
+            return
+        for name, key in REQUEST_KEYS.items():
+            value = cleaned.get(name)
+            many = isinstance(value, QuerySet)
+            records = list(value) if many else [] if value is None else [value]
+            if any(getattr(record, "workspace_id", workspace.pk) != workspace.pk for record in records):
+                noun = self.fields[name].queryset.model._meta
+                what = noun.verbose_name_plural if many else f"a {noun.verbose_name}"
+                self.add_error(name, f"{key} must name {what} of this workspace")
 
 
 class ProjectInline(ReadOnlyInline):
@@ -40,7 +66,6 @@ class ProjectInline(ReadOnlyInline):
 class WorkspaceAdmin(ServiceAdmin):
     """Registered by rbac/admin.py, which adds creation and the roles inline."""
 
-    form = WorkspaceForm
     list_display = ("slug", "name", "created_at", "id")
     search_fields = ("name", "slug", "=id")
     ordering = ("slug",)
@@ -50,13 +75,18 @@ class WorkspaceAdmin(ServiceAdmin):
     fixed_on_change = ("slug",)
     inlines: tuple = (ProjectInline,)
     json_initial = {"config": SCHEMA, "meta": SCHEMA}
+    update_request = WorkspaceUpdateRequest
     update_service = staticmethod(services.update_workspace)
     delete_service = staticmethod(services.delete_workspace)
 
 
 class InWorkspaceAdmin(ServiceAdmin):
-    """A record of one workspace: chosen by id on the add form, fixed after (the API never moves one).
-    `create_service` takes the workspace, then the form's `values()` and the operator."""
+    """A record of one workspace: chosen by id on the add form, fixed after (the API never moves one); its
+    relations are the workspace's records (`InWorkspaceForm`), many-to-many ones picked in two lists
+    (`filter_horizontal`). `create_service` takes the workspace, then the form's `values()` and the
+    operator."""
+
+    form = InWorkspaceForm
 
     list_filter = ("workspace",)
     list_select_related = ("workspace",)
@@ -71,15 +101,26 @@ class InWorkspaceAdmin(ServiceAdmin):
         assert self.create_service is not None, f"{type(self).__name__} creates nothing"
         return self.create_service(form.cleaned_data["workspace"], **form.values(), actor=request.user)
 
+    def formfield_for_dbfield(self, db_field: Field, request: HttpRequest, **kwargs):
+        if isinstance(db_field, ManyToManyField):  # no add-another link: a relation is picked, not made
+            kwargs.update(
+                form_class=InWorkspaceChoices,
+                queryset=db_field.related_model.objects.select_related("workspace"),
+            )
+            return self.formfield_for_manytomany(db_field, request, **kwargs)
+        return super().formfield_for_dbfield(db_field, request, **kwargs)
+
 
 @admin.register(Project)
 class ProjectAdmin(InWorkspaceAdmin):
-    form = ProjectForm
     list_display = ("name", "code", "workspace", "created_at", "id")
     search_fields = ("name", "code", "=id", "workspace__slug")
     fields = api_fields(ProjectSerializer)
     readonly_fields = (*RESOURCE_READONLY, "created_by")
     json_initial = {"config": SCHEMA, "meta": SCHEMA}
+    create_request = ProjectCreateRequest
+    update_request = ProjectUpdateRequest
+    renamed_on_update = {"code": "new_code"}
     create_service = staticmethod(services.create_project)
     update_service = staticmethod(services.update_project)
     delete_service = staticmethod(services.delete_project)
