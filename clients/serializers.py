@@ -12,7 +12,7 @@ from iam.fields import (
     Uuid,
 )
 from iam.serializers import RECORD_TAIL, RecordRequest, UpdateRequest
-from rbac.serializers import GrantPath
+from rbac.serializers import Deleted, GrantPath
 from tenancy.serializers import WorkspaceSerializer
 
 from .models import Client
@@ -40,8 +40,8 @@ class ClientRef(serializers.Serializer):
     id = Uuid()
 
 
-class ClientDeleted(serializers.Serializer):
-    id = serializers.UUIDField()
+class ClientDeleted(Deleted):
+    pass
 
 
 class SecretRegenerated(serializers.Serializer):

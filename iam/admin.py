@@ -68,7 +68,7 @@ def check_with(
 
 class ServiceForm(forms.ModelForm):
     """The base of every model form here: its fields are the admin's (derived from the API serializer),
-    its requests too, unless the form names its own.
+    and so are its requests where the admin names them (`ServiceAdmin.create_request`, ...).
 
     `clean()` validates the form's values with the API's request serializer (`create_request` on the add
     form, `update_request` with the record's id and only the changed fields on the change form) and shows
@@ -125,11 +125,11 @@ class ServiceForm(forms.ModelForm):
 
     def service_arguments(self, names: list[str]) -> dict[str, Any]:
         renamed = {} if self.adding else self.renamed_on_update
-        return {
-            renamed.get(name, name): list(value) if isinstance(value, models.QuerySet) else value
-            for name in names
-            for value in [self.cleaned_data[name]]
-        }
+        arguments = {}
+        for name in names:
+            value = self.cleaned_data[name]
+            arguments[renamed.get(name, name)] = list(value) if isinstance(value, models.QuerySet) else value
+        return arguments
 
     def values(self) -> dict[str, Any]:
         """The create service's keyword arguments: every field of the create request."""
@@ -174,8 +174,7 @@ class ServiceAdmin(admin.ModelAdmin):
     The admin declares the API requests its form checks (`create_request`, `update_request`, see
     `ServiceForm`); `add_form` is the add page's form where it differs; the add page shows no inlines
     (they list a saved record's relations). `fixed_on_change` are fields set on creation and read-only
-    after; the relations picked in two lists (`filter_horizontal`) are prefetched for the list's
-    columns. JSON fields start with CONTRACT 12's `schema_version` on the add form."""
+    after. JSON fields start with CONTRACT 12's `schema_version` on the add form."""
 
     form = ServiceForm
     add_form: type[forms.ModelForm] | None = None
@@ -215,9 +214,6 @@ class ServiceAdmin(admin.ModelAdmin):
 
     def get_inlines(self, request: HttpRequest, obj=None):
         return () if obj is None else super().get_inlines(request, obj)
-
-    def get_queryset(self, request: HttpRequest):
-        return super().get_queryset(request).prefetch_related(*self.filter_horizontal)
 
     def save_model(
         self, request: HttpRequest, obj: models.Model, form: forms.ModelForm, change: bool

@@ -64,7 +64,7 @@ class PermissionAdmin(InWorkspaceAdmin):
 
 
 def names_column(relation: str) -> Callable[[Any, Any], str]:
-    """A list column of a role's permissions, a membership's roles (prefetched: `filter_horizontal`)."""
+    """A list column of a role's permissions, a membership's roles (prefetched by `InWorkspaceAdmin`)."""
 
     @admin.display(description=relation)
     def column(model_admin: Any, record: Any) -> str:
@@ -80,10 +80,9 @@ def names(related) -> str:
 @admin.register(Role)
 class RoleAdmin(InWorkspaceAdmin):
     list_display = ("name", "workspace", "permission_names", "created_at", "id")
+    permission_names = names_column("permissions")
     search_fields = ("name", "=id", "workspace__slug")
     fields = api_fields(RoleSerializer)
-    filter_horizontal = ("permissions",)
-    permission_names = names_column("permissions")
     create_request = RoleCreateRequest
     update_request = RoleUpdateRequest
     create_service = staticmethod(services.create_role)
@@ -94,6 +93,7 @@ class RoleAdmin(InWorkspaceAdmin):
 @admin.register(Membership)
 class MembershipAdmin(InWorkspaceAdmin):
     list_display = ("account", "workspace", "project", "scope", "status", "role_names", "created_at")
+    role_names = names_column("roles")
     list_filter = ("status", "scope", "workspace")
     search_fields = ("account__email", "account__name", "workspace__slug", "=id")
     list_select_related = ("account", "workspace", "project")
@@ -102,8 +102,6 @@ class MembershipAdmin(InWorkspaceAdmin):
     fields = api_fields(MembershipSerializer)
     readonly_fields = (*RESOURCE_READONLY, "accepted_at")
     fixed_on_change = ("account", "workspace")
-    filter_horizontal = ("roles",)
-    role_names = names_column("roles")
     create_request = MembershipCreateRequest
     update_request = MembershipUpdateRequest
     create_service = staticmethod(services.create_membership)

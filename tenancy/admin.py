@@ -82,12 +82,10 @@ class WorkspaceAdmin(ServiceAdmin):
 
 class InWorkspaceAdmin(ServiceAdmin):
     """A record of one workspace: chosen by id on the add form, fixed after (the API never moves one); its
-    relations are the workspace's records (`InWorkspaceForm`), many-to-many ones picked in two lists
-    (`filter_horizontal`). `create_service` takes the workspace, then the form's `values()` and the
-    operator."""
+    relations are the workspace's records (`InWorkspaceForm`), many-to-many ones picked in two lists.
+    `create_service` takes the workspace, then the form's `values()` and the operator."""
 
     form = InWorkspaceForm
-
     list_filter = ("workspace",)
     list_select_related = ("workspace",)
     ordering = ("workspace__slug", "name")
@@ -103,12 +101,16 @@ class InWorkspaceAdmin(ServiceAdmin):
 
     def formfield_for_dbfield(self, db_field: Field, request: HttpRequest, **kwargs):
         if isinstance(db_field, ManyToManyField):  # no add-another link: a relation is picked, not made
-            kwargs.update(
-                form_class=InWorkspaceChoices,
+            return InWorkspaceChoices(
                 queryset=db_field.related_model.objects.select_related("workspace"),
+                required=False,
+                widget=admin.widgets.FilteredSelectMultiple(db_field.verbose_name, is_stacked=False),
             )
-            return self.formfield_for_manytomany(db_field, request, **kwargs)
         return super().formfield_for_dbfield(db_field, request, **kwargs)
+
+    def get_queryset(self, request: HttpRequest):
+        many = [field.name for field in self.model._meta.many_to_many if field.name in self.fields]
+        return super().get_queryset(request).prefetch_related(*many)  # for the list's names columns
 
 
 @admin.register(Project)
