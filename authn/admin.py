@@ -35,7 +35,7 @@ from iam.admin import (
 from iam.errors import ApiError
 from iam.fields import PERMISSION_NAME_MAX
 from rbac import policy
-from rbac.admin import names
+from rbac.admin import names_column
 from rbac.models import Membership
 from rbac.serializers import PermissionCheckRequest
 from tenancy.models import Project, Workspace
@@ -116,10 +116,7 @@ class MembershipInline(ReadOnlyInline):
     model = Membership
     fk_name = "account"
     fields = ("workspace", "project", "scope", "status", "role_names", "created_at")
-
-    @admin.display(description="roles")
-    def role_names(self, membership: Membership) -> str:
-        return names(membership.roles)
+    role_names = names_column("roles")
 
     def get_queryset(self, request: HttpRequest):
         return super().get_queryset(request).select_related("workspace", "project").prefetch_related("roles")

@@ -64,17 +64,14 @@ class PermissionAdmin(InWorkspaceAdmin):
 
 
 def names_column(relation: str) -> Callable[[Any, Any], str]:
-    """A list column of a role's permissions, a membership's roles (prefetched by `InWorkspaceAdmin`)."""
+    """A column of a role's permissions, a membership's roles, by name (prefetched by `InWorkspaceAdmin`
+    and the account page's inline)."""
 
     @admin.display(description=relation)
     def column(model_admin: Any, record: Any) -> str:
-        return names(getattr(record, relation))
+        return ", ".join(sorted(related.name for related in getattr(record, relation).all()))
 
     return column
-
-
-def names(related) -> str:
-    return ", ".join(sorted(record.name for record in related.all()))
 
 
 @admin.register(Role)

@@ -52,6 +52,7 @@ class InWorkspaceForm(ServiceForm):
             value = cleaned.get(name)
             many = isinstance(value, QuerySet)
             records = list(value) if many else [] if value is None else [value]
+            # An account belongs to no workspace: only records that carry one are checked.
             if any(getattr(record, "workspace_id", workspace.pk) != workspace.pk for record in records):
                 noun = self.fields[name].queryset.model._meta
                 what = noun.verbose_name_plural if many else f"a {noun.verbose_name}"
