@@ -1,6 +1,7 @@
 from rest_framework import serializers
 
 from iam.fields import Boolean, Description, Email, JsonObject, Name, String, Tags, Url, Uuid
+from iam.serializers import RECORD_TAIL, RecordRequest, UpdateRequest
 
 from .models import Account
 
@@ -8,19 +9,7 @@ from .models import Account
 class AccountSerializer(serializers.ModelSerializer):
     class Meta:
         model = Account
-        fields = [
-            "id",
-            "email",
-            "name",
-            "description",
-            "avatar_url",
-            "enabled",
-            "verified",
-            "tags",
-            "meta",
-            "created_at",
-            "updated_at",
-        ]
+        fields = ["id", "email", "name", "description", "avatar_url", "enabled", "verified", *RECORD_TAIL]
 
 
 class AccountBriefSerializer(serializers.ModelSerializer):
@@ -53,14 +42,12 @@ class AccountCreateRequest(serializers.Serializer):
     meta = JsonObject(required=False)
 
 
-class AccountUpdateRequest(AccountRef):
+class AccountUpdateRequest(UpdateRequest, AccountRef, RecordRequest):
     name = Name(required=False)
     description = Description()
     avatar_url = Url(required=False, allow_null=True)
     enabled = Boolean(required=False)
     verified = Boolean(required=False)
-    tags = Tags(required=False)
-    meta = JsonObject(required=False)
 
 
 class AccountDeleted(serializers.Serializer):

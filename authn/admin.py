@@ -23,28 +23,31 @@ from django.utils.html import format_html
 from accounts import services as accounts
 from accounts.models import Account, normalize_email
 from accounts.serializers import AccountCreateRequest, AccountUpdateRequest
-from iam.admin import RESOURCE_READONLY, ReadOnlyInline, ServiceAdmin, ServiceForm, changed, check_with
+from iam.admin import (
+    RESOURCE_READONLY,
+    ReadOnlyInline,
+    ServiceAdmin,
+    ServiceForm,
+    ViewOnly,
+    api_fields,
+    check_with,
+)
 from iam.errors import ApiError
 from iam.fields import PERMISSION_NAME_MAX
 from rbac import policy
+from rbac.admin import names_column
 from rbac.models import Membership
 from rbac.serializers import PermissionCheckRequest
 from tenancy.models import Project, Workspace
 
 from . import keys, services
 from .models import Credential, SigningKey
-
-ACCOUNT_FIELDS = ("name", "description", "avatar_url", "enabled", "verified", "tags", "meta")
+from .serializers import CredentialSerializer
 
 
 class AccountChangeForm(ServiceForm):
     update_request = AccountUpdateRequest  # the add form is AccountCreationForm
-    request_fields = ACCOUNT_FIELDS
     avatar_url = forms.URLField(required=False, max_length=2048, assume_scheme="https", empty_value=None)
-
-    class Meta:
-        model = Account
-        fields = (*ACCOUNT_FIELDS, "is_superuser")
 
 
 class AccountCreationForm(ServiceForm):
@@ -52,10 +55,6 @@ class AccountCreationForm(ServiceForm):
     create_partial = True  # the password is checked here, by the same rules
     password1 = forms.CharField(label="Password", strip=False, widget=forms.PasswordInput)
     password2 = forms.CharField(label="Password (again)", strip=False, widget=forms.PasswordInput)
-
-    class Meta:
-        model = Account
-        fields = ("email", "name", "verified", "is_superuser")
 
     def clean_email(self) -> str:
         return normalize_email(self.cleaned_data["email"])
@@ -69,9 +68,6 @@ class AccountCreationForm(ServiceForm):
                 accounts.check_password_rules(password)
             except ApiError as exc:
                 self.add_error("password1", exc.message)
-
-    def request_data(self, cleaned: dict[str, Any]) -> dict[str, Any]:
-        return {name: cleaned[name] for name in ("email", "name") if cleaned.get(name)}
 
 
 class SetPasswordForm(forms.Form):
@@ -120,11 +116,7 @@ class MembershipInline(ReadOnlyInline):
     model = Membership
     fk_name = "account"
     fields = ("workspace", "project", "scope", "status", "role_names", "created_at")
-    readonly_fields = fields
-
-    @admin.display(description="roles")
-    def role_names(self, membership: Membership) -> str:
-        return ", ".join(sorted(role.name for role in membership.roles.all()))
+    role_names = names_column("roles")
 
     def get_queryset(self, request: HttpRequest):
         return super().get_queryset(request).select_related("workspace", "project").prefetch_related("roles")
@@ -134,7 +126,6 @@ class CredentialInline(ReadOnlyInline):
     model = Credential
     fk_name = "account"
     fields = ("kind", "provider", "status", "workspace", "email", "last_used_at")
-    readonly_fields = fields
 
     def get_queryset(self, request: HttpRequest):
         return super().get_queryset(request).select_related("workspace")
@@ -169,6 +160,7 @@ class AccountAdmin(ServiceAdmin):
     )
     inlines = (MembershipInline, CredentialInline)
     actions = ("enable_accounts", "disable_accounts", "end_account_sessions")
+    delete_service = staticmethod(accounts.delete_account)
 
     @admin.display(description="password")
     def password_state(self, account: Account) -> str:
@@ -183,19 +175,11 @@ class AccountAdmin(ServiceAdmin):
         url = reverse("admin:accounts_account_check_access", args=[account.pk])
         return format_html('<a href="{}">check access</a> (why may this account do something?)', url)
 
-    def get_form(self, request: HttpRequest, obj=None, change=False, **kwargs):
-        if obj is None:
-            kwargs["form"] = self.add_form
-        return super().get_form(request, obj, change=change, **kwargs)
-
     def get_fieldsets(self, request: HttpRequest, obj=None):
         return self.add_fieldsets if obj is None else self.fieldsets
 
     def get_readonly_fields(self, request: HttpRequest, obj=None):
         return () if obj is None else self.readonly_fields
-
-    def get_inlines(self, request: HttpRequest, obj=None):
-        return () if obj is None else self.inlines
 
     def create(self, request: HttpRequest, form: forms.ModelForm) -> Account:
         data = form.cleaned_data
@@ -208,16 +192,13 @@ class AccountAdmin(ServiceAdmin):
             is_superuser=data["is_superuser"],
         )
 
-    def update(self, request: HttpRequest, current: Account, form: forms.ModelForm) -> Account:
-        changes = changed(form, ACCOUNT_FIELDS)
+    def update(self, request: HttpRequest, current: Account, form: ServiceForm) -> Account:
+        changes = form.changes()
         if changes:
             accounts.update_account(current, **changes, actor=request.user)
         if "is_superuser" in form.changed_data:
             accounts.set_operator(current, operator=form.cleaned_data["is_superuser"], actor=request.user)
         return current
-
-    def remove(self, request: HttpRequest, obj: Account) -> None:
-        accounts.delete_account(obj, actor=request.user)
 
     def _set_enabled(self, request: HttpRequest, queryset, enabled: bool) -> None:
         with transaction.atomic():
@@ -340,21 +321,7 @@ class CredentialAdmin(ServiceAdmin):
     list_filter = ("kind", "provider", "status", "workspace")
     search_fields = ("account__email", "email", "provider_id")
     list_select_related = ("account", "workspace")
-    fields = (
-        "id",
-        "account",
-        "workspace",
-        "kind",
-        "provider",
-        "provider_id",
-        "email",
-        "status",
-        "last_used_at",
-        "tags",
-        "meta",
-        "created_at",
-        "updated_at",
-    )
+    fields = api_fields(CredentialSerializer)
     readonly_fields = tuple(name for name in fields if name != "status")
 
     def has_add_permission(self, request: HttpRequest) -> bool:
@@ -362,16 +329,17 @@ class CredentialAdmin(ServiceAdmin):
 
     def update(self, request: HttpRequest, current: Credential, form: forms.ModelForm) -> Credential:
         # Through the service, as over the API: recorded, and a revoke ends the account's sessions.
-        return services.update_credential(current, **changed(form, ("status",)))
+        return services.update_credential(current, status=form.cleaned_data["status"])
 
     def remove(self, request: HttpRequest, obj: Credential) -> None:
         services.delete_credential(obj)
 
 
 @admin.register(SigningKey)
-class SigningKeyAdmin(admin.ModelAdmin):
+class SigningKeyAdmin(ViewOnly, admin.ModelAdmin):
     """The keys of asymmetric tokens (IAM_JWT_ALGORITHM EdDSA or ES256): public halves only, never the
-    private key. Read-only; the rotate action is the one change (`manage.py rotate_signing_key`)."""
+    private key. Read-only; the rotate action is the one change (`manage.py rotate_signing_key`). None is
+    deleted here: a key drops out by itself once the tokens it signed have expired."""
 
     list_display = ("kid", "algorithm", "created_at", "retired_at", "published")
     fields = ("kid", "algorithm", "public_key", "created_at", "retired_at", "published")
@@ -381,15 +349,6 @@ class SigningKeyAdmin(admin.ModelAdmin):
     @admin.display(boolean=True, description="In the JWKS document")
     def published(self, key: SigningKey) -> bool:
         return key.kid in {jwk["kid"] for jwk in keys.published_keys()}
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj=None) -> bool:
-        return False  # a key drops out by itself once the tokens it signed have expired
 
     @admin.action(description="Rotate: a new key signs from now on (select any key)")
     def rotate(self, request: HttpRequest, queryset) -> None:

@@ -2,6 +2,8 @@ from rest_framework import serializers
 
 from accounts.serializers import AccountBriefSerializer
 from iam.fields import Choice, DateTime, Email, JsonObject, Name, String, Tags, Uuid
+from iam.serializers import RECORD_TAIL
+from rbac.serializers import Deleted
 
 from .models import Credential
 
@@ -84,10 +86,7 @@ class CredentialSerializer(serializers.ModelSerializer):
             "provider_id",
             "email",
             "last_used_at",
-            "tags",
-            "meta",
-            "created_at",
-            "updated_at",
+            *RECORD_TAIL,
         ]
 
 
@@ -113,5 +112,5 @@ class CredentialUpdateRequest(CredentialRef):
     meta = JsonObject(required=False)
 
 
-class CredentialDeleted(serializers.Serializer):
-    id = serializers.UUIDField()
+class CredentialDeleted(Deleted):
+    pass

@@ -19,15 +19,14 @@ from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
-from iam.admin import RESOURCE_READONLY, ReadOnlyInline, ServiceAdmin, ServiceForm, changed
+from iam.admin import RESOURCE_READONLY, ReadOnlyInline, ServiceAdmin, ServiceForm, ViewOnly, api_fields
 from iam.errors import ApiError
+from tenancy.admin import InWorkspaceAdmin
 
 from . import push, services
 from .models import Client, Delivery, DeliveryAttempt
-from .serializers import ClientCreateRequest, ClientUpdateRequest
+from .serializers import ClientCreateRequest, ClientSerializer, ClientUpdateRequest
 
-CLIENT_FIELDS = ("name", "endpoint", "description", "tags", "meta")
-SCHEMA = {"schema_version": "1"}
 RECENT_DELIVERIES = 20
 
 SECRETS_PAGE = engines["django"].from_string(
@@ -46,15 +45,7 @@ SECRETS_PAGE = engines["django"].from_string(
 
 
 class ClientForm(ServiceForm):
-    create_request = ClientCreateRequest
-    update_request = ClientUpdateRequest
-    request_fields = CLIENT_FIELDS
-
     endpoint = forms.URLField(required=False, max_length=2048, assume_scheme="https", empty_value=None)
-
-    class Meta:
-        model = Client
-        fields = ("workspace", *CLIENT_FIELDS)
 
     def validate_unique(self) -> None:
         """`clean` says a name is taken in the API's words; the service checks again when it saves."""
@@ -91,38 +82,22 @@ def secrets_page(
 
 
 @admin.register(Client)
-class ClientAdmin(ServiceAdmin):
+class ClientAdmin(InWorkspaceAdmin):
     form = ClientForm
     list_display = ("name", "workspace", "endpoint", "created_at")
-    list_filter = ("workspace",)
     search_fields = ("name", "=id")
-    list_select_related = ("workspace",)
-    ordering = ("workspace__slug", "name")
-    raw_id_fields = ("workspace",)
-    fields = (
-        "id",
-        "workspace",
-        "name",
-        "endpoint",
-        "description",
-        "tags",
-        "meta",
-        "secret_version",
-        "created_by",
-        "created_at",
-        "updated_at",
-        "recent_deliveries",
-    )
+    fields = (*api_fields(ClientSerializer), "secret_version", "created_by", "recent_deliveries")
     readonly_fields = (*RESOURCE_READONLY, "secret_version", "created_by", "recent_deliveries")
-    json_initial = {"meta": SCHEMA}
     actions = ("regenerate_secrets",)
-
-    def get_readonly_fields(self, request: HttpRequest, obj=None):
-        return self.readonly_fields if obj is None else (*self.readonly_fields, "workspace")
+    create_request = ClientCreateRequest
+    update_request = ClientUpdateRequest
+    update_service = staticmethod(services.update_client)
+    delete_service = staticmethod(services.delete_client)
 
     def get_fields(self, request: HttpRequest, obj=None):
+        # The add page: what the create request takes, in the workspace chosen by id.
         if obj is None:
-            return ("workspace", *CLIENT_FIELDS)
+            return ("workspace", *(name for name in self.fields if name in ClientCreateRequest().fields))
         return self.fields
 
     @admin.display(description="recent deliveries")
@@ -159,16 +134,9 @@ class ClientAdmin(ServiceAdmin):
             client.pk,
         )
 
-    def create(self, request: HttpRequest, form: forms.ModelForm) -> Client:
-        data = form.cleaned_data
+    def create(self, request: HttpRequest, form: ServiceForm) -> Client:
         client, secret = services.create_client(
-            data["workspace"],
-            name=data["name"],
-            endpoint=data["endpoint"],
-            description=data["description"] or None,
-            tags=data["tags"],
-            meta=data["meta"],
-            actor=request.user,
+            form.cleaned_data["workspace"], **form.values(), actor=request.user
         )
         request._new_client_secret = secret  # for response_add, the one page that shows it
         return client
@@ -181,15 +149,6 @@ class ClientAdmin(ServiceAdmin):
         return secrets_page(
             self.admin_site, request, [(obj, secret)], reverse("admin:clients_client_change", args=[obj.pk])
         )
-
-    def update(self, request: HttpRequest, current: Client, form: forms.ModelForm) -> Client:
-        changes = changed(form, CLIENT_FIELDS)
-        if "description" in changes:
-            changes["description"] = changes["description"] or None
-        return services.update_client(current, **changes, actor=request.user)
-
-    def remove(self, request: HttpRequest, obj: Client) -> None:
-        services.delete_client(obj, actor=request.user)
 
     @admin.action(description="Regenerate secret")
     def regenerate_secrets(self, request: HttpRequest, queryset) -> HttpResponse:
@@ -206,12 +165,14 @@ class ClientAdmin(ServiceAdmin):
 class DeliveryAttemptInline(ReadOnlyInline):
     model = DeliveryAttempt
     fields = ("attempted_at", "status_code", "error", "duration_ms")
-    readonly_fields = fields
     show_change_link = False  # attempts have no page of their own
 
 
 @admin.register(Delivery)
-class DeliveryAdmin(ServiceAdmin):
+class DeliveryAdmin(ViewOnly, ServiceAdmin):
+    """Read-only: the retry action is the one change; `manage.py cleanup` drops finished deliveries after
+    IAM_OUTBOX_RETENTION_DAYS."""
+
     list_display = (
         "event_type",
         "event_id",
@@ -249,15 +210,6 @@ class DeliveryAdmin(ServiceAdmin):
     @admin.display(description="payload")
     def payload_shown(self, delivery: Delivery) -> str:
         return format_html("<pre>{}</pre>", json.dumps(delivery.payload, indent=2, sort_keys=True))
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
-        return False  # read-only; the retry action is the one change
-
-    def has_delete_permission(self, request: HttpRequest, obj=None) -> bool:
-        return False  # `manage.py cleanup` drops finished deliveries after IAM_OUTBOX_RETENTION_DAYS
 
     @admin.action(description="Retry failed deliveries")
     def retry_deliveries(self, request: HttpRequest, queryset) -> None:

@@ -5,15 +5,14 @@ from iam.fields import (
     Boolean,
     Description,
     Integer,
-    JsonObject,
     Name,
     PermissionName,
     String,
-    Tags,
     Url,
     Uuid,
 )
-from rbac.serializers import GrantPath
+from iam.serializers import RECORD_TAIL, RecordRequest, UpdateRequest
+from rbac.serializers import Deleted, GrantPath
 from tenancy.serializers import WorkspaceSerializer
 
 from .models import Client
@@ -27,18 +26,7 @@ class ClientSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Client
-        fields = [
-            "id",
-            "workspace",
-            "workspace_id",
-            "name",
-            "endpoint",
-            "description",
-            "tags",
-            "meta",
-            "created_at",
-            "updated_at",
-        ]
+        fields = ["id", "workspace", "workspace_id", "name", "endpoint", "description", *RECORD_TAIL]
 
 
 class ClientWithSecret(ClientSerializer):
@@ -52,8 +40,8 @@ class ClientRef(serializers.Serializer):
     id = Uuid()
 
 
-class ClientDeleted(serializers.Serializer):
-    id = serializers.UUIDField()
+class ClientDeleted(Deleted):
+    pass
 
 
 class SecretRegenerated(serializers.Serializer):
@@ -61,20 +49,14 @@ class SecretRegenerated(serializers.Serializer):
     secret = serializers.CharField()
 
 
-class ClientCreateRequest(serializers.Serializer):
+class ClientCreateRequest(RecordRequest):
     name = Name(min_length=1)
     endpoint = Url(required=False, allow_null=True)
     description = Description()
-    tags = Tags()
-    meta = JsonObject()
 
 
-class ClientUpdateRequest(ClientRef):
-    name = Name(required=False, min_length=1)
-    endpoint = Url(required=False, allow_null=True)
-    description = Description()
-    tags = Tags(required=False)
-    meta = JsonObject(required=False)
+class ClientUpdateRequest(UpdateRequest, ClientRef, ClientCreateRequest):
+    pass
 
 
 class ValidateRequest(serializers.Serializer):

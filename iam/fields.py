@@ -61,10 +61,18 @@ class Description(String):
 
 
 class Choice(serializers.ChoiceField):
-    """One of the choices, as a JSON string (no coercion of other types)."""
+    """One of the choices, as a JSON string (no coercion of other types: DRF's own takes `1` for `"1"`).
+    The refusal lists the choices; `listed=False` keeps the bare `invalid <field>` (a membership's scope
+    and status)."""
+
+    def __init__(self, choices, *, listed: bool = True, **kwargs):
+        self.listed = listed
+        super().__init__(choices, **kwargs)
 
     def to_internal_value(self, data) -> str:
         if not isinstance(data, str) or data not in self.choices:
+            if not self.listed:
+                self.fail("invalid_choice", input=data)
             raise Invalid(f"{self.field_name} must be one of {', '.join(self.choices)}")
         return data
 

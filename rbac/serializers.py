@@ -1,7 +1,8 @@
 from rest_framework import serializers
 
 from iam.api import require_one
-from iam.fields import Description, JsonObject, Name, PermissionName, Tags, Uuid, UuidList
+from iam.fields import Choice, Description, JsonObject, Name, PermissionName, Uuid, UuidList
+from iam.serializers import RECORD_TAIL, RecordRequest, UpdateRequest
 
 from .models import Membership, Permission, Role
 
@@ -9,17 +10,7 @@ from .models import Membership, Permission, Role
 class PermissionSerializer(serializers.ModelSerializer):
     class Meta:
         model = Permission
-        fields = [
-            "id",
-            "workspace_id",
-            "name",
-            "code",
-            "description",
-            "tags",
-            "meta",
-            "created_at",
-            "updated_at",
-        ]
+        fields = ["id", "workspace_id", "name", "code", "description", *RECORD_TAIL]
 
 
 class RoleSerializer(serializers.ModelSerializer):
@@ -27,17 +18,7 @@ class RoleSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Role
-        fields = [
-            "id",
-            "workspace_id",
-            "name",
-            "description",
-            "permissions",
-            "tags",
-            "meta",
-            "created_at",
-            "updated_at",
-        ]
+        fields = ["id", "workspace_id", "name", "description", "permissions", *RECORD_TAIL]
 
 
 class MembershipSerializer(serializers.ModelSerializer):
@@ -54,10 +35,7 @@ class MembershipSerializer(serializers.ModelSerializer):
             "status",
             "accepted_at",
             "roles",
-            "tags",
-            "meta",
-            "created_at",
-            "updated_at",
+            *RECORD_TAIL,
         ]
 
 
@@ -77,54 +55,36 @@ class PermissionRef(serializers.Serializer):
         return require_one(attrs, "id", "code")
 
 
-class PermissionCreateRequest(serializers.Serializer):
+class PermissionCreateRequest(RecordRequest):
     name = PermissionName()
     code = PermissionName(required=False, allow_null=True)
     description = Description()
-    tags = Tags()
-    meta = JsonObject()
 
 
-class PermissionUpdateRequest(IdRequest):
-    name = PermissionName(required=False)
-    code = PermissionName(required=False, allow_null=True)
-    description = Description()
-    tags = Tags(required=False)
-    meta = JsonObject(required=False)
+class PermissionUpdateRequest(UpdateRequest, IdRequest, PermissionCreateRequest):
+    pass
 
 
-class RoleCreateRequest(serializers.Serializer):
+class RoleCreateRequest(RecordRequest):
     name = Name()
     description = Description()
     permission_ids = UuidList(max_length=1000)
-    tags = Tags()
-    meta = JsonObject()
 
 
-class RoleUpdateRequest(IdRequest):
-    name = Name(required=False)
-    description = Description()
-    permission_ids = UuidList(required=False, max_length=1000)
-    tags = Tags(required=False)
-    meta = JsonObject(required=False)
+class RoleUpdateRequest(UpdateRequest, IdRequest, RoleCreateRequest):
+    pass
 
 
-class MembershipCreateRequest(serializers.Serializer):
+class MembershipCreateRequest(RecordRequest):
     account_id = Uuid()
-    scope = serializers.ChoiceField(choices=Membership.Scope.choices)
-    status = serializers.ChoiceField(choices=Membership.Status.choices)
+    scope = Choice(Membership.Scope.choices, listed=False)
+    status = Choice(Membership.Status.choices, listed=False)
     project_id = Uuid(required=False, allow_null=True)
     role_ids = UuidList(max_length=100)
-    tags = Tags()
-    meta = JsonObject()
 
 
-class MembershipUpdateRequest(IdRequest):
-    scope = serializers.ChoiceField(choices=Membership.Scope.choices, required=False)
-    status = serializers.ChoiceField(choices=Membership.Status.choices, required=False)
-    project_id = Uuid(required=False, allow_null=True)
-    role_ids = UuidList(required=False, max_length=100)
-    tags = Tags(required=False)
+class MembershipUpdateRequest(UpdateRequest, IdRequest, MembershipCreateRequest):
+    account_id = None  # a membership keeps its account
     meta = JsonObject(required=False, require_schema_version=False)  # SPEC 4: optional here
 
 
@@ -139,7 +99,7 @@ class GrantPath(serializers.Serializer):
     permission whose pattern matched (`*`, `resource:*`, `*:action` or the name itself)."""
 
     membership_id = serializers.UUIDField()
-    scope = serializers.ChoiceField(choices=Membership.Scope.choices)
+    scope = Choice(Membership.Scope.choices)
     project_id = serializers.UUIDField(allow_null=True)
     role_id = serializers.UUIDField()
     role = serializers.CharField()
@@ -151,6 +111,6 @@ class PermissionCheckResult(serializers.Serializer):
 
     allowed = serializers.BooleanField()
     matched = GrantPath(many=True)
-    reason = serializers.ChoiceField(
-        choices=["not_a_member", "not_active", "no_matching_permission", "account_disabled"], allow_null=True
+    reason = Choice(
+        ["not_a_member", "not_active", "no_matching_permission", "account_disabled"], allow_null=True
     )

@@ -1,7 +1,8 @@
 from rest_framework import serializers
 
 from iam.api import require_one
-from iam.fields import Description, JsonObject, Name, Slug, String, Tags, Uuid
+from iam.fields import Description, JsonObject, Name, Slug, String, Uuid
+from iam.serializers import RECORD_TAIL, RecordRequest, UpdateRequest
 
 from .models import Project, Workspace
 
@@ -11,7 +12,7 @@ CODE_MAX = 64
 class WorkspaceSerializer(serializers.ModelSerializer):
     class Meta:
         model = Workspace
-        fields = ["id", "name", "slug", "description", "config", "tags", "meta", "created_at", "updated_at"]
+        fields = ["id", "name", "slug", "description", "config", *RECORD_TAIL]
 
 
 class WorkspaceRef(serializers.Serializer):
@@ -22,21 +23,15 @@ class WorkspaceRef(serializers.Serializer):
         return require_one(attrs, "id", "slug")
 
 
-class WorkspaceCreateRequest(serializers.Serializer):
+class WorkspaceCreateRequest(RecordRequest):
     name = Name()
     slug = Slug(max_length=63)
     description = Description()
     config = JsonObject()
-    tags = Tags()
-    meta = JsonObject()
 
 
-class WorkspaceUpdateRequest(WorkspaceRef):
-    name = Name(required=False)
-    description = Description()
-    config = JsonObject(required=False)
-    tags = Tags(required=False)
-    meta = JsonObject(required=False)
+class WorkspaceUpdateRequest(UpdateRequest, WorkspaceRef, WorkspaceCreateRequest):
+    pass  # its slug is the reference's: an update does not change it
 
 
 class WorkspaceDeleted(serializers.Serializer):
@@ -71,22 +66,18 @@ class ProjectRef(serializers.Serializer):
         return require_one(attrs, "id", "code")
 
 
-class ProjectCreateRequest(serializers.Serializer):
+class ProjectCreateRequest(RecordRequest):
     name = Name()
     code = String(required=False, allow_null=True, min_length=1, max_length=CODE_MAX)
     description = Description()
     config = JsonObject()
-    tags = Tags()
-    meta = JsonObject()
 
 
-class ProjectUpdateRequest(ProjectRef):
+class ProjectUpdateRequest(UpdateRequest, ProjectRef, RecordRequest):
     name = Name(required=False)
     new_code = String(required=False, allow_null=True, min_length=1, max_length=CODE_MAX)
     description = Description()
     config = JsonObject(required=False)
-    tags = Tags(required=False)
-    meta = JsonObject(required=False)
 
 
 class ProjectDeleted(serializers.Serializer):
