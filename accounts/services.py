@@ -7,7 +7,7 @@ from django.db.models import F
 
 from iam import audit, events
 from iam.errors import ApiError
-from iam.service_helpers import UNSET, Unset, apply_changes, sent
+from iam.service_helpers import UNSET, Unset, emit, record, save_changes, save_new, sent
 
 from .account_cache import forget_account
 from .models import Account, normalize_email
@@ -61,13 +61,7 @@ def create_account(
         account.set_unusable_password()
     else:
         account.set_password(password)
-    account.save(force_insert=True)
-    audit.record(
-        "account.create",
-        resource=("account", account.pk),
-        changes=audit.created(account, ("email", "name", "verified", "is_superuser")),
-        actor=actor,
-    )
+    save_new(account, audited=("email", "name", "verified", "is_superuser"), actor=actor)
     return account
 
 
@@ -96,22 +90,20 @@ def update_account(
     flags_changed = any(
         name in changes and changes[name] != getattr(account, name) for name in ("enabled", "verified")
     )
-    audit.record_update(
-        "account.update",
-        resource=("account", account.pk),
-        changes=audit.diff(account, changes, UPDATABLE),
+    disabling = changes.get("enabled") is False and account.enabled
+    save_changes(
+        account,
+        {**changes, "updated_by": actor},
+        fields=(*UPDATABLE, "updated_by"),
+        audited=UPDATABLE,
         actor=actor,
     )
-    disabling = changes.get("enabled") is False and account.enabled
-    fields = apply_changes(account, changes, fields=UPDATABLE)
-    account.updated_by = actor
-    account.save(update_fields=[*fields, "updated_by"])
     forget_account(account.pk)
     if disabling:
         # CONTRACT 4: tokens issued before a disable stay dead once the account is enabled again.
         end_sessions(account)
     if flags_changed:
-        events.emit("account.updated", resource=("account", account.pk), account_ids=[account.pk])
+        emit(account, "updated", account_ids=[account.pk])
     return account
 
 
@@ -121,9 +113,9 @@ def set_operator(account: Account, *, operator: bool, actor: Account | None) -> 
     do everywhere, so cached copies go and the clients hear `account.updated` (CONTRACT 8)."""
     if account.is_superuser == operator:
         return account
-    audit.record(
-        "account.update",
-        resource=("account", account.pk),
+    record(
+        account,
+        "update",
         changes={"is_superuser": {"before": account.is_superuser, "after": operator}},
         actor=actor,
     )
@@ -131,7 +123,7 @@ def set_operator(account: Account, *, operator: bool, actor: Account | None) -> 
     account.updated_by = actor
     account.save(update_fields=["is_superuser", "updated_by"])
     forget_account(account.pk)
-    events.emit("account.updated", resource=("account", account.pk), account_ids=[account.pk])
+    emit(account, "updated", account_ids=[account.pk])
     return account
 
 
@@ -141,7 +133,7 @@ def clear_password(account: Account, *, actor: Account | None) -> None:
     ends every session, as a new password does (CONTRACT 5)."""
     account.set_unusable_password()
     account.save(update_fields=["password"])
-    audit.record("account.password_clear", resource=("account", account.pk), actor=actor)
+    record(account, "password_clear", actor=actor)
     end_sessions(account)
 
 
@@ -150,7 +142,7 @@ def set_password(account: Account, password: str) -> None:
     """A new password ends every session (CONTRACT 5)."""
     account.set_password(password)
     account.save(update_fields=["password"])
-    audit.record("account.password_set", resource=("account", account.pk))
+    record(account, "password_set")
     end_sessions(account)
 
 
@@ -176,14 +168,9 @@ def end_sessions(account: Account) -> int:
 def delete_account(account: Account, *, actor: Account | None) -> dict:
     summary = {"id": str(account.pk), "email": account.email}
     account_id = account.pk
-    audit.record(
-        "account.delete",
-        resource=("account", account_id),
-        changes=audit.removed(account, ("email", "name")),
-        actor=actor,
-    )
+    record(account, "delete", changes=audit.removed(account, ("email", "name")), actor=actor)
     # Resolved before the delete: the memberships that name the workspaces go with the account.
-    events.emit("account.deleted", resource=("account", account_id), account_ids=[account_id])
+    emit(account, "deleted", account_ids=[account_id])
     account.delete()  # CONTRACT 6: memberships and credentials cascade
     forget_account(account_id)
     return summary

@@ -21,7 +21,7 @@ from accounts.services import (
 )
 from iam import audit, cache, metrics
 from iam.errors import AUTHENTICATION_REQUIRED, ApiError
-from iam.service_helpers import UNSET, Unset, apply_changes, save_unique, sent, unique_conflict
+from iam.service_helpers import UNSET, Unset, record, save_changes, save_new, sent, unique_conflict
 from tenancy.models import Workspace
 from tenancy.workspace_cache import root_workspace
 
@@ -63,22 +63,23 @@ def create_password_account(
     # A registration racing this one past the check above gets the check's answer, not a 500.
     with unique_conflict("email already exists", "email", status=conflict_status):
         account = create_account(email=email, name=name, password=password, actor=actor, **fields)
-    credential = Credential.objects.create(
-        account=account,
-        workspace=root_workspace(),
+    _add_credential(
+        account,
+        actor=actor,
         kind=Credential.Kind.PASSWORD,
         provider=Credential.Provider.LOCAL,
         status=Credential.Status.PENDING,
         email=account.email,
     )
-    audit.record(
-        "credential.create",
-        resource=("credential", credential.pk),
-        workspace_id=credential.workspace_id,
-        changes=audit.created(credential, ("account_id", "kind", "provider", "status", "email")),
-        actor=actor,
-    )
     return account
+
+
+def _add_credential(account: Account, *, actor: Account | None, **fields: Any) -> Credential:
+    """A credential of the account, in the root workspace (CONTRACT 3: no tenant holds an account's
+    credential), recorded with each field given."""
+    credential = Credential(account=account, workspace=root_workspace(), **fields)
+    save_new(credential, audited=("account_id", *fields), actor=actor)
+    return credential
 
 
 def register(*, email: str, password: str, name: str | None) -> tuple[Account, dict]:
@@ -286,20 +287,13 @@ def update_credential(
     revoked = (
         changes.get("status") == Credential.Status.REVOKED and credential.status != Credential.Status.REVOKED
     )
-    audit.record_update(
-        "credential.update",
-        resource=("credential", credential.pk),
-        workspace_id=credential.workspace_id,
-        changes=audit.diff(credential, changes, CREDENTIAL_UPDATABLE),
-    )
-    fields = apply_changes(credential, changes, fields=CREDENTIAL_UPDATABLE)
-    _check_credential_conflicts(credential)
-    save_unique(
+    save_changes(
         credential,
+        changes,
+        fields=CREDENTIAL_UPDATABLE,
+        check=lambda: _check_credential_conflicts(credential),
         conflict="provider_id already exists",
         field="new_provider_id",
-        check=lambda: _check_credential_conflicts(credential),
-        update_fields=fields,
     )
     if secret is not None:
         set_password(account, secret)  # ends the sessions
@@ -314,25 +308,15 @@ def create_oauth_credential(
 ) -> Credential:
     """The active identity an OAuth provider vouched for (CONTRACT 10), in the root workspace
     (CONTRACT 3: no tenant holds an account's credential)."""
-    credential = Credential.objects.create(
-        account=account,
-        workspace=root_workspace(),
+    return _add_credential(
+        account,
+        actor=actor,
         kind=Credential.Kind.OAUTH,
         provider=provider,
         provider_id=provider_id,
         status=Credential.Status.ACTIVE,
         email=email,
     )
-    audit.record(
-        "credential.create",
-        resource=("credential", credential.pk),
-        workspace_id=credential.workspace_id,
-        changes=audit.created(
-            credential, ("account_id", "kind", "provider", "provider_id", "status", "email")
-        ),
-        actor=actor,
-    )
-    return credential
 
 
 @transaction.atomic
@@ -356,13 +340,8 @@ def revoke_credentials(
         usable = usable.exclude(pk=except_.pk)
     revoked = list(usable)
     for credential in revoked:
-        audit.record(
-            "credential.update",
-            resource=("credential", credential.pk),
-            workspace_id=credential.workspace_id,
-            changes={"status": {"before": credential.status, "after": Credential.Status.REVOKED}},
-            actor=actor,
-        )
+        changes = {"status": {"before": credential.status, "after": Credential.Status.REVOKED}}
+        record(credential, "update", changes=changes, actor=actor)
     Credential.objects.filter(pk__in=[credential.pk for credential in revoked]).update(
         status=Credential.Status.REVOKED, updated_at=timezone.now()
     )
@@ -384,12 +363,8 @@ def delete_credential(credential: Credential) -> dict:
     summary = {"id": str(credential.pk)}
     usable = credential.status != Credential.Status.REVOKED
     account = credential.account
-    audit.record(
-        "credential.delete",
-        resource=("credential", credential.pk),
-        workspace_id=credential.workspace_id,
-        changes=audit.removed(credential, ("account_id", "kind", "provider", "status", "provider_id")),
-    )
+    removed = audit.removed(credential, ("account_id", "kind", "provider", "status", "provider_id"))
+    record(credential, "delete", changes=removed)
     credential.delete()
     if usable:
         end_sessions(account)

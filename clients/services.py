@@ -6,16 +6,16 @@ from uuid import UUID
 from django.db import transaction
 
 from accounts.models import Account
-from iam import audit, crypto, events
+from iam import audit, crypto
 from iam.errors import ApiError
-from iam.service_helpers import UNSET, Unset, apply_changes, check_unique, save_unique, sent
+from iam.service_helpers import UNSET, Unset, apply_changes, emit, record, save_changes, save_new, sent
 from tenancy.models import Workspace
 
 from . import egress
 from .client_cache import forget_client
 from .models import Client, Delivery
 
-NAME_CONFLICT = "name already exists"
+NAME_CONFLICT = "name already exists"  # CONTRACT 12, as `unique=("name",)` answers it
 UPDATABLE = ("name", "endpoint", "description", "tags")  # what the audit log shows of a client
 
 
@@ -30,10 +30,6 @@ def get_client(workspace: Workspace, *, id: UUID) -> Client:
 def check_endpoint(endpoint: str | None) -> None:
     if endpoint and not egress.is_allowed(endpoint):
         raise ApiError(400, "endpoint not allowed", "endpoint")
-
-
-def _check_name(workspace: Workspace, name: str, *, exclude: UUID | None = None) -> None:
-    check_unique(Client.objects.in_workspace(workspace), exclude=exclude, name=name)
 
 
 def _set_secret(client: Client) -> str:
@@ -56,7 +52,6 @@ def create_client(
     """Returns the client and its plaintext secret, shown this once (SPEC 4 Clients rule 1)."""
     check_endpoint(endpoint)
     with transaction.atomic():
-        _check_name(workspace, name)
         client = Client(
             workspace=workspace,
             name=name,
@@ -67,14 +62,7 @@ def create_client(
             created_by=actor,
         )
         secret = _set_secret(client)
-        save_unique(client, conflict=NAME_CONFLICT, field="name")
-        audit.record(
-            "client.create",
-            resource=("client", client.pk),
-            workspace_id=workspace.pk,
-            changes=audit.created(client, UPDATABLE),
-            actor=actor,
-        )
+        save_new(client, audited=UPDATABLE, actor=actor, unique=("name",))
         forget_client(client.pk)  # drops a cached "unknown client" for this id
     return client, secret
 
@@ -94,17 +82,9 @@ def update_client(
         check_endpoint(changes["endpoint"])
         changes = {**changes, "endpoint": changes["endpoint"] or None}
     with transaction.atomic():
-        if "name" in changes and changes["name"] != client.name:
-            _check_name(client.workspace, changes["name"], exclude=client.pk)
-        audit.record_update(
-            "client.update",
-            resource=("client", client.pk),
-            workspace_id=client.workspace_id,
-            changes=audit.diff(client, changes, UPDATABLE),
-            actor=actor,
+        save_changes(
+            client, changes, fields=(*UPDATABLE, "meta"), audited=UPDATABLE, actor=actor, unique=("name",)
         )
-        fields = apply_changes(client, changes, fields=["name", "endpoint", "description", "tags", "meta"])
-        save_unique(client, conflict=NAME_CONFLICT, field="name", update_fields=fields)
         forget_client(client.pk)
     return client
 
@@ -113,13 +93,7 @@ def delete_client(client: Client, *, actor: Account | None) -> dict:
     """Destructive (SPEC 4): the client stops validating at once and its pending pushes are dropped."""
     summary = {"id": str(client.pk)}
     with transaction.atomic():
-        audit.record(
-            "client.delete",
-            resource=("client", client.pk),
-            workspace_id=client.workspace_id,
-            changes=audit.removed(client, ("name", "endpoint")),
-            actor=actor,
-        )
+        record(client, "delete", changes=audit.removed(client, ("name", "endpoint")), actor=actor)
         forget_client(client.pk)
         client.deliveries.filter(status=Delivery.Status.PENDING).update(status=Delivery.Status.FAILED)
         client.delete()
@@ -134,16 +108,6 @@ def regenerate_secret(client: Client, *, actor: Account | None) -> str:
         fields = apply_changes(client, {}, fields=[])
         client.save(update_fields=["secret_encrypted", "secret_digest", "secret_version", *fields])
         forget_client(client.pk)
-        audit.record(
-            "client.regenerate_secret",
-            resource=("client", client.pk),
-            workspace_id=client.workspace_id,
-            actor=actor,
-        )
-        events.emit(
-            "client.secret_rotated",
-            resource=("client", client.pk),
-            account_ids=[],
-            workspace_ids=[client.workspace_id],
-        )
+        record(client, "regenerate_secret", actor=actor)
+        emit(client, "secret_rotated", account_ids=[])
     return secret

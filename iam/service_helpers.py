@@ -6,6 +6,7 @@ from typing import Any, Final
 from django.db import IntegrityError, models, transaction
 from django.utils import timezone
 
+from iam import audit, events
 from iam.errors import ApiError
 
 
@@ -62,6 +63,124 @@ def save_unique(
     the answer when it cannot tell."""
     with unique_conflict(conflict, field, check=check, status=status):
         instance.save(**save_kwargs)
+
+
+def record(
+    instance: models.Model, verb: str, *, changes: Mapping[str, Any] | None = None, actor: Any = None
+) -> None:
+    """Writes the audit entry `<model>.<verb>` of `instance`, in the workspace it belongs to (a workspace in
+    its own, an account in none); `actor` as `audit.record` takes it."""
+    kind = instance._meta.model_name
+    audit.record(
+        f"{kind}.{verb}",
+        resource=(kind, instance.pk),
+        workspace_id=_workspace_of(instance),
+        changes=changes,
+        actor=actor,
+    )
+
+
+def emit(instance: models.Model, verb: str, *, account_ids: Iterable[Any]) -> None:
+    """Records the push event `<model>.<verb>` about `instance` (CONTRACT 8) for the workspace it belongs
+    to, or, when it belongs to none (an account), for every workspace of `account_ids`."""
+    kind, workspace_id = instance._meta.model_name, _workspace_of(instance)
+    workspace_ids = [workspace_id] if workspace_id is not None else None
+    events.emit(
+        f"{kind}.{verb}", resource=(kind, instance.pk), account_ids=account_ids, workspace_ids=workspace_ids
+    )
+
+
+def _workspace_of(instance: models.Model) -> Any:
+    return (
+        instance.pk if instance._meta.model_name == "workspace" else getattr(instance, "workspace_id", None)
+    )
+
+
+def save_new(
+    instance: models.Model,
+    *,
+    audited: Iterable[str],
+    actor: Any = None,
+    also: Mapping[str, Any] | None = None,
+    unique: tuple[str, ...] = (),
+    conflict: str | None = None,
+    field: str | None = None,
+) -> None:
+    """The write of a create service: inserts `instance` and records `<model>.create` with each `audited`
+    field and the relations in `also`. `unique` names the fields no other record of its workspace (of the
+    table, for one in no workspace) may share: CONTRACT 12's 409 `<field> already exists`, checked first
+    and again when a race past the check breaks a constraint (`save_unique`). Else `conflict` and `field`,
+    when given, are the answer to a broken constraint."""
+    values = {name: getattr(instance, name) for name in unique}
+    check, conflict, field = _uniqueness(instance, values, conflict, field)
+    if check is not None:
+        check()
+    _save(instance, check=check, conflict=conflict, field=field, force_insert=True)
+    record(instance, "create", changes=audit.created(instance, audited) | dict(also or {}), actor=actor)
+
+
+def save_changes(
+    instance: models.Model,
+    changes: Mapping[str, Any],
+    *,
+    fields: Iterable[str],
+    audited: Iterable[str] | None = None,
+    actor: Any = None,
+    also: Mapping[str, Any] | None = None,
+    unique: tuple[str, ...] = (),
+    check: Callable[[], None] | None = None,
+    conflict: str | None = None,
+    field: str | None = None,
+) -> None:
+    """The write of an update service (SPEC 1: only what is sent changes): applies `changes` to `fields`,
+    records `<model>.update` with the before and after of each `audited` field (by default `fields`) it
+    changes and the relations in `also` (no entry when nothing changes), and saves. `unique`, `conflict`
+    and `field` as `save_new` takes them; `check`, for a rule `unique` cannot say, runs once `instance`
+    holds the changes, and again on a broken constraint."""
+    fields = list(fields)
+    entry = audit.diff(instance, changes, fields if audited is None else audited) | dict(also or {})
+    if unique:
+        check, conflict, field = _uniqueness(
+            instance, {name: changes.get(name) for name in unique}, None, None
+        )
+    update_fields = apply_changes(instance, changes, fields=fields)
+    if check is not None:
+        check()
+    if entry:
+        record(instance, "update", changes=entry, actor=actor)
+    _save(instance, check=check, conflict=conflict, field=field, update_fields=update_fields)
+
+
+def _uniqueness(
+    instance: models.Model, values: Mapping[str, Any], conflict: str | None, field: str | None
+) -> tuple[Callable[[], None] | None, str | None, str | None]:
+    """The check, conflict and field of `save_new` and `save_changes` for the unique fields in `values`."""
+    if not values:
+        return None, conflict, field
+    objects = type(instance)._default_manager
+    peers = (
+        objects.filter(workspace_id=instance.workspace_id) if hasattr(instance, "workspace_id") else objects
+    )
+    names = list(values)
+    return (
+        lambda: check_unique(peers.all(), exclude=instance.pk, **values),
+        f"{' or '.join(names)} already exists",
+        names[0],
+    )
+
+
+def _save(
+    instance: models.Model,
+    *,
+    check: Callable[[], None] | None,
+    conflict: str | None,
+    field: str | None,
+    **save_kwargs: Any,
+) -> None:
+    if conflict is None:
+        instance.save(**save_kwargs)
+    else:
+        save_unique(instance, conflict=conflict, field=field, check=check, **save_kwargs)
 
 
 @contextmanager
