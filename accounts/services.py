@@ -1,4 +1,4 @@
-from typing import Any
+from typing import Unpack
 
 from django.contrib.auth.password_validation import validate_password
 from django.core.exceptions import ValidationError
@@ -7,12 +7,18 @@ from django.db.models import F
 
 from iam import audit, events
 from iam.errors import ApiError
-from iam.service_helpers import UNSET, Unset, emit, record, save_changes, save_new, sent
+from iam.service_helpers import Described, emit, record, save_changes, save_new, updates
 
 from .account_cache import forget_account
 from .models import Account, normalize_email
 
 UPDATABLE = ("name", "description", "avatar_url", "enabled", "verified", "tags", "meta")
+
+
+class AccountChanges(Described, total=False):
+    avatar_url: str | None
+    enabled: bool
+    verified: bool
 
 
 def check_password_rules(password: str, account: Account | None = None) -> None:
@@ -65,28 +71,9 @@ def create_account(
     return account
 
 
+@updates
 @transaction.atomic
-def update_account(
-    account: Account,
-    *,
-    name: str | Unset = UNSET,
-    description: str | Unset | None = UNSET,
-    avatar_url: str | Unset | None = UNSET,
-    enabled: bool | Unset = UNSET,
-    verified: bool | Unset = UNSET,
-    tags: list[str] | Unset = UNSET,
-    meta: dict[str, Any] | Unset = UNSET,
-    actor: Account | None,
-) -> Account:
-    changes = sent(
-        name=name,
-        description=description,
-        avatar_url=avatar_url,
-        enabled=enabled,
-        verified=verified,
-        tags=tags,
-        meta=meta,
-    )
+def update_account(account: Account, *, actor: Account | None, **changes: Unpack[AccountChanges]) -> Account:
     flags_changed = any(
         name in changes and changes[name] != getattr(account, name) for name in ("enabled", "verified")
     )

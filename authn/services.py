@@ -1,6 +1,6 @@
 import hashlib
 from datetime import datetime
-from typing import Any
+from typing import Any, Unpack
 from uuid import UUID
 
 from django.conf import settings
@@ -21,7 +21,7 @@ from accounts.services import (
 )
 from iam import audit, cache, metrics
 from iam.errors import AUTHENTICATION_REQUIRED, ApiError
-from iam.service_helpers import UNSET, Unset, record, save_changes, save_new, sent, unique_conflict
+from iam.service_helpers import Tagged, record, renamed, save_changes, save_new, unique_conflict, updates
 from tenancy.models import Workspace
 from tenancy.workspace_cache import root_workspace
 
@@ -215,6 +215,15 @@ def update_password(*, token: str, password: str) -> Account:
 CREDENTIAL_UPDATABLE = ("kind", "provider", "status", "provider_id", "email", "last_used_at", "tags", "meta")
 
 
+class CredentialChanges(Tagged, total=False):
+    kind: str
+    provider: str
+    status: str
+    new_provider_id: str | None  # the API's names for `provider_id` and `email` (SPEC 4)
+    new_email: str | None
+    last_used_at: datetime | None
+
+
 def find_credential(
     workspace: Workspace,
     *,
@@ -250,32 +259,14 @@ def _check_credential_conflicts(credential: Credential) -> None:
         raise ApiError(409, "provider_id already exists", "new_provider_id")
 
 
+@updates
 @transaction.atomic
 def update_credential(
-    credential: Credential,
-    *,
-    kind: str | Unset = UNSET,
-    provider: str | Unset = UNSET,
-    status: str | Unset = UNSET,
-    new_provider_id: str | Unset | None = UNSET,
-    new_email: str | Unset | None = UNSET,
-    secret: str | None = None,
-    last_used_at: datetime | Unset | None = UNSET,
-    tags: list[str] | Unset = UNSET,
-    meta: dict[str, Any] | Unset = UNSET,
+    credential: Credential, *, secret: str | None = None, **changes: Unpack[CredentialChanges]
 ) -> Credential:
     """`secret` on a password credential sets the account's password (argon2, CONTRACT 12). A new password
-    or a credential revoked ends every session of the account."""
-    changes = sent(
-        kind=kind,
-        provider=provider,
-        status=status,
-        provider_id=new_provider_id,
-        email=new_email,
-        last_used_at=last_used_at,
-        tags=tags,
-        meta=meta,
-    )
+    or a credential revoked ends every session of the account. No `actor`: the request's is recorded."""
+    changes = renamed(changes, new_provider_id="provider_id", new_email="email")
     if secret is not None and changes.get("kind", credential.kind) != Credential.Kind.PASSWORD:
         raise ApiError(400, "secret applies to password credentials only", "secret")
     account = credential.account

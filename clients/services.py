@@ -1,6 +1,6 @@
 """Every write to clients (SPEC 4 Clients, CONTRACT 7): the API and the admin call these."""
 
-from typing import Any
+from typing import Any, Unpack
 from uuid import UUID
 
 from django.db import transaction
@@ -8,7 +8,7 @@ from django.db import transaction
 from accounts.models import Account
 from iam import audit, crypto
 from iam.errors import ApiError
-from iam.service_helpers import UNSET, Unset, apply_changes, emit, record, save_changes, save_new, sent
+from iam.service_helpers import Described, apply_changes, emit, record, save_changes, save_new, updates
 from tenancy.models import Workspace
 
 from . import egress
@@ -17,6 +17,10 @@ from .models import Client, Delivery
 
 NAME_CONFLICT = "name already exists"  # CONTRACT 12, as `unique=("name",)` answers it
 UPDATABLE = ("name", "endpoint", "description", "tags")  # what the audit log shows of a client
+
+
+class ClientChanges(Described, total=False):
+    endpoint: str | None
 
 
 def get_client(workspace: Workspace, *, id: UUID) -> Client:
@@ -67,17 +71,8 @@ def create_client(
     return client, secret
 
 
-def update_client(
-    client: Client,
-    *,
-    name: str | Unset = UNSET,
-    endpoint: str | Unset | None = UNSET,
-    description: str | Unset | None = UNSET,
-    tags: list[str] | Unset = UNSET,
-    meta: dict[str, Any] | Unset = UNSET,
-    actor: Account | None,
-) -> Client:
-    changes = sent(name=name, endpoint=endpoint, description=description, tags=tags, meta=meta)
+@updates
+def update_client(client: Client, *, actor: Account | None, **changes: Unpack[ClientChanges]) -> Client:
     if "endpoint" in changes:
         check_endpoint(changes["endpoint"])
         changes = {**changes, "endpoint": changes["endpoint"] or None}

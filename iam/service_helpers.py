@@ -1,7 +1,8 @@
+import functools
+import inspect
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from enum import Enum
-from typing import Any, Final
+from typing import Any, TypedDict, TypeVar, get_args
 
 from django.db import IntegrityError, models, transaction
 from django.utils import timezone
@@ -10,22 +11,43 @@ from iam import audit, events
 from iam.errors import ApiError
 
 
-class Unset(Enum):
-    """The type of `UNSET`: an update service's default for "not sent", so that None can mean "set to
-    null" (SPEC 1: only what is sent changes)."""
+class Tagged(TypedDict, total=False):
+    """What an update service may be sent for every resource. An update service takes its changes as
+    `**changes: Unpack[<such a TypedDict>]` under `@updates`: a key left out is not sent, None sets null
+    (SPEC 1: only what is sent changes)."""
 
-    UNSET = "UNSET"
-
-    def __repr__(self) -> str:
-        return "UNSET"
-
-
-UNSET: Final = Unset.UNSET
+    tags: list[str]
+    meta: dict[str, Any]
 
 
-def sent(**values: Any) -> dict[str, Any]:
-    """The keyword arguments an update service was given, without those left `UNSET`."""
-    return {name: value for name, value in values.items() if value is not UNSET}
+class Described(Tagged, total=False):
+    name: str
+    description: str | None
+
+
+Service = TypeVar("Service", bound=Callable[..., Any])
+
+
+def updates(service: Service) -> Service:
+    """Makes an update service refuse a change its `**changes: Unpack[X]` does not declare, as Python
+    refuses a misspelled keyword argument (TypeError), instead of letting it vanish (issue 13)."""
+    signature = inspect.signature(service, eval_str=True)
+    (declared,) = get_args(signature.parameters["changes"].annotation)
+    allowed = frozenset(declared.__annotations__)
+
+    @functools.wraps(service)
+    def checked(*args: Any, **kwargs: Any) -> Any:
+        unexpected = sorted(signature.bind(*args, **kwargs).arguments.get("changes", {}).keys() - allowed)
+        if unexpected:
+            raise TypeError(f"{service.__qualname__}() got an unexpected keyword argument '{unexpected[0]}'")
+        return service(*args, **kwargs)
+
+    return checked  # type: ignore[return-value]
+
+
+def renamed(changes: Mapping[str, Any], **names: str) -> dict[str, Any]:
+    """`changes` with the keys the API renames (`new_code="code"`) under their field's name."""
+    return {names.get(key, key): value for key, value in changes.items()}
 
 
 def apply_changes(instance: models.Model, changes: Mapping[str, Any], *, fields: Iterable[str]) -> list[str]:

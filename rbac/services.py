@@ -4,7 +4,7 @@ and records the push event CONTRACT 8 owes, in the same transaction."""
 
 from collections.abc import Iterable
 from datetime import timedelta
-from typing import Any
+from typing import Unpack
 from uuid import UUID
 
 from django.db import transaction
@@ -14,7 +14,7 @@ from django.utils import timezone
 from accounts.models import Account
 from iam import audit, outbox
 from iam.errors import ApiError
-from iam.service_helpers import UNSET, Unset, emit, record, save_changes, save_new, sent
+from iam.service_helpers import Described, Tagged, emit, record, save_changes, save_new, updates
 from tenancy.models import Project, Workspace
 from tenancy.workspace_cache import forget_authorization
 
@@ -26,6 +26,16 @@ ROLE_FIELDS = ("name", "description", "tags", "meta")
 MEMBERSHIP_FIELDS = ("scope", "status", "project", "tags", "meta", "accepted_at")
 OWNER_ROLE = "owner"
 ALL_PERMISSIONS = "*"
+
+
+class PermissionChanges(Described, total=False):
+    code: str | None
+
+
+class MembershipChanges(Tagged, total=False):
+    scope: str
+    status: str
+    project: Project | None
 
 
 def resolve(queryset: QuerySet, ids: Iterable[UUID], *, field: str) -> list:
@@ -141,18 +151,11 @@ def create_permission(
     return permission
 
 
+@updates
 @transaction.atomic
 def update_permission(
-    permission: Permission,
-    *,
-    name: str | Unset = UNSET,
-    code: str | Unset | None = UNSET,
-    description: str | Unset | None = UNSET,
-    tags: list[str] | Unset = UNSET,
-    meta: dict[str, Any] | Unset = UNSET,
-    actor: Account | None,
+    permission: Permission, *, actor: Account | None, **changes: Unpack[PermissionChanges]
 ) -> Permission:
-    changes = sent(name=name, code=code, description=description, tags=tags, meta=meta)
     renamed = "name" in changes and changes["name"] != permission.name
     if renamed:
         policy.require_grantable(actor, permission.workspace_id, [changes["name"]])
@@ -214,19 +217,16 @@ def create_role(
     return role
 
 
+@updates
 @transaction.atomic
 def update_role(
     role: Role,
     *,
-    name: str | Unset = UNSET,
-    description: str | Unset | None = UNSET,
-    tags: list[str] | Unset = UNSET,
-    meta: dict[str, Any] | Unset = UNSET,
     permissions: list[Permission] | None = None,
     actor: Account | None,
+    **changes: Unpack[Described],
 ) -> Role:
     """`permissions` replaces the attached permissions (SPEC 1)."""
-    changes = sent(name=name, description=description, tags=tags, meta=meta)
     if permissions is not None:
         policy.require_grantable(actor, role.workspace_id, [permission.name for permission in permissions])
     changed = "name" in changes and changes["name"] != role.name
@@ -363,20 +363,17 @@ def granted_by(roles: Iterable[Role]) -> list[str]:
     )
 
 
+@updates
 @transaction.atomic
 def update_membership(
     membership: Membership,
     *,
-    scope: str | Unset = UNSET,
-    status: str | Unset = UNSET,
-    project: Project | Unset | None = UNSET,
-    tags: list[str] | Unset = UNSET,
-    meta: dict[str, Any] | Unset = UNSET,
     roles: list[Role] | None = None,
     actor: Account | None,
+    **changes: Unpack[MembershipChanges],
 ) -> Membership:
     """`roles` replaces the assigned roles (CONTRACT 6). Moving to workspace scope drops the project."""
-    changes = sent(scope=scope, status=status, project=project, tags=tags, meta=meta)
+    changes = dict(changes)
     scope = changes.get("scope", membership.scope)
     if scope == Membership.Scope.WORKSPACE and "scope" in changes and "project" not in changes:
         changes["project"] = None

@@ -1,7 +1,7 @@
 """Writes to workspaces and projects. Creating a workspace also makes its owner, which is RBAC's business:
 see `rbac.services.create_workspace`."""
 
-from typing import Any
+from typing import Any, Unpack
 
 from django.conf import settings
 from django.db import transaction
@@ -9,7 +9,7 @@ from django.db import transaction
 from accounts.models import Account
 from iam import audit
 from iam.errors import ApiError
-from iam.service_helpers import UNSET, Unset, emit, record, save_changes, save_new, sent
+from iam.service_helpers import Described, emit, record, renamed, save_changes, save_new, updates
 
 from .models import Project, Workspace
 from .workspace_cache import forget_authorization, forget_workspace
@@ -18,22 +18,23 @@ WORKSPACE_FIELDS = ("name", "description", "config", "tags", "meta")
 PROJECT_FIELDS = ("name", "code", "description", "config", "tags", "meta")
 
 
+class WorkspaceChanges(Described, total=False):
+    config: dict[str, Any]
+
+
+class ProjectChanges(WorkspaceChanges, total=False):
+    new_code: str | None  # the API's name for `code` (SPEC 4)
+
+
 def _member_ids(memberships) -> list:
     return list(memberships.values_list("account_id", flat=True).distinct())
 
 
+@updates
 @transaction.atomic
 def update_workspace(
-    workspace: Workspace,
-    *,
-    name: str | Unset = UNSET,
-    description: str | Unset | None = UNSET,
-    config: dict[str, Any] | Unset = UNSET,
-    tags: list[str] | Unset = UNSET,
-    meta: dict[str, Any] | Unset = UNSET,
-    actor: Account | None,
+    workspace: Workspace, *, actor: Account | None, **changes: Unpack[WorkspaceChanges]
 ) -> Workspace:
-    changes = sent(name=name, description=description, config=config, tags=tags, meta=meta)
     save_changes(workspace, changes, fields=WORKSPACE_FIELDS, actor=actor)
     forget_workspace(workspace)
     emit(workspace, "updated", account_ids=[])
@@ -85,22 +86,12 @@ def create_project(
     return project
 
 
+@updates
 @transaction.atomic
-def update_project(
-    project: Project,
-    *,
-    name: str | Unset = UNSET,
-    new_code: str | Unset | None = UNSET,
-    description: str | Unset | None = UNSET,
-    config: dict[str, Any] | Unset = UNSET,
-    tags: list[str] | Unset = UNSET,
-    meta: dict[str, Any] | Unset = UNSET,
-    actor: Account | None,
-) -> Project:
-    changes = sent(name=name, code=new_code, description=description, config=config, tags=tags, meta=meta)
+def update_project(project: Project, *, actor: Account | None, **changes: Unpack[ProjectChanges]) -> Project:
     save_changes(
         project,
-        changes,
+        renamed(changes, new_code="code"),
         fields=PROJECT_FIELDS,
         actor=actor,
         unique=("name", "code"),
