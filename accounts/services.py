@@ -7,7 +7,7 @@ from django.db.models import F
 
 from iam import audit, events
 from iam.errors import ApiError
-from iam.service_helpers import Described, emit, record, save_changes, save_new, updates
+from iam.service_helpers import Described, emit, record, save_changes, save_new, strict
 
 from .account_cache import forget_account
 from .models import Account, normalize_email
@@ -71,7 +71,7 @@ def create_account(
     return account
 
 
-@updates
+@strict
 @transaction.atomic
 def update_account(account: Account, *, actor: Account | None, **changes: Unpack[AccountChanges]) -> Account:
     flags_changed = any(

@@ -21,7 +21,7 @@ from accounts.services import (
 )
 from iam import audit, cache, metrics
 from iam.errors import AUTHENTICATION_REQUIRED, ApiError
-from iam.service_helpers import Tagged, record, renamed, save_changes, save_new, unique_conflict, updates
+from iam.service_helpers import Tagged, record, renamed, save_changes, save_new, strict, unique_conflict
 from tenancy.models import Workspace
 from tenancy.workspace_cache import root_workspace
 
@@ -259,7 +259,7 @@ def _check_credential_conflicts(credential: Credential) -> None:
         raise ApiError(409, "provider_id already exists", "new_provider_id")
 
 
-@updates
+@strict
 @transaction.atomic
 def update_credential(
     credential: Credential, *, secret: str | None = None, **changes: Unpack[CredentialChanges]

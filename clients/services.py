@@ -1,6 +1,6 @@
 """Every write to clients (SPEC 4 Clients, CONTRACT 7): the API and the admin call these."""
 
-from typing import Any, Unpack
+from typing import NotRequired, Unpack
 from uuid import UUID
 
 from django.db import transaction
@@ -8,7 +8,16 @@ from django.db import transaction
 from accounts.models import Account
 from iam import audit, crypto
 from iam.errors import ApiError
-from iam.service_helpers import Described, apply_changes, emit, record, save_changes, save_new, updates
+from iam.service_helpers import (
+    Described,
+    NewResource,
+    apply_changes,
+    emit,
+    record,
+    save_changes,
+    save_new,
+    strict,
+)
 from tenancy.models import Workspace
 
 from . import egress
@@ -17,6 +26,10 @@ from .models import Client, Delivery
 
 NAME_CONFLICT = "name already exists"  # CONTRACT 12, as `unique=("name",)` answers it
 UPDATABLE = ("name", "endpoint", "description", "tags")  # what the audit log shows of a client
+
+
+class NewClient(NewResource):
+    endpoint: NotRequired[str | None]
 
 
 class ClientChanges(Described, total=False):
@@ -43,35 +56,22 @@ def _set_secret(client: Client) -> str:
     return secret
 
 
+@strict
 def create_client(
-    workspace: Workspace,
-    *,
-    name: str,
-    endpoint: str | None = None,
-    description: str | None = None,
-    tags: list[str],
-    meta: dict[str, Any],
-    actor: Account | None,
+    workspace: Workspace, *, actor: Account | None, **fields: Unpack[NewClient]
 ) -> tuple[Client, str]:
     """Returns the client and its plaintext secret, shown this once (SPEC 4 Clients rule 1)."""
+    endpoint = fields.pop("endpoint", None) or None
     check_endpoint(endpoint)
     with transaction.atomic():
-        client = Client(
-            workspace=workspace,
-            name=name,
-            endpoint=endpoint or None,
-            description=description,
-            tags=tags,
-            meta=meta,
-            created_by=actor,
-        )
+        client = Client(workspace=workspace, endpoint=endpoint, created_by=actor, **fields)
         secret = _set_secret(client)
         save_new(client, audited=UPDATABLE, actor=actor, unique=("name",))
         forget_client(client.pk)  # drops a cached "unknown client" for this id
     return client, secret
 
 
-@updates
+@strict
 def update_client(client: Client, *, actor: Account | None, **changes: Unpack[ClientChanges]) -> Client:
     if "endpoint" in changes:
         check_endpoint(changes["endpoint"])

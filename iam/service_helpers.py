@@ -2,7 +2,7 @@ import functools
 import inspect
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any, TypedDict, TypeVar, get_args
+from typing import Any, NotRequired, TypedDict, TypeVar, get_args
 
 from django.db import IntegrityError, models, transaction
 from django.utils import timezone
@@ -12,9 +12,9 @@ from iam.errors import ApiError
 
 
 class Tagged(TypedDict, total=False):
-    """What an update service may be sent for every resource. An update service takes its changes as
-    `**changes: Unpack[<such a TypedDict>]` under `@updates`: a key left out is not sent, None sets null
-    (SPEC 1: only what is sent changes)."""
+    """What an update service may be sent for every resource. A service takes a record's fields as
+    `**changes: Unpack[<such a TypedDict>]` (`**fields` for a create) under `@strict`. In an update a key
+    left out is not sent, None sets null (SPEC 1: only what is sent changes)."""
 
     tags: list[str]
     meta: dict[str, Any]
@@ -25,21 +25,34 @@ class Described(Tagged, total=False):
     description: str | None
 
 
+class NewResource(TypedDict):
+    """What a create service is sent for a named resource (SPEC 1: `tags` and `meta` are required)."""
+
+    name: str
+    tags: list[str]
+    meta: dict[str, Any]
+    description: NotRequired[str | None]
+
+
 Service = TypeVar("Service", bound=Callable[..., Any])
 
 
-def updates(service: Service) -> Service:
-    """Makes an update service refuse a change its `**changes: Unpack[X]` does not declare, as Python
-    refuses a misspelled keyword argument (TypeError), instead of letting it vanish (issue 13)."""
+def strict(service: Service) -> Service:
+    """Makes a service that takes `**fields: Unpack[X]` refuse a keyword X does not declare and require
+    those X requires, as Python does for named keyword arguments (TypeError): a misspelled change must
+    fail, not vanish (issue 13)."""
     signature = inspect.signature(service, eval_str=True)
-    (declared,) = get_args(signature.parameters["changes"].annotation)
+    (var_keyword,) = (p for p in signature.parameters.values() if p.kind is inspect.Parameter.VAR_KEYWORD)
+    (declared,) = get_args(var_keyword.annotation)
     allowed = frozenset(declared.__annotations__)
 
     @functools.wraps(service)
     def checked(*args: Any, **kwargs: Any) -> Any:
-        unexpected = sorted(signature.bind(*args, **kwargs).arguments.get("changes", {}).keys() - allowed)
-        if unexpected:
+        given = signature.bind(*args, **kwargs).arguments.get(var_keyword.name, {}).keys()
+        if unexpected := sorted(given - allowed):
             raise TypeError(f"{service.__qualname__}() got an unexpected keyword argument '{unexpected[0]}'")
+        if missing := sorted(declared.__required_keys__ - given):
+            raise TypeError(f"{service.__qualname__}() missing required keyword argument '{missing[0]}'")
         return service(*args, **kwargs)
 
     return checked  # type: ignore[return-value]

@@ -4,7 +4,7 @@ and records the push event CONTRACT 8 owes, in the same transaction."""
 
 from collections.abc import Iterable
 from datetime import timedelta
-from typing import Unpack
+from typing import Any, NotRequired, Unpack
 from uuid import UUID
 
 from django.db import transaction
@@ -14,7 +14,7 @@ from django.utils import timezone
 from accounts.models import Account
 from iam import audit, outbox
 from iam.errors import ApiError
-from iam.service_helpers import Described, Tagged, emit, record, save_changes, save_new, updates
+from iam.service_helpers import Described, NewResource, Tagged, emit, record, save_changes, save_new, strict
 from tenancy.models import Project, Workspace
 from tenancy.workspace_cache import forget_authorization
 
@@ -28,8 +28,9 @@ OWNER_ROLE = "owner"
 ALL_PERMISSIONS = "*"
 
 
-class PermissionChanges(Described, total=False):
-    code: str | None
+class NewWorkspace(NewResource):
+    slug: str
+    config: dict[str, Any]
 
 
 class MembershipChanges(Tagged, total=False):
@@ -67,19 +68,11 @@ def _active_holders(memberships: QuerySet) -> list[UUID]:
 # Workspaces
 
 
+@strict
 @transaction.atomic
-def create_workspace(
-    *,
-    name: str,
-    slug: str,
-    config: dict,
-    tags: list[str],
-    meta: dict,
-    description: str | None = None,
-    owner: Account,
-) -> Workspace:
+def create_workspace(*, owner: Account, **fields: Unpack[NewWorkspace]) -> Workspace:
     """CONTRACT 4: the creator becomes the owner, in the same transaction."""
-    workspace = Workspace(name=name, slug=slug, description=description, config=config, tags=tags, meta=meta)
+    workspace = Workspace(**fields)
     save_new(
         workspace,
         audited=("name", "slug", "description", "tags"),
@@ -127,31 +120,28 @@ def ensure_owner(workspace: Workspace, account: Account) -> Membership:
 # Permissions
 
 
+class NewPermission(NewResource):
+    code: NotRequired[str | None]
+
+
+@strict
 @transaction.atomic
 def create_permission(
-    workspace: Workspace,
-    *,
-    name: str,
-    tags: list[str],
-    meta: dict,
-    code: str | None = None,
-    description: str | None = None,
-    actor: Account | None,
+    workspace: Workspace, *, actor: Account | None, **fields: Unpack[NewPermission]
 ) -> Permission:
-    policy.require_grantable(actor, workspace, [name])
-    permission = Permission(
-        workspace=workspace, name=name, code=code, description=description, tags=tags, meta=meta
-    )
+    policy.require_grantable(actor, workspace, [fields["name"]])
+    permission = Permission(workspace=workspace, **fields)
     save_new(
-        permission,
-        audited=("name", "code", "description", "tags"),
-        actor=actor,
-        unique=("name", "code"),
+        permission, audited=("name", "code", "description", "tags"), actor=actor, unique=("name", "code")
     )
     return permission
 
 
-@updates
+class PermissionChanges(Described, total=False):
+    code: str | None
+
+
+@strict
 @transaction.atomic
 def update_permission(
     permission: Permission, *, actor: Account | None, **changes: Unpack[PermissionChanges]
@@ -193,19 +183,17 @@ def delete_permission(permission: Permission, *, actor: Account | None) -> dict:
 # Roles
 
 
+@strict
 @transaction.atomic
 def create_role(
     workspace: Workspace,
     *,
-    name: str,
     permissions: list[Permission],
-    tags: list[str],
-    meta: dict,
-    description: str | None = None,
     actor: Account | None,
+    **fields: Unpack[NewResource],
 ) -> Role:
     policy.require_grantable(actor, workspace, [permission.name for permission in permissions])
-    role = Role(workspace=workspace, name=name, description=description, tags=tags, meta=meta)
+    role = Role(workspace=workspace, **fields)
     save_new(
         role,
         audited=("name", "description", "tags"),
@@ -217,7 +205,7 @@ def create_role(
     return role
 
 
-@updates
+@strict
 @transaction.atomic
 def update_role(
     role: Role,
@@ -230,14 +218,8 @@ def update_role(
     if permissions is not None:
         policy.require_grantable(actor, role.workspace_id, [permission.name for permission in permissions])
     changed = "name" in changes and changes["name"] != role.name
-    save_changes(
-        role,
-        changes,
-        fields=ROLE_FIELDS,
-        actor=actor,
-        also=_ids_change(role.permissions, permissions, "permission_ids"),
-        unique=("name",),
-    )
+    relations = _ids_change(role.permissions, permissions, "permission_ids")
+    save_changes(role, changes, fields=ROLE_FIELDS, actor=actor, also=relations, unique=("name",))
     if permissions is not None:
         before = set(role.permissions.values_list("pk", flat=True))
         role.permissions.set(permissions)
@@ -269,6 +251,9 @@ def delete_role(role: Role, *, actor: Account | None) -> dict:
 
 
 # Memberships
+
+
+CONFLICT = "membership already exists"
 
 
 def _check_scope(scope: str, project: Project | None) -> None:
@@ -312,7 +297,7 @@ def create_membership(
     _check_scope(scope, project)
     policy.require_grantable(actor, workspace, granted_by(roles), project_id=project.pk if project else None)
     if _membership_exists(workspace, account.pk, scope, project):
-        raise ApiError(409, "membership already exists")
+        raise ApiError(409, CONFLICT)
     consented = actor is None or actor.is_superuser or actor.pk == account.pk
     if not consented:
         status = Membership.Status.INVITED
@@ -326,13 +311,9 @@ def create_membership(
         meta=meta,
         accepted_at=timezone.now() if consented and status != Membership.Status.INVITED else None,
     )
+    audited = ("account_id", "scope", "status", "project_id", "tags")
     save_new(
-        membership,
-        audited=("account_id", "scope", "status", "project_id", "tags"),
-        actor=actor,
-        also=_ids_change(None, roles, "role_ids"),
-        conflict="membership already exists",
-        field=None,
+        membership, audited=audited, actor=actor, also=_ids_change(None, roles, "role_ids"), conflict=CONFLICT
     )
     membership.roles.set(roles)
     _membership_changed("created", membership)
@@ -363,7 +344,7 @@ def granted_by(roles: Iterable[Role]) -> list[str]:
     )
 
 
-@updates
+@strict
 @transaction.atomic
 def update_membership(
     membership: Membership,
@@ -393,15 +374,10 @@ def update_membership(
             actor, membership.workspace_id, granted_by(result), project_id=project.pk if project else None
         )
     if _membership_exists(membership.workspace, membership.account_id, scope, project, exclude=membership.pk):
-        raise ApiError(409, "membership already exists")
+        raise ApiError(409, CONFLICT)
+    relations = _ids_change(membership.roles, roles, "role_ids")
     save_changes(
-        membership,
-        changes,
-        fields=MEMBERSHIP_FIELDS,
-        actor=actor,
-        also=_ids_change(membership.roles, roles, "role_ids"),
-        conflict="membership already exists",
-        field=None,
+        membership, changes, fields=MEMBERSHIP_FIELDS, actor=actor, also=relations, conflict=CONFLICT
     )
     if roles is not None:
         membership.roles.set(roles)

@@ -1,7 +1,7 @@
 """Writes to workspaces and projects. Creating a workspace also makes its owner, which is RBAC's business:
 see `rbac.services.create_workspace`."""
 
-from typing import Any, Unpack
+from typing import Any, NotRequired, Unpack
 
 from django.conf import settings
 from django.db import transaction
@@ -9,13 +9,18 @@ from django.db import transaction
 from accounts.models import Account
 from iam import audit
 from iam.errors import ApiError
-from iam.service_helpers import Described, emit, record, renamed, save_changes, save_new, updates
+from iam.service_helpers import Described, NewResource, emit, record, renamed, save_changes, save_new, strict
 
 from .models import Project, Workspace
 from .workspace_cache import forget_authorization, forget_workspace
 
 WORKSPACE_FIELDS = ("name", "description", "config", "tags", "meta")
 PROJECT_FIELDS = ("name", "code", "description", "config", "tags", "meta")
+
+
+class NewProject(NewResource):
+    config: dict[str, Any]
+    code: NotRequired[str | None]
 
 
 class WorkspaceChanges(Described, total=False):
@@ -30,7 +35,7 @@ def _member_ids(memberships) -> list:
     return list(memberships.values_list("account_id", flat=True).distinct())
 
 
-@updates
+@strict
 @transaction.atomic
 def update_workspace(
     workspace: Workspace, *, actor: Account | None, **changes: Unpack[WorkspaceChanges]
@@ -55,38 +60,15 @@ def delete_workspace(workspace: Workspace, *, actor: Account | None) -> dict:
     return summary
 
 
+@strict
 @transaction.atomic
-def create_project(
-    workspace: Workspace,
-    *,
-    name: str,
-    config: dict,
-    tags: list[str],
-    meta: dict,
-    code: str | None = None,
-    description: str | None = None,
-    actor: Account | None,
-) -> Project:
-    project = Project(
-        workspace=workspace,
-        name=name,
-        code=code,
-        description=description,
-        config=config,
-        tags=tags,
-        meta=meta,
-        created_by=actor,
-    )
-    save_new(
-        project,
-        audited=("name", "code", "description", "tags"),
-        actor=actor,
-        unique=("name", "code"),
-    )
+def create_project(workspace: Workspace, *, actor: Account | None, **fields: Unpack[NewProject]) -> Project:
+    project = Project(workspace=workspace, created_by=actor, **fields)
+    save_new(project, audited=("name", "code", "description", "tags"), actor=actor, unique=("name", "code"))
     return project
 
 
-@updates
+@strict
 @transaction.atomic
 def update_project(project: Project, *, actor: Account | None, **changes: Unpack[ProjectChanges]) -> Project:
     save_changes(

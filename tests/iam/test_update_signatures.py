@@ -9,8 +9,8 @@ import pytest
 from accounts.services import update_account
 from authn.services import update_credential
 from clients.services import create_client, update_client
-from iam.service_helpers import Tagged, renamed, updates
-from rbac.services import update_membership, update_permission, update_role
+from iam.service_helpers import Tagged, renamed, strict
+from rbac.services import create_permission, update_membership, update_permission, update_role
 from tenancy.services import update_project, update_workspace
 from tests.factories import (
     AccountFactory,
@@ -80,11 +80,11 @@ def test_none_sets_null_and_unset_keeps(operator):
     assert (workspace.name, workspace.description) == ("After", None)
 
 
-def test_updates_refuses_an_undeclared_change_and_passes_the_others():
+def test_strict_refuses_an_undeclared_change_and_passes_the_others():
     class Changes(Tagged, total=False):
         name: str | None
 
-    @updates
+    @strict
     def update(record: dict, *, actor: object, **changes: Unpack[Changes]) -> dict:
         return {**record, **changes}
 
@@ -98,3 +98,13 @@ def test_updates_refuses_an_undeclared_change_and_passes_the_others():
 
 def test_renamed_moves_only_the_named_keys():
     assert renamed({"new_code": None, "name": "n"}, new_code="code") == {"code": None, "name": "n"}
+
+
+def test_a_create_service_refuses_a_misspelled_field_and_requires_the_required_ones(operator):
+    workspace = WorkspaceFactory()
+    with pytest.raises(TypeError, match="'descripton'"):
+        create_permission(workspace, name="a:b", descripton="x", tags=[], meta={}, actor=operator)
+    with pytest.raises(TypeError, match="'meta'"):
+        create_permission(workspace, name="a:b", tags=[], actor=operator)
+    permission = create_permission(workspace, name="a:b", tags=[], meta={}, actor=operator)
+    assert (permission.name, permission.code, permission.description) == ("a:b", None, None)
