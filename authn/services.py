@@ -1,6 +1,6 @@
 import hashlib
 from datetime import datetime
-from typing import Any, Unpack
+from typing import Any, NotRequired, TypedDict, Unpack
 from uuid import UUID
 
 from django.conf import settings
@@ -224,22 +224,22 @@ class CredentialChanges(Tagged, total=False):
     last_used_at: datetime | None
 
 
+class CredentialKeys(TypedDict):
+    id: UUID
+    account_id: UUID
+    provider_id: NotRequired[str]
+    email: NotRequired[str]
+
+
+@strict
 def find_credential(
-    workspace: Workspace,
-    *,
-    id: UUID,
-    account_id: UUID,
-    provider_id: str | None = None,
-    email: str | None = None,
-    lock: bool = False,
+    workspace: Workspace, *, lock: bool = False, **keys: Unpack[CredentialKeys]
 ) -> Credential | None:
     """CONTRACT 12: `id` and `account_id` must name the same credential of the workspace; `provider_id`
     and `email`, when given, must be its current values. Anything else is None (404 at the endpoint)."""
-    found = Credential.objects.in_workspace(workspace).filter(pk=id, account_id=account_id)
-    if provider_id is not None:
-        found = found.filter(provider_id=provider_id)
-    if email is not None:
-        found = found.filter(email=normalize_email(email))
+    if "email" in keys:
+        keys["email"] = normalize_email(keys["email"])
+    found = Credential.objects.in_workspace(workspace).filter(**keys)
     if lock:
         found = found.select_for_update()
     return found.select_related("account").first()

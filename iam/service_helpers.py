@@ -2,12 +2,14 @@ import functools
 import inspect
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any, NotRequired, TypedDict, TypeVar, get_args
+from typing import Any, ClassVar, NotRequired, TypedDict, TypeVar, get_args
 
+from django.core.management.base import BaseCommand, CommandError
 from django.db import IntegrityError, models, transaction
 from django.utils import timezone
 
 from iam import audit, events
+from iam.context import as_command
 from iam.errors import ApiError
 
 
@@ -230,3 +232,26 @@ def unique_conflict(
         if check is not None:
             check()
         raise ApiError(status, conflict, field) from exc
+
+
+class ServiceCommand(BaseCommand):
+    """A management command that writes through the services: `run(**options)` runs in one transaction,
+    its changes recorded with actor kind `command`, and a service's refusal (an ApiError) is the
+    command's error. `required` names its required options."""
+
+    required: ClassVar[tuple[str, ...]] = ()
+
+    def add_arguments(self, parser: Any) -> None:
+        for option in self.required:
+            parser.add_argument(option, required=True)
+
+    @as_command
+    def handle(self, *args: Any, **options: Any) -> None:
+        try:
+            with transaction.atomic():
+                self.run(**options)
+        except ApiError as exc:
+            raise CommandError(exc.message) from exc
+
+    def run(self, **options: Any) -> None:
+        raise NotImplementedError
