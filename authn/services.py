@@ -368,16 +368,23 @@ def delete_credential(credential: Credential) -> dict:
 @transaction.atomic
 def rotate_signing_key(*, actor: Account | None = None) -> SigningKey:
     """A new key signs from now on; the retired ones stay published until the last token they signed has
-    expired (`IAM_REFRESH_TOKEN_DAYS`), then drop out of the JWKS document and verify nothing."""
+    expired (`IAM_REFRESH_TOKEN_DAYS`), then drop out of the JWKS document and verify nothing. Recorded
+    as `signing_key.rotate` (the key ids, never a key), the admin's with its operator as the actor."""
     algorithm = settings.IAM_JWT_ALGORITHM
     if algorithm not in keys.ASYMMETRIC:
         raise ApiError(
             400,
             f"IAM_JWT_ALGORITHM is {algorithm}: its key is the setting IAM_JWT_SIGNING_KEY, not rotated here",
         )
-    SigningKey.objects.select_for_update().filter(algorithm=algorithm, retired_at__isnull=True).update(
-        retired_at=timezone.now()
-    )
+    current = SigningKey.objects.select_for_update().filter(algorithm=algorithm, retired_at__isnull=True)
+    retired = sorted(current.values_list("kid", flat=True))
+    current.update(retired_at=timezone.now())
     key = keys.new_key(algorithm)
+    audit.record(
+        "signing_key.rotate",
+        resource=("signing_key", None),  # a key's id is its thumbprint, not a UUID: it is in `changes`
+        changes={"kid": {"before": retired, "after": key.kid}, "algorithm": algorithm},
+        actor=actor,
+    )
     keys.changed()
     return key
