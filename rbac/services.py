@@ -225,17 +225,12 @@ def update_role(
         role.permissions.set(permissions)
         changed = changed or before != {permission.pk for permission in permissions}
     if changed:
-        role_changed(role)
+        _role_event("updated", role)
     return role
 
 
-def role_changed(role: Role) -> None:
-    """What a change to a role's name or permissions owes: used by `update_role` and by the admin, whose
-    form saves the permissions itself."""
-    _role_event("updated", role)
-
-
 def _role_event(verb: str, role: Role) -> None:
+    """What a change to a role's name or permissions, or its deletion, owes."""
     forget_authorization(role.workspace_id)
     emit(role, verb, account_ids=_active_holders(role.memberships.all()))
 
