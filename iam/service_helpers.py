@@ -1,3 +1,9 @@
+"""The one write path of the services (issue 13): a create service builds its record and calls
+`save_new`, an update service calls `save_changes` (uniqueness, audit entry, save), a delete or any other
+change records itself with `record`; `emit` records the push event. Services take a record's fields as
+typed keywords (`**changes: Unpack[X]` under `strict`), and the commands run them through
+`ServiceCommand`."""
+
 import functools
 import inspect
 from collections.abc import Callable, Iterable, Iterator, Mapping
