@@ -7,7 +7,7 @@ from django.db.models import F
 
 from iam import audit, events
 from iam.errors import ApiError
-from iam.service_helpers import Described, emit, record, save_changes, save_new, strict
+from iam.service_helpers import Described, save_changes, save_new, strict
 
 from .account_cache import forget_account
 from .models import Account, normalize_email
@@ -90,7 +90,7 @@ def update_account(account: Account, *, actor: Account | None, **changes: Unpack
         # CONTRACT 4: tokens issued before a disable stay dead once the account is enabled again.
         end_sessions(account)
     if flags_changed:
-        emit(account, "updated", account_ids=[account.pk])
+        events.emit_for(account, "updated", account_ids=[account.pk])
     return account
 
 
@@ -100,7 +100,7 @@ def set_operator(account: Account, *, operator: bool, actor: Account | None) -> 
     do everywhere, so cached copies go and the clients hear `account.updated` (CONTRACT 8)."""
     if account.is_superuser == operator:
         return account
-    record(
+    audit.record_for(
         account,
         "update",
         changes={"is_superuser": {"before": account.is_superuser, "after": operator}},
@@ -110,7 +110,7 @@ def set_operator(account: Account, *, operator: bool, actor: Account | None) -> 
     account.updated_by = actor
     account.save(update_fields=["is_superuser", "updated_by"])
     forget_account(account.pk)
-    emit(account, "updated", account_ids=[account.pk])
+    events.emit_for(account, "updated", account_ids=[account.pk])
     return account
 
 
@@ -120,7 +120,7 @@ def clear_password(account: Account, *, actor: Account | None) -> None:
     ends every session, as a new password does (CONTRACT 5)."""
     account.set_unusable_password()
     account.save(update_fields=["password"])
-    record(account, "password_clear", actor=actor)
+    audit.record_for(account, "password_clear", actor=actor)
     end_sessions(account)
 
 
@@ -129,7 +129,7 @@ def set_password(account: Account, password: str) -> None:
     """A new password ends every session (CONTRACT 5)."""
     account.set_password(password)
     account.save(update_fields=["password"])
-    record(account, "password_set")
+    audit.record_for(account, "password_set")
     end_sessions(account)
 
 
@@ -155,9 +155,9 @@ def end_sessions(account: Account) -> int:
 def delete_account(account: Account, *, actor: Account | None) -> dict:
     summary = {"id": str(account.pk), "email": account.email}
     account_id = account.pk
-    record(account, "delete", changes=audit.removed(account, ("email", "name")), actor=actor)
+    audit.record_for(account, "delete", changes=audit.removed(account, ("email", "name")), actor=actor)
     # Resolved before the delete: the memberships that name the workspaces go with the account.
-    emit(account, "deleted", account_ids=[account_id])
+    events.emit_for(account, "deleted", account_ids=[account_id])
     account.delete()  # CONTRACT 6: memberships and credentials cascade
     forget_account(account_id)
     return summary

@@ -21,7 +21,7 @@ from accounts.services import (
 )
 from iam import audit, cache, metrics
 from iam.errors import AUTHENTICATION_REQUIRED, ApiError
-from iam.service_helpers import Tagged, record, renamed, save_changes, save_new, strict, unique_conflict
+from iam.service_helpers import Tagged, renamed, save_changes, save_new, strict, unique_conflict
 from tenancy.models import Workspace
 from tenancy.workspace_cache import root_workspace
 
@@ -332,7 +332,7 @@ def revoke_credentials(
     revoked = list(usable)
     for credential in revoked:
         changes = {"status": {"before": credential.status, "after": Credential.Status.REVOKED}}
-        record(credential, "update", changes=changes, actor=actor)
+        audit.record_for(credential, "update", changes=changes, actor=actor)
     Credential.objects.filter(pk__in=[credential.pk for credential in revoked]).update(
         status=Credential.Status.REVOKED, updated_at=timezone.now()
     )
@@ -355,7 +355,7 @@ def delete_credential(credential: Credential) -> dict:
     usable = credential.status != Credential.Status.REVOKED
     account = credential.account
     removed = audit.removed(credential, ("account_id", "kind", "provider", "status", "provider_id"))
-    record(credential, "delete", changes=removed)
+    audit.record_for(credential, "delete", changes=removed)
     credential.delete()
     if usable:
         end_sessions(account)

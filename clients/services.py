@@ -6,18 +6,9 @@ from uuid import UUID
 from django.db import transaction
 
 from accounts.models import Account
-from iam import audit, crypto
+from iam import audit, crypto, events
 from iam.errors import ApiError
-from iam.service_helpers import (
-    Described,
-    NewResource,
-    apply_changes,
-    emit,
-    record,
-    save_changes,
-    save_new,
-    strict,
-)
+from iam.service_helpers import Described, NewResource, apply_changes, save_changes, save_new, strict
 from tenancy.models import Workspace
 
 from . import egress
@@ -88,7 +79,7 @@ def delete_client(client: Client, *, actor: Account | None) -> dict:
     """Destructive (SPEC 4): the client stops validating at once and its pending pushes are dropped."""
     summary = {"id": str(client.pk)}
     with transaction.atomic():
-        record(client, "delete", changes=audit.removed(client, ("name", "endpoint")), actor=actor)
+        audit.record_for(client, "delete", changes=audit.removed(client, ("name", "endpoint")), actor=actor)
         forget_client(client.pk)
         client.deliveries.filter(status=Delivery.Status.PENDING).update(status=Delivery.Status.FAILED)
         client.delete()
@@ -103,6 +94,6 @@ def regenerate_secret(client: Client, *, actor: Account | None) -> str:
         fields = apply_changes(client, {}, fields=[])
         client.save(update_fields=["secret_encrypted", "secret_digest", "secret_version", *fields])
         forget_client(client.pk)
-        record(client, "regenerate_secret", actor=actor)
-        emit(client, "secret_rotated", account_ids=[])
+        audit.record_for(client, "regenerate_secret", actor=actor)
+        events.emit_for(client, "secret_rotated", account_ids=[])
     return secret

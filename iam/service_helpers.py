@@ -1,8 +1,8 @@
 """The one write path of the services (issue 13): a create service builds its record and calls
-`save_new`, an update service calls `save_changes` (uniqueness, audit entry, save), a delete or any other
-change records itself with `record`; `emit` records the push event. Services take a record's fields as
-typed keywords (`**changes: Unpack[X]` under `strict`), and the commands run them through
-`ServiceCommand`."""
+`save_new`, an update service calls `save_changes` (uniqueness, audit entry, save); a delete or any other
+change records itself with `iam.audit.record_for`, and `iam.events.emit_for` records the push event.
+Services take a record's fields as typed keywords (`**changes: Unpack[X]` under `strict`); the commands
+run them through `ServiceCommand`."""
 
 import functools
 import inspect
@@ -14,7 +14,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import IntegrityError, models, transaction
 from django.utils import timezone
 
-from iam import audit, events
+from iam import audit
 from iam.context import as_command
 from iam.errors import ApiError
 
@@ -108,37 +108,6 @@ def save_unique(
         instance.save(**save_kwargs)
 
 
-def record(
-    instance: models.Model, verb: str, *, changes: Mapping[str, Any] | None = None, actor: Any = None
-) -> None:
-    """Writes the audit entry `<model>.<verb>` of `instance`, in the workspace it belongs to (a workspace in
-    its own, an account in none); `actor` as `audit.record` takes it."""
-    kind = instance._meta.model_name
-    audit.record(
-        f"{kind}.{verb}",
-        resource=(kind, instance.pk),
-        workspace_id=_workspace_of(instance),
-        changes=changes,
-        actor=actor,
-    )
-
-
-def emit(instance: models.Model, verb: str, *, account_ids: Iterable[Any]) -> None:
-    """Records the push event `<model>.<verb>` about `instance` (CONTRACT 8) for the workspace it belongs
-    to, or, when it belongs to none (an account), for every workspace of `account_ids`."""
-    kind, workspace_id = instance._meta.model_name, _workspace_of(instance)
-    workspace_ids = [workspace_id] if workspace_id is not None else None
-    events.emit(
-        f"{kind}.{verb}", resource=(kind, instance.pk), account_ids=account_ids, workspace_ids=workspace_ids
-    )
-
-
-def _workspace_of(instance: models.Model) -> Any:
-    return (
-        instance.pk if instance._meta.model_name == "workspace" else getattr(instance, "workspace_id", None)
-    )
-
-
 def save_new(
     instance: models.Model,
     *,
@@ -159,7 +128,9 @@ def save_new(
     if check is not None:
         check()
     _save(instance, check=check, conflict=conflict, field=field, force_insert=True)
-    record(instance, "create", changes=audit.created(instance, audited) | dict(also or {}), actor=actor)
+    audit.record_for(
+        instance, "create", changes=audit.created(instance, audited) | dict(also or {}), actor=actor
+    )
 
 
 def save_changes(
@@ -190,7 +161,7 @@ def save_changes(
     if check is not None:
         check()
     if entry:
-        record(instance, "update", changes=entry, actor=actor)
+        audit.record_for(instance, "update", changes=entry, actor=actor)
     _save(instance, check=check, conflict=conflict, field=field, update_fields=update_fields)
 
 

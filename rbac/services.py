@@ -12,9 +12,9 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from accounts.models import Account
-from iam import audit, outbox
+from iam import audit, events, outbox
 from iam.errors import ApiError
-from iam.service_helpers import Described, NewResource, Tagged, emit, record, save_changes, save_new, strict
+from iam.service_helpers import Described, NewResource, Tagged, save_changes, save_new, strict
 from tenancy.models import Project, Workspace
 from tenancy.workspace_cache import forget_authorization
 
@@ -107,7 +107,9 @@ def ensure_owner(workspace: Workspace, account: Account) -> Membership:
     )
     if made:  # the owner set-up of workspace/create, `bootstrap` or `create_workspace`
         changes = audit.created(membership, ("account_id", "scope", "status"))
-        record(membership, "create", changes=changes | {"roles": {"before": None, "after": [OWNER_ROLE]}})
+        audit.record_for(
+            membership, "create", changes=changes | {"roles": {"before": None, "after": [OWNER_ROLE]}}
+        )
     if membership.status != Membership.Status.ACTIVE or membership.accepted_at is None:
         membership.status = Membership.Status.ACTIVE
         membership.accepted_at = membership.accepted_at or timezone.now()
@@ -163,7 +165,7 @@ def update_permission(
 
 def _permission_changed(verb: str, permission: Permission) -> None:
     forget_authorization(permission.workspace_id)
-    emit(
+    events.emit_for(
         permission,
         verb,
         account_ids=_active_holders(Membership.objects.filter(roles__permissions=permission)),
@@ -173,7 +175,7 @@ def _permission_changed(verb: str, permission: Permission) -> None:
 @transaction.atomic
 def delete_permission(permission: Permission, *, actor: Account | None) -> dict:
     """CONTRACT 6: the permission leaves the roles that held it."""
-    record(permission, "delete", changes=audit.removed(permission, ("name", "code")), actor=actor)
+    audit.record_for(permission, "delete", changes=audit.removed(permission, ("name", "code")), actor=actor)
     _permission_changed("deleted", permission)
     summary = {"id": str(permission.pk)}
     permission.delete()
@@ -232,13 +234,13 @@ def update_role(
 def _role_event(verb: str, role: Role) -> None:
     """What a change to a role's name or permissions, or its deletion, owes."""
     forget_authorization(role.workspace_id)
-    emit(role, verb, account_ids=_active_holders(role.memberships.all()))
+    events.emit_for(role, verb, account_ids=_active_holders(role.memberships.all()))
 
 
 @transaction.atomic
 def delete_role(role: Role, *, actor: Account | None) -> dict:
     """CONTRACT 6: the role leaves the memberships that held it."""
-    record(role, "delete", changes=audit.removed(role, ("name",)), actor=actor)
+    audit.record_for(role, "delete", changes=audit.removed(role, ("name",)), actor=actor)
     _role_event("deleted", role)
     summary = {"id": str(role.pk)}
     role.delete()
@@ -271,7 +273,7 @@ def _membership_exists(
 
 def _membership_changed(verb: str, membership: Membership) -> None:
     forget_authorization(membership.workspace_id)
-    emit(membership, verb, account_ids=[membership.account_id])
+    events.emit_for(membership, verb, account_ids=[membership.account_id])
 
 
 @transaction.atomic
@@ -390,7 +392,7 @@ def accept_invitation(membership: Membership) -> Membership:
     membership.updated_at = membership.accepted_at
     membership.save(update_fields=["status", "accepted_at", "updated_at"])
     changes = {"status": {"before": Membership.Status.INVITED, "after": Membership.Status.ACTIVE}}
-    record(membership, "accept", changes=changes, actor=membership.account)
+    audit.record_for(membership, "accept", changes=changes, actor=membership.account)
     _membership_changed("updated", membership)
     return membership
 
@@ -413,7 +415,7 @@ def _still_invited(membership: Membership) -> Membership:
 
 @transaction.atomic
 def delete_membership(membership: Membership, *, actor: Account | None) -> dict:
-    record(
+    audit.record_for(
         membership,
         "delete",
         changes=audit.removed(membership, ("account_id", "scope", "status", "project_id")),

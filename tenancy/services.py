@@ -7,9 +7,9 @@ from django.conf import settings
 from django.db import transaction
 
 from accounts.models import Account
-from iam import audit
+from iam import audit, events
 from iam.errors import ApiError
-from iam.service_helpers import Described, NewResource, emit, record, renamed, save_changes, save_new, strict
+from iam.service_helpers import Described, NewResource, renamed, save_changes, save_new, strict
 
 from .models import Project, Workspace
 from .workspace_cache import forget_authorization, forget_workspace
@@ -42,7 +42,7 @@ def update_workspace(
 ) -> Workspace:
     save_changes(workspace, changes, fields=WORKSPACE_FIELDS, actor=actor)
     forget_workspace(workspace)
-    emit(workspace, "updated", account_ids=[])
+    events.emit_for(workspace, "updated", account_ids=[])
     return workspace
 
 
@@ -52,8 +52,8 @@ def delete_workspace(workspace: Workspace, *, actor: Account | None) -> dict:
     if workspace.slug == settings.IAM_ROOT_WORKSPACE:
         raise ApiError(400, "the root workspace cannot be deleted")
     summary = {"id": str(workspace.pk), "slug": workspace.slug, "name": workspace.name}
-    record(workspace, "delete", changes=audit.removed(workspace, ("slug", "name")), actor=actor)
-    emit(workspace, "deleted", account_ids=_member_ids(workspace.memberships.all()))
+    audit.record_for(workspace, "delete", changes=audit.removed(workspace, ("slug", "name")), actor=actor)
+    events.emit_for(workspace, "deleted", account_ids=_member_ids(workspace.memberships.all()))
     forget_workspace(workspace)  # purged now and again after commit
     forget_authorization(workspace.pk)
     workspace.delete()
@@ -85,8 +85,8 @@ def update_project(project: Project, *, actor: Account | None, **changes: Unpack
 def delete_project(project: Project, *, actor: Account | None) -> dict:
     """CONTRACT 6: takes its project-scope memberships, whose accounts lose what they granted."""
     summary = {"id": str(project.pk), "name": project.name, "code": project.code}
-    record(project, "delete", changes=audit.removed(project, ("name", "code")), actor=actor)
-    emit(project, "deleted", account_ids=_member_ids(project.memberships.all()))
+    audit.record_for(project, "delete", changes=audit.removed(project, ("name", "code")), actor=actor)
+    events.emit_for(project, "deleted", account_ids=_member_ids(project.memberships.all()))
     forget_authorization(project.workspace_id)
     project.delete()
     return summary
