@@ -1,4 +1,4 @@
-from typing import Any
+from typing import Unpack
 
 from django.contrib.auth.password_validation import validate_password
 from django.core.exceptions import ValidationError
@@ -7,12 +7,18 @@ from django.db.models import F
 
 from iam import audit, events
 from iam.errors import ApiError
-from iam.service_helpers import UNSET, Unset, apply_changes, sent
+from iam.service_helpers import Described, save_changes, save_new, strict
 
 from .account_cache import forget_account
 from .models import Account, normalize_email
 
 UPDATABLE = ("name", "description", "avatar_url", "enabled", "verified", "tags", "meta")
+
+
+class AccountChanges(Described, total=False):
+    avatar_url: str | None
+    enabled: bool
+    verified: bool
 
 
 def check_password_rules(password: str, account: Account | None = None) -> None:
@@ -61,57 +67,30 @@ def create_account(
         account.set_unusable_password()
     else:
         account.set_password(password)
-    account.save(force_insert=True)
-    audit.record(
-        "account.create",
-        resource=("account", account.pk),
-        changes=audit.created(account, ("email", "name", "verified", "is_superuser")),
-        actor=actor,
-    )
+    save_new(account, audited=("email", "name", "verified", "is_superuser"), actor=actor)
     return account
 
 
+@strict
 @transaction.atomic
-def update_account(
-    account: Account,
-    *,
-    name: str | Unset = UNSET,
-    description: str | Unset | None = UNSET,
-    avatar_url: str | Unset | None = UNSET,
-    enabled: bool | Unset = UNSET,
-    verified: bool | Unset = UNSET,
-    tags: list[str] | Unset = UNSET,
-    meta: dict[str, Any] | Unset = UNSET,
-    actor: Account | None,
-) -> Account:
-    changes = sent(
-        name=name,
-        description=description,
-        avatar_url=avatar_url,
-        enabled=enabled,
-        verified=verified,
-        tags=tags,
-        meta=meta,
-    )
+def update_account(account: Account, *, actor: Account | None, **changes: Unpack[AccountChanges]) -> Account:
     flags_changed = any(
         name in changes and changes[name] != getattr(account, name) for name in ("enabled", "verified")
     )
-    audit.record_update(
-        "account.update",
-        resource=("account", account.pk),
-        changes=audit.diff(account, changes, UPDATABLE),
+    disabling = changes.get("enabled") is False and account.enabled
+    save_changes(
+        account,
+        {**changes, "updated_by": actor},
+        fields=(*UPDATABLE, "updated_by"),
+        audited=UPDATABLE,
         actor=actor,
     )
-    disabling = changes.get("enabled") is False and account.enabled
-    fields = apply_changes(account, changes, fields=UPDATABLE)
-    account.updated_by = actor
-    account.save(update_fields=[*fields, "updated_by"])
     forget_account(account.pk)
     if disabling:
         # CONTRACT 4: tokens issued before a disable stay dead once the account is enabled again.
         end_sessions(account)
     if flags_changed:
-        events.emit("account.updated", resource=("account", account.pk), account_ids=[account.pk])
+        events.emit_for(account, "updated", account_ids=[account.pk])
     return account
 
 
@@ -121,9 +100,9 @@ def set_operator(account: Account, *, operator: bool, actor: Account | None) -> 
     do everywhere, so cached copies go and the clients hear `account.updated` (CONTRACT 8)."""
     if account.is_superuser == operator:
         return account
-    audit.record(
-        "account.update",
-        resource=("account", account.pk),
+    audit.record_for(
+        account,
+        "update",
         changes={"is_superuser": {"before": account.is_superuser, "after": operator}},
         actor=actor,
     )
@@ -131,7 +110,7 @@ def set_operator(account: Account, *, operator: bool, actor: Account | None) -> 
     account.updated_by = actor
     account.save(update_fields=["is_superuser", "updated_by"])
     forget_account(account.pk)
-    events.emit("account.updated", resource=("account", account.pk), account_ids=[account.pk])
+    events.emit_for(account, "updated", account_ids=[account.pk])
     return account
 
 
@@ -141,7 +120,7 @@ def clear_password(account: Account, *, actor: Account | None) -> None:
     ends every session, as a new password does (CONTRACT 5)."""
     account.set_unusable_password()
     account.save(update_fields=["password"])
-    audit.record("account.password_clear", resource=("account", account.pk), actor=actor)
+    audit.record_for(account, "password_clear", actor=actor)
     end_sessions(account)
 
 
@@ -150,7 +129,7 @@ def set_password(account: Account, password: str) -> None:
     """A new password ends every session (CONTRACT 5)."""
     account.set_password(password)
     account.save(update_fields=["password"])
-    audit.record("account.password_set", resource=("account", account.pk))
+    audit.record_for(account, "password_set")
     end_sessions(account)
 
 
@@ -176,14 +155,9 @@ def end_sessions(account: Account) -> int:
 def delete_account(account: Account, *, actor: Account | None) -> dict:
     summary = {"id": str(account.pk), "email": account.email}
     account_id = account.pk
-    audit.record(
-        "account.delete",
-        resource=("account", account_id),
-        changes=audit.removed(account, ("email", "name")),
-        actor=actor,
-    )
+    audit.record_for(account, "delete", changes=audit.removed(account, ("email", "name")), actor=actor)
     # Resolved before the delete: the memberships that name the workspaces go with the account.
-    events.emit("account.deleted", resource=("account", account_id), account_ids=[account_id])
+    events.emit_for(account, "deleted", account_ids=[account_id])
     account.delete()  # CONTRACT 6: memberships and credentials cascade
     forget_account(account_id)
     return summary

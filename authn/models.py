@@ -4,11 +4,10 @@ from django.db import models
 from django.db.models import Q
 
 from iam import retention
-from iam.models import Resource
-from tenancy.models import WorkspaceScopedQuerySet
+from tenancy.models import AccountInWorkspace, created_index
 
 
-class Credential(Resource):
+class Credential(AccountInWorkspace):
     """Links an account to an authentication method (SPEC 2). The password hash itself is Django's
     `Account.password`; this row says whether password login is usable (`revoked` stops it) and when it
     was last used."""
@@ -29,16 +28,12 @@ class Credential(Resource):
         REVOKED = "revoked"
         PENDING = "pending"
 
-    account = models.ForeignKey("accounts.Account", on_delete=models.CASCADE, related_name="credentials")
-    workspace = models.ForeignKey("tenancy.Workspace", on_delete=models.CASCADE, related_name="credentials")
     kind = models.CharField(max_length=16, choices=Kind.choices)
     provider = models.CharField(max_length=16, choices=Provider.choices)
     status = models.CharField(max_length=16, choices=Status.choices)
     provider_id = models.CharField(max_length=255, null=True, blank=True)
     email = models.EmailField(max_length=254, null=True, blank=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
-
-    objects = WorkspaceScopedQuerySet.as_manager()
 
     class Meta:
         constraints = [
@@ -52,7 +47,7 @@ class Credential(Resource):
             ),
         ]
         indexes = [
-            models.Index(fields=["workspace", "created_at", "id"], name="credential_created"),
+            created_index("credential"),
             models.Index(fields=["account", "kind"], name="credential_account"),
         ]
 

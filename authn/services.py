@@ -1,6 +1,6 @@
 import hashlib
 from datetime import datetime
-from typing import Any
+from typing import Any, NotRequired, TypedDict, Unpack
 from uuid import UUID
 
 from django.conf import settings
@@ -21,7 +21,7 @@ from accounts.services import (
 )
 from iam import audit, cache, metrics
 from iam.errors import AUTHENTICATION_REQUIRED, ApiError
-from iam.service_helpers import UNSET, Unset, apply_changes, save_unique, sent, unique_conflict
+from iam.service_helpers import Tagged, renamed, save_changes, save_new, strict, unique_conflict
 from tenancy.models import Workspace
 from tenancy.workspace_cache import root_workspace
 
@@ -63,22 +63,23 @@ def create_password_account(
     # A registration racing this one past the check above gets the check's answer, not a 500.
     with unique_conflict("email already exists", "email", status=conflict_status):
         account = create_account(email=email, name=name, password=password, actor=actor, **fields)
-    credential = Credential.objects.create(
-        account=account,
-        workspace=root_workspace(),
+    _add_credential(
+        account,
+        actor=actor,
         kind=Credential.Kind.PASSWORD,
         provider=Credential.Provider.LOCAL,
         status=Credential.Status.PENDING,
         email=account.email,
     )
-    audit.record(
-        "credential.create",
-        resource=("credential", credential.pk),
-        workspace_id=credential.workspace_id,
-        changes=audit.created(credential, ("account_id", "kind", "provider", "status", "email")),
-        actor=actor,
-    )
     return account
+
+
+def _add_credential(account: Account, *, actor: Account | None, **fields: Any) -> Credential:
+    """A credential of the account, in the root workspace (CONTRACT 3: no tenant holds an account's
+    credential), recorded with each field given."""
+    credential = Credential(account=account, workspace=root_workspace(), **fields)
+    save_new(credential, audited=("account_id", *fields), actor=actor)
+    return credential
 
 
 def register(*, email: str, password: str, name: str | None) -> tuple[Account, dict]:
@@ -214,22 +215,31 @@ def update_password(*, token: str, password: str) -> Account:
 CREDENTIAL_UPDATABLE = ("kind", "provider", "status", "provider_id", "email", "last_used_at", "tags", "meta")
 
 
+class CredentialChanges(Tagged, total=False):
+    kind: str
+    provider: str
+    status: str
+    new_provider_id: str | None  # the API's names for `provider_id` and `email` (SPEC 4)
+    new_email: str | None
+    last_used_at: datetime | None
+
+
+class CredentialKeys(TypedDict):
+    id: UUID
+    account_id: UUID
+    provider_id: NotRequired[str]
+    email: NotRequired[str]
+
+
+@strict
 def find_credential(
-    workspace: Workspace,
-    *,
-    id: UUID,
-    account_id: UUID,
-    provider_id: str | None = None,
-    email: str | None = None,
-    lock: bool = False,
+    workspace: Workspace, *, lock: bool = False, **keys: Unpack[CredentialKeys]
 ) -> Credential | None:
     """CONTRACT 12: `id` and `account_id` must name the same credential of the workspace; `provider_id`
     and `email`, when given, must be its current values. Anything else is None (404 at the endpoint)."""
-    found = Credential.objects.in_workspace(workspace).filter(pk=id, account_id=account_id)
-    if provider_id is not None:
-        found = found.filter(provider_id=provider_id)
-    if email is not None:
-        found = found.filter(email=normalize_email(email))
+    if "email" in keys:
+        keys["email"] = normalize_email(keys["email"])
+    found = Credential.objects.in_workspace(workspace).filter(**keys)
     if lock:
         found = found.select_for_update()
     return found.select_related("account").first()
@@ -249,32 +259,14 @@ def _check_credential_conflicts(credential: Credential) -> None:
         raise ApiError(409, "provider_id already exists", "new_provider_id")
 
 
+@strict
 @transaction.atomic
 def update_credential(
-    credential: Credential,
-    *,
-    kind: str | Unset = UNSET,
-    provider: str | Unset = UNSET,
-    status: str | Unset = UNSET,
-    new_provider_id: str | Unset | None = UNSET,
-    new_email: str | Unset | None = UNSET,
-    secret: str | None = None,
-    last_used_at: datetime | Unset | None = UNSET,
-    tags: list[str] | Unset = UNSET,
-    meta: dict[str, Any] | Unset = UNSET,
+    credential: Credential, *, secret: str | None = None, **changes: Unpack[CredentialChanges]
 ) -> Credential:
     """`secret` on a password credential sets the account's password (argon2, CONTRACT 12). A new password
-    or a credential revoked ends every session of the account."""
-    changes = sent(
-        kind=kind,
-        provider=provider,
-        status=status,
-        provider_id=new_provider_id,
-        email=new_email,
-        last_used_at=last_used_at,
-        tags=tags,
-        meta=meta,
-    )
+    or a credential revoked ends every session of the account. No `actor`: the request's is recorded."""
+    changes = renamed(changes, new_provider_id="provider_id", new_email="email")
     if secret is not None and changes.get("kind", credential.kind) != Credential.Kind.PASSWORD:
         raise ApiError(400, "secret applies to password credentials only", "secret")
     account = credential.account
@@ -286,20 +278,13 @@ def update_credential(
     revoked = (
         changes.get("status") == Credential.Status.REVOKED and credential.status != Credential.Status.REVOKED
     )
-    audit.record_update(
-        "credential.update",
-        resource=("credential", credential.pk),
-        workspace_id=credential.workspace_id,
-        changes=audit.diff(credential, changes, CREDENTIAL_UPDATABLE),
-    )
-    fields = apply_changes(credential, changes, fields=CREDENTIAL_UPDATABLE)
-    _check_credential_conflicts(credential)
-    save_unique(
+    save_changes(
         credential,
+        changes,
+        fields=CREDENTIAL_UPDATABLE,
+        check=lambda: _check_credential_conflicts(credential),
         conflict="provider_id already exists",
         field="new_provider_id",
-        check=lambda: _check_credential_conflicts(credential),
-        update_fields=fields,
     )
     if secret is not None:
         set_password(account, secret)  # ends the sessions
@@ -314,25 +299,15 @@ def create_oauth_credential(
 ) -> Credential:
     """The active identity an OAuth provider vouched for (CONTRACT 10), in the root workspace
     (CONTRACT 3: no tenant holds an account's credential)."""
-    credential = Credential.objects.create(
-        account=account,
-        workspace=root_workspace(),
+    return _add_credential(
+        account,
+        actor=actor,
         kind=Credential.Kind.OAUTH,
         provider=provider,
         provider_id=provider_id,
         status=Credential.Status.ACTIVE,
         email=email,
     )
-    audit.record(
-        "credential.create",
-        resource=("credential", credential.pk),
-        workspace_id=credential.workspace_id,
-        changes=audit.created(
-            credential, ("account_id", "kind", "provider", "provider_id", "status", "email")
-        ),
-        actor=actor,
-    )
-    return credential
 
 
 @transaction.atomic
@@ -356,13 +331,8 @@ def revoke_credentials(
         usable = usable.exclude(pk=except_.pk)
     revoked = list(usable)
     for credential in revoked:
-        audit.record(
-            "credential.update",
-            resource=("credential", credential.pk),
-            workspace_id=credential.workspace_id,
-            changes={"status": {"before": credential.status, "after": Credential.Status.REVOKED}},
-            actor=actor,
-        )
+        changes = {"status": {"before": credential.status, "after": Credential.Status.REVOKED}}
+        audit.record_for(credential, "update", changes=changes, actor=actor)
     Credential.objects.filter(pk__in=[credential.pk for credential in revoked]).update(
         status=Credential.Status.REVOKED, updated_at=timezone.now()
     )
@@ -384,12 +354,8 @@ def delete_credential(credential: Credential) -> dict:
     summary = {"id": str(credential.pk)}
     usable = credential.status != Credential.Status.REVOKED
     account = credential.account
-    audit.record(
-        "credential.delete",
-        resource=("credential", credential.pk),
-        workspace_id=credential.workspace_id,
-        changes=audit.removed(credential, ("account_id", "kind", "provider", "status", "provider_id")),
-    )
+    removed = audit.removed(credential, ("account_id", "kind", "provider", "status", "provider_id"))
+    audit.record_for(credential, "delete", changes=removed)
     credential.delete()
     if usable:
         end_sessions(account)
@@ -402,16 +368,23 @@ def delete_credential(credential: Credential) -> dict:
 @transaction.atomic
 def rotate_signing_key(*, actor: Account | None = None) -> SigningKey:
     """A new key signs from now on; the retired ones stay published until the last token they signed has
-    expired (`IAM_REFRESH_TOKEN_DAYS`), then drop out of the JWKS document and verify nothing."""
+    expired (`IAM_REFRESH_TOKEN_DAYS`), then drop out of the JWKS document and verify nothing. Recorded
+    as `signing_key.rotate` (the key ids, never a key), the admin's with its operator as the actor."""
     algorithm = settings.IAM_JWT_ALGORITHM
     if algorithm not in keys.ASYMMETRIC:
         raise ApiError(
             400,
             f"IAM_JWT_ALGORITHM is {algorithm}: its key is the setting IAM_JWT_SIGNING_KEY, not rotated here",
         )
-    SigningKey.objects.select_for_update().filter(algorithm=algorithm, retired_at__isnull=True).update(
-        retired_at=timezone.now()
-    )
+    current = SigningKey.objects.select_for_update().filter(algorithm=algorithm, retired_at__isnull=True)
+    retired = sorted(current.values_list("kid", flat=True))
+    current.update(retired_at=timezone.now())
     key = keys.new_key(algorithm)
+    audit.record(
+        "signing_key.rotate",
+        resource=("signing_key", None),  # a key's id is its thumbprint, not a UUID: it is in `changes`
+        changes={"kid": {"before": retired, "after": key.kid}, "algorithm": algorithm},
+        actor=actor,
+    )
     keys.changed()
     return key

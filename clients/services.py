@@ -1,6 +1,6 @@
 """Every write to clients (SPEC 4 Clients, CONTRACT 7): the API and the admin call these."""
 
-from typing import Any
+from typing import NotRequired, Unpack
 from uuid import UUID
 
 from django.db import transaction
@@ -8,15 +8,23 @@ from django.db import transaction
 from accounts.models import Account
 from iam import audit, crypto, events
 from iam.errors import ApiError
-from iam.service_helpers import UNSET, Unset, apply_changes, check_unique, save_unique, sent
+from iam.service_helpers import Described, NewResource, apply_changes, save_changes, save_new, strict
 from tenancy.models import Workspace
 
 from . import egress
 from .client_cache import forget_client
 from .models import Client, Delivery
 
-NAME_CONFLICT = "name already exists"
+NAME_CONFLICT = "name already exists"  # CONTRACT 12, as `unique=("name",)` answers it
 UPDATABLE = ("name", "endpoint", "description", "tags")  # what the audit log shows of a client
+
+
+class NewClient(NewResource):
+    endpoint: NotRequired[str | None]
+
+
+class ClientChanges(Described, total=False):
+    endpoint: str | None
 
 
 def get_client(workspace: Workspace, *, id: UUID) -> Client:
@@ -32,10 +40,6 @@ def check_endpoint(endpoint: str | None) -> None:
         raise ApiError(400, "endpoint not allowed", "endpoint")
 
 
-def _check_name(workspace: Workspace, name: str, *, exclude: UUID | None = None) -> None:
-    check_unique(Client.objects.in_workspace(workspace), exclude=exclude, name=name)
-
-
 def _set_secret(client: Client) -> str:
     secret = crypto.new_secret()
     client.secret_encrypted = crypto.encrypt(secret)
@@ -43,68 +47,30 @@ def _set_secret(client: Client) -> str:
     return secret
 
 
+@strict
 def create_client(
-    workspace: Workspace,
-    *,
-    name: str,
-    endpoint: str | None = None,
-    description: str | None = None,
-    tags: list[str],
-    meta: dict[str, Any],
-    actor: Account | None,
+    workspace: Workspace, *, actor: Account | None, **fields: Unpack[NewClient]
 ) -> tuple[Client, str]:
     """Returns the client and its plaintext secret, shown this once (SPEC 4 Clients rule 1)."""
+    endpoint = fields.pop("endpoint", None) or None
     check_endpoint(endpoint)
     with transaction.atomic():
-        _check_name(workspace, name)
-        client = Client(
-            workspace=workspace,
-            name=name,
-            endpoint=endpoint or None,
-            description=description,
-            tags=tags,
-            meta=meta,
-            created_by=actor,
-        )
+        client = Client(workspace=workspace, endpoint=endpoint, created_by=actor, **fields)
         secret = _set_secret(client)
-        save_unique(client, conflict=NAME_CONFLICT, field="name")
-        audit.record(
-            "client.create",
-            resource=("client", client.pk),
-            workspace_id=workspace.pk,
-            changes=audit.created(client, UPDATABLE),
-            actor=actor,
-        )
+        save_new(client, audited=UPDATABLE, actor=actor, unique=("name",))
         forget_client(client.pk)  # drops a cached "unknown client" for this id
     return client, secret
 
 
-def update_client(
-    client: Client,
-    *,
-    name: str | Unset = UNSET,
-    endpoint: str | Unset | None = UNSET,
-    description: str | Unset | None = UNSET,
-    tags: list[str] | Unset = UNSET,
-    meta: dict[str, Any] | Unset = UNSET,
-    actor: Account | None,
-) -> Client:
-    changes = sent(name=name, endpoint=endpoint, description=description, tags=tags, meta=meta)
+@strict
+def update_client(client: Client, *, actor: Account | None, **changes: Unpack[ClientChanges]) -> Client:
     if "endpoint" in changes:
         check_endpoint(changes["endpoint"])
         changes = {**changes, "endpoint": changes["endpoint"] or None}
     with transaction.atomic():
-        if "name" in changes and changes["name"] != client.name:
-            _check_name(client.workspace, changes["name"], exclude=client.pk)
-        audit.record_update(
-            "client.update",
-            resource=("client", client.pk),
-            workspace_id=client.workspace_id,
-            changes=audit.diff(client, changes, UPDATABLE),
-            actor=actor,
+        save_changes(
+            client, changes, fields=(*UPDATABLE, "meta"), audited=UPDATABLE, actor=actor, unique=("name",)
         )
-        fields = apply_changes(client, changes, fields=["name", "endpoint", "description", "tags", "meta"])
-        save_unique(client, conflict=NAME_CONFLICT, field="name", update_fields=fields)
         forget_client(client.pk)
     return client
 
@@ -113,13 +79,7 @@ def delete_client(client: Client, *, actor: Account | None) -> dict:
     """Destructive (SPEC 4): the client stops validating at once and its pending pushes are dropped."""
     summary = {"id": str(client.pk)}
     with transaction.atomic():
-        audit.record(
-            "client.delete",
-            resource=("client", client.pk),
-            workspace_id=client.workspace_id,
-            changes=audit.removed(client, ("name", "endpoint")),
-            actor=actor,
-        )
+        audit.record_for(client, "delete", changes=audit.removed(client, ("name", "endpoint")), actor=actor)
         forget_client(client.pk)
         client.deliveries.filter(status=Delivery.Status.PENDING).update(status=Delivery.Status.FAILED)
         client.delete()
@@ -134,16 +94,6 @@ def regenerate_secret(client: Client, *, actor: Account | None) -> str:
         fields = apply_changes(client, {}, fields=[])
         client.save(update_fields=["secret_encrypted", "secret_digest", "secret_version", *fields])
         forget_client(client.pk)
-        audit.record(
-            "client.regenerate_secret",
-            resource=("client", client.pk),
-            workspace_id=client.workspace_id,
-            actor=actor,
-        )
-        events.emit(
-            "client.secret_rotated",
-            resource=("client", client.pk),
-            account_ids=[],
-            workspace_ids=[client.workspace_id],
-        )
+        audit.record_for(client, "regenerate_secret", actor=actor)
+        events.emit_for(client, "secret_rotated", account_ids=[])
     return secret

@@ -14,7 +14,7 @@ from django.db import models
 from rest_framework.throttling import BaseThrottle
 
 from iam import context
-from iam.models import AuditEntry
+from iam.models import AuditEntry, workspace_of
 
 REDACTED = "[redacted]"
 # A key containing any of these never carries its value into an entry (client_secret, secret_digest,
@@ -111,6 +111,20 @@ def record(
         changes=_plain(dict(changes or {})),
         request_id=ctx.request_id or "",
         **_request_details(ctx.request),
+    )
+
+
+def record_for(
+    instance: models.Model, verb: str, *, changes: Mapping[str, Any] | None = None, actor: Any = None
+) -> AuditEntry:
+    """`record()` of `<model>.<verb>` about `instance`, in the workspace it belongs to."""
+    kind = instance._meta.model_name
+    return record(
+        f"{kind}.{verb}",
+        resource=(kind, instance.pk),
+        workspace_id=workspace_of(instance),
+        changes=changes,
+        actor=actor,
     )
 
 

@@ -11,12 +11,12 @@ import uuid
 from collections.abc import Callable, Iterable
 from uuid import UUID
 
-from django.db import connection
+from django.db import connection, models
 from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
 from iam import outbox
-from iam.models import Event
+from iam.models import Event, workspace_of
 
 KINDS = frozenset(
     {
@@ -78,6 +78,14 @@ def emit(
         }
         record(event)
         outbox.enqueue("push.event", event, run_now=True)
+
+
+def emit_for(instance: models.Model, verb: str, *, account_ids: Iterable[UUID]) -> None:
+    """`emit()` of `<model>.<verb>` about `instance`, for the workspace it belongs to;
+    for one in none (an account), for every workspace of `account_ids`."""
+    kind, workspace_id = instance._meta.model_name, workspace_of(instance)
+    workspace_ids = [workspace_id] if workspace_id is not None else None
+    emit(f"{kind}.{verb}", resource=(kind, instance.pk), account_ids=account_ids, workspace_ids=workspace_ids)
 
 
 def record(event: dict) -> None:

@@ -1,4 +1,5 @@
 import uuid
+from typing import Any
 
 from django.db import models
 from django.utils import timezone
@@ -15,6 +16,13 @@ class Resource(models.Model):
 
     class Meta:
         abstract = True
+
+
+def workspace_of(record: models.Model) -> Any:
+    """The id of the workspace a record belongs to: a workspace its own, an account (in none) None."""
+    if record._meta.label == "tenancy.Workspace":
+        return record.pk
+    return getattr(record, "workspace_id", None)
 
 
 class OutboxMessage(models.Model):

@@ -1,48 +1,36 @@
 from django.db import models
 from django.db.models import Q
 
-from iam.models import Resource
-from tenancy.models import WorkspaceScopedQuerySet
+from tenancy.models import AccountInWorkspace, InWorkspace, created_index, unique_name_and_code
 
 
-class Permission(Resource):
-    workspace = models.ForeignKey("tenancy.Workspace", on_delete=models.CASCADE, related_name="permissions")
+class Permission(InWorkspace):
     name = models.CharField(max_length=128)
     code = models.CharField(max_length=128, null=True, blank=True)
     description = models.TextField(null=True, blank=True)
 
-    objects = WorkspaceScopedQuerySet.as_manager()
-
     class Meta:
-        constraints = [
-            models.UniqueConstraint(fields=["workspace", "name"], name="permission_unique_name"),
-            models.UniqueConstraint(
-                fields=["workspace", "code"], condition=Q(code__isnull=False), name="permission_unique_code"
-            ),
-        ]
-        indexes = [models.Index(fields=["workspace", "created_at", "id"], name="permission_created")]
+        constraints = unique_name_and_code("permission")
+        indexes = [created_index("permission")]
 
     def __str__(self) -> str:
         return self.name
 
 
-class Role(Resource):
-    workspace = models.ForeignKey("tenancy.Workspace", on_delete=models.CASCADE, related_name="roles")
+class Role(InWorkspace):
     name = models.CharField(max_length=255)
     description = models.TextField(null=True, blank=True)
     permissions = models.ManyToManyField(Permission, related_name="roles", blank=True)
 
-    objects = WorkspaceScopedQuerySet.as_manager()
-
     class Meta:
         constraints = [models.UniqueConstraint(fields=["workspace", "name"], name="role_unique_name")]
-        indexes = [models.Index(fields=["workspace", "created_at", "id"], name="role_created")]
+        indexes = [created_index("role")]
 
     def __str__(self) -> str:
         return self.name
 
 
-class Membership(Resource):
+class Membership(AccountInWorkspace):
     class Scope(models.TextChoices):
         WORKSPACE = "workspace"
         PROJECT = "project"
@@ -52,8 +40,6 @@ class Membership(Resource):
         ACTIVE = "active"
         SUSPENDED = "suspended"
 
-    account = models.ForeignKey("accounts.Account", on_delete=models.CASCADE, related_name="memberships")
-    workspace = models.ForeignKey("tenancy.Workspace", on_delete=models.CASCADE, related_name="memberships")
     project = models.ForeignKey(
         "tenancy.Project", null=True, blank=True, on_delete=models.CASCADE, related_name="memberships"
     )
@@ -63,8 +49,6 @@ class Membership(Resource):
     # CONTRACT 15: when the account consented (accepted the invitation, created the workspace, or was
     # added by an operator); null while it has not. Only a consented membership is ever `active`.
     accepted_at = models.DateTimeField(null=True, blank=True)
-
-    objects = WorkspaceScopedQuerySet.as_manager()
 
     class Meta:
         constraints = [
@@ -85,7 +69,7 @@ class Membership(Resource):
         # Every list is within one workspace: its filters with the default order read from an index
         # (issue 14: one workspace with 1M members).
         indexes = [
-            models.Index(fields=["workspace", "created_at", "id"], name="membership_created"),
+            created_index("membership"),
             models.Index(fields=["workspace", "updated_at", "id"], name="membership_updated"),
             models.Index(fields=["workspace", "status", "created_at", "id"], name="membership_status"),
             models.Index(fields=["workspace", "scope", "created_at", "id"], name="membership_scope"),

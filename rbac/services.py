@@ -4,7 +4,7 @@ and records the push event CONTRACT 8 owes, in the same transaction."""
 
 from collections.abc import Iterable
 from datetime import timedelta
-from typing import Any
+from typing import Any, NotRequired, Unpack
 from uuid import UUID
 
 from django.db import transaction
@@ -14,7 +14,7 @@ from django.utils import timezone
 from accounts.models import Account
 from iam import audit, events, outbox
 from iam.errors import ApiError
-from iam.service_helpers import UNSET, Unset, apply_changes, check_unique, save_unique, sent
+from iam.service_helpers import Described, NewResource, Tagged, save_changes, save_new, strict
 from tenancy.models import Project, Workspace
 from tenancy.workspace_cache import forget_authorization
 
@@ -26,6 +26,17 @@ ROLE_FIELDS = ("name", "description", "tags", "meta")
 MEMBERSHIP_FIELDS = ("scope", "status", "project", "tags", "meta", "accepted_at")
 OWNER_ROLE = "owner"
 ALL_PERMISSIONS = "*"
+
+
+class NewWorkspace(NewResource):
+    slug: str
+    config: dict[str, Any]
+
+
+class MembershipChanges(Tagged, total=False):
+    scope: str
+    status: str
+    project: Project | None
 
 
 def resolve(queryset: QuerySet, ids: Iterable[UUID], *, field: str) -> list:
@@ -57,26 +68,15 @@ def _active_holders(memberships: QuerySet) -> list[UUID]:
 # Workspaces
 
 
+@strict
 @transaction.atomic
-def create_workspace(
-    *,
-    name: str,
-    slug: str,
-    config: dict,
-    tags: list[str],
-    meta: dict,
-    description: str | None = None,
-    owner: Account,
-) -> Workspace:
+def create_workspace(*, owner: Account, **fields: Unpack[NewWorkspace]) -> Workspace:
     """CONTRACT 4: the creator becomes the owner, in the same transaction."""
-    check_unique(Workspace.objects.all(), slug=slug)
-    workspace = Workspace(name=name, slug=slug, description=description, config=config, tags=tags, meta=meta)
-    save_unique(workspace, conflict="slug already exists", field="slug", force_insert=True)
-    audit.record(
-        "workspace.create",
-        resource=("workspace", workspace.pk),
-        workspace_id=workspace.pk,
-        changes=audit.created(workspace, ("name", "slug", "description", "tags")),
+    workspace = Workspace(**fields)
+    save_new(
+        workspace,
+        audited=("name", "slug", "description", "tags"),
+        unique=("slug",),
     )
     ensure_owner(workspace, owner)
     return workspace
@@ -106,12 +106,9 @@ def ensure_owner(workspace: Workspace, account: Account) -> Membership:
         },
     )
     if made:  # the owner set-up of workspace/create, `bootstrap` or `create_workspace`
-        audit.record(
-            "membership.create",
-            resource=("membership", membership.pk),
-            workspace_id=workspace.pk,
-            changes=audit.created(membership, ("account_id", "scope", "status"))
-            | {"roles": {"before": None, "after": [OWNER_ROLE]}},
+        changes = audit.created(membership, ("account_id", "scope", "status"))
+        audit.record_for(
+            membership, "create", changes=changes | {"roles": {"before": None, "after": [OWNER_ROLE]}}
         )
     if membership.status != Membership.Status.ACTIVE or membership.accepted_at is None:
         membership.status = Membership.Status.ACTIVE
@@ -125,103 +122,61 @@ def ensure_owner(workspace: Workspace, account: Account) -> Membership:
 # Permissions
 
 
+class NewPermission(NewResource):
+    code: NotRequired[str | None]
+
+
+@strict
 @transaction.atomic
 def create_permission(
-    workspace: Workspace,
-    *,
-    name: str,
-    tags: list[str],
-    meta: dict,
-    code: str | None = None,
-    description: str | None = None,
-    actor: Account | None,
+    workspace: Workspace, *, actor: Account | None, **fields: Unpack[NewPermission]
 ) -> Permission:
-    policy.require_grantable(actor, workspace, [name])
-    check_unique(Permission.objects.in_workspace(workspace), name=name, code=code)
-    permission = Permission(
-        workspace=workspace, name=name, code=code, description=description, tags=tags, meta=meta
-    )
-    save_unique(
-        permission,
-        conflict="name or code already exists",
-        field="name",
-        check=lambda: check_unique(Permission.objects.in_workspace(workspace), name=name, code=code),
-        force_insert=True,
-    )
-    audit.record(
-        "permission.create",
-        resource=("permission", permission.pk),
-        workspace_id=workspace.pk,
-        changes=audit.created(permission, ("name", "code", "description", "tags")),
-        actor=actor,
+    policy.require_grantable(actor, workspace, [fields["name"]])
+    permission = Permission(workspace=workspace, **fields)
+    save_new(
+        permission, audited=("name", "code", "description", "tags"), actor=actor, unique=("name", "code")
     )
     return permission
 
 
+class PermissionChanges(Described, total=False):
+    code: str | None
+
+
+@strict
 @transaction.atomic
 def update_permission(
-    permission: Permission,
-    *,
-    name: str | Unset = UNSET,
-    code: str | Unset | None = UNSET,
-    description: str | Unset | None = UNSET,
-    tags: list[str] | Unset = UNSET,
-    meta: dict[str, Any] | Unset = UNSET,
-    actor: Account | None,
+    permission: Permission, *, actor: Account | None, **changes: Unpack[PermissionChanges]
 ) -> Permission:
-    changes = sent(name=name, code=code, description=description, tags=tags, meta=meta)
-    if "name" in changes and changes["name"] != permission.name:
-        policy.require_grantable(actor, permission.workspace_id, [changes["name"]])
-
-    def check() -> None:
-        check_unique(
-            Permission.objects.in_workspace(permission.workspace),
-            exclude=permission.pk,
-            name=changes.get("name"),
-            code=changes.get("code"),
-        )
-
-    check()
     renamed = "name" in changes and changes["name"] != permission.name
-    audit.record_update(
-        "permission.update",
-        resource=("permission", permission.pk),
-        workspace_id=permission.workspace_id,
-        changes=audit.diff(permission, changes, PERMISSION_FIELDS),
+    if renamed:
+        policy.require_grantable(actor, permission.workspace_id, [changes["name"]])
+    save_changes(
+        permission,
+        changes,
+        fields=PERMISSION_FIELDS,
         actor=actor,
-    )
-    fields = apply_changes(permission, changes, fields=PERMISSION_FIELDS)
-    save_unique(
-        permission, conflict="name or code already exists", field="name", check=check, update_fields=fields
+        unique=("name", "code"),
     )
     if renamed:
-        forget_authorization(permission.workspace_id)
-        events.emit(
-            "permission.updated",
-            resource=("permission", permission.pk),
-            account_ids=_active_holders(Membership.objects.filter(roles__permissions=permission)),
-            workspace_ids=[permission.workspace_id],
-        )
+        _permission_changed("updated", permission)
     return permission
+
+
+def _permission_changed(verb: str, permission: Permission) -> None:
+    forget_authorization(permission.workspace_id)
+    events.emit_for(
+        permission,
+        verb,
+        account_ids=_active_holders(Membership.objects.filter(roles__permissions=permission)),
+    )
 
 
 @transaction.atomic
 def delete_permission(permission: Permission, *, actor: Account | None) -> dict:
     """CONTRACT 6: the permission leaves the roles that held it."""
-    audit.record(
-        "permission.delete",
-        resource=("permission", permission.pk),
-        workspace_id=permission.workspace_id,
-        changes=audit.removed(permission, ("name", "code")),
-        actor=actor,
-    )
-    events.emit(
-        "permission.deleted",
-        resource=("permission", permission.pk),
-        account_ids=_active_holders(Membership.objects.filter(roles__permissions=permission)),
-        workspace_ids=[permission.workspace_id],
-    )
-    forget_authorization(permission.workspace_id)
+    audit.record_for(permission, "delete", changes=audit.removed(permission, ("name", "code")), actor=actor)
+    _permission_changed("deleted", permission)
     summary = {"id": str(permission.pk)}
     permission.delete()
     return summary
@@ -230,104 +185,72 @@ def delete_permission(permission: Permission, *, actor: Account | None) -> dict:
 # Roles
 
 
+@strict
 @transaction.atomic
 def create_role(
     workspace: Workspace,
     *,
-    name: str,
     permissions: list[Permission],
-    tags: list[str],
-    meta: dict,
-    description: str | None = None,
     actor: Account | None,
+    **fields: Unpack[NewResource],
 ) -> Role:
     policy.require_grantable(actor, workspace, [permission.name for permission in permissions])
-    check_unique(Role.objects.in_workspace(workspace), name=name)
-    role = Role(workspace=workspace, name=name, description=description, tags=tags, meta=meta)
-    save_unique(role, conflict="name already exists", field="name", force_insert=True)
-    role.permissions.set(permissions)
-    audit.record(
-        "role.create",
-        resource=("role", role.pk),
-        workspace_id=workspace.pk,
-        changes=audit.created(role, ("name", "description", "tags"))
-        | {"permission_ids": {"before": None, "after": sorted(str(p.pk) for p in permissions)}},
+    role = Role(workspace=workspace, **fields)
+    save_new(
+        role,
+        audited=("name", "description", "tags"),
         actor=actor,
+        also=_ids_change(None, permissions, "permission_ids"),
+        unique=("name",),
     )
+    role.permissions.set(permissions)
     return role
 
 
+@strict
 @transaction.atomic
 def update_role(
     role: Role,
     *,
-    name: str | Unset = UNSET,
-    description: str | Unset | None = UNSET,
-    tags: list[str] | Unset = UNSET,
-    meta: dict[str, Any] | Unset = UNSET,
     permissions: list[Permission] | None = None,
     actor: Account | None,
+    **changes: Unpack[Described],
 ) -> Role:
     """`permissions` replaces the attached permissions (SPEC 1)."""
-    changes = sent(name=name, description=description, tags=tags, meta=meta)
     if permissions is not None:
         policy.require_grantable(actor, role.workspace_id, [permission.name for permission in permissions])
-    check_unique(Role.objects.in_workspace(role.workspace), exclude=role.pk, name=changes.get("name"))
     changed = "name" in changes and changes["name"] != role.name
-    audit.record_update(
-        "role.update",
-        resource=("role", role.pk),
-        workspace_id=role.workspace_id,
-        changes=audit.diff(role, changes, ROLE_FIELDS)
-        | _ids_change(role.permissions, permissions, "permission_ids"),
-        actor=actor,
-    )
-    fields = apply_changes(role, changes, fields=ROLE_FIELDS)
-    save_unique(role, conflict="name already exists", field="name", update_fields=fields)
+    relations = _ids_change(role.permissions, permissions, "permission_ids")
+    save_changes(role, changes, fields=ROLE_FIELDS, actor=actor, also=relations, unique=("name",))
     if permissions is not None:
         before = set(role.permissions.values_list("pk", flat=True))
         role.permissions.set(permissions)
         changed = changed or before != {permission.pk for permission in permissions}
     if changed:
-        role_changed(role)
+        _role_event("updated", role)
     return role
 
 
-def role_changed(role: Role) -> None:
-    """What a change to a role's name or permissions owes: used by `update_role` and by the admin, whose
-    form saves the permissions itself."""
+def _role_event(verb: str, role: Role) -> None:
+    """What a change to a role's name or permissions, or its deletion, owes."""
     forget_authorization(role.workspace_id)
-    events.emit(
-        "role.updated",
-        resource=("role", role.pk),
-        account_ids=_active_holders(role.memberships.all()),
-        workspace_ids=[role.workspace_id],
-    )
+    events.emit_for(role, verb, account_ids=_active_holders(role.memberships.all()))
 
 
 @transaction.atomic
 def delete_role(role: Role, *, actor: Account | None) -> dict:
     """CONTRACT 6: the role leaves the memberships that held it."""
-    audit.record(
-        "role.delete",
-        resource=("role", role.pk),
-        workspace_id=role.workspace_id,
-        changes=audit.removed(role, ("name",)),
-        actor=actor,
-    )
-    events.emit(
-        "role.deleted",
-        resource=("role", role.pk),
-        account_ids=_active_holders(role.memberships.all()),
-        workspace_ids=[role.workspace_id],
-    )
-    forget_authorization(role.workspace_id)
+    audit.record_for(role, "delete", changes=audit.removed(role, ("name",)), actor=actor)
+    _role_event("deleted", role)
     summary = {"id": str(role.pk)}
     role.delete()
     return summary
 
 
 # Memberships
+
+
+CONFLICT = "membership already exists"
 
 
 def _check_scope(scope: str, project: Project | None) -> None:
@@ -348,14 +271,9 @@ def _membership_exists(
     )
 
 
-def _membership_changed(kind: str, membership: Membership) -> None:
+def _membership_changed(verb: str, membership: Membership) -> None:
     forget_authorization(membership.workspace_id)
-    events.emit(
-        kind,
-        resource=("membership", membership.pk),
-        account_ids=[membership.account_id],
-        workspace_ids=[membership.workspace_id],
-    )
+    events.emit_for(membership, verb, account_ids=[membership.account_id])
 
 
 @transaction.atomic
@@ -376,7 +294,7 @@ def create_membership(
     _check_scope(scope, project)
     policy.require_grantable(actor, workspace, granted_by(roles), project_id=project.pk if project else None)
     if _membership_exists(workspace, account.pk, scope, project):
-        raise ApiError(409, "membership already exists")
+        raise ApiError(409, CONFLICT)
     consented = actor is None or actor.is_superuser or actor.pk == account.pk
     if not consented:
         status = Membership.Status.INVITED
@@ -390,17 +308,12 @@ def create_membership(
         meta=meta,
         accepted_at=timezone.now() if consented and status != Membership.Status.INVITED else None,
     )
-    save_unique(membership, conflict="membership already exists", field=None, force_insert=True)
-    membership.roles.set(roles)
-    audit.record(
-        "membership.create",
-        resource=("membership", membership.pk),
-        workspace_id=workspace.pk,
-        changes=audit.created(membership, ("account_id", "scope", "status", "project_id", "tags"))
-        | _ids_change(None, roles, "role_ids"),
-        actor=actor,
+    audited = ("account_id", "scope", "status", "project_id", "tags")
+    save_new(
+        membership, audited=audited, actor=actor, also=_ids_change(None, roles, "role_ids"), conflict=CONFLICT
     )
-    _membership_changed("membership.created", membership)
+    membership.roles.set(roles)
+    _membership_changed("created", membership)
     if membership.status == Membership.Status.INVITED and not (actor and actor.pk == account.pk):
         invite(membership)
     return membership
@@ -428,20 +341,17 @@ def granted_by(roles: Iterable[Role]) -> list[str]:
     )
 
 
+@strict
 @transaction.atomic
 def update_membership(
     membership: Membership,
     *,
-    scope: str | Unset = UNSET,
-    status: str | Unset = UNSET,
-    project: Project | Unset | None = UNSET,
-    tags: list[str] | Unset = UNSET,
-    meta: dict[str, Any] | Unset = UNSET,
     roles: list[Role] | None = None,
     actor: Account | None,
+    **changes: Unpack[MembershipChanges],
 ) -> Membership:
     """`roles` replaces the assigned roles (CONTRACT 6). Moving to workspace scope drops the project."""
-    changes = sent(scope=scope, status=status, project=project, tags=tags, meta=meta)
+    changes = dict(changes)
     scope = changes.get("scope", membership.scope)
     if scope == Membership.Scope.WORKSPACE and "scope" in changes and "project" not in changes:
         changes["project"] = None
@@ -461,20 +371,14 @@ def update_membership(
             actor, membership.workspace_id, granted_by(result), project_id=project.pk if project else None
         )
     if _membership_exists(membership.workspace, membership.account_id, scope, project, exclude=membership.pk):
-        raise ApiError(409, "membership already exists")
-    audit.record_update(
-        "membership.update",
-        resource=("membership", membership.pk),
-        workspace_id=membership.workspace_id,
-        changes=audit.diff(membership, changes, MEMBERSHIP_FIELDS)
-        | _ids_change(membership.roles, roles, "role_ids"),
-        actor=actor,
+        raise ApiError(409, CONFLICT)
+    relations = _ids_change(membership.roles, roles, "role_ids")
+    save_changes(
+        membership, changes, fields=MEMBERSHIP_FIELDS, actor=actor, also=relations, conflict=CONFLICT
     )
-    fields = apply_changes(membership, changes, fields=MEMBERSHIP_FIELDS)
-    save_unique(membership, conflict="membership already exists", field=None, update_fields=fields)
     if roles is not None:
         membership.roles.set(roles)
-    _membership_changed("membership.updated", membership)
+    _membership_changed("updated", membership)
     return membership
 
 
@@ -487,14 +391,9 @@ def accept_invitation(membership: Membership) -> Membership:
     membership.accepted_at = timezone.now()
     membership.updated_at = membership.accepted_at
     membership.save(update_fields=["status", "accepted_at", "updated_at"])
-    audit.record(
-        "membership.accept",
-        resource=("membership", membership.pk),
-        workspace_id=membership.workspace_id,
-        changes={"status": {"before": Membership.Status.INVITED, "after": Membership.Status.ACTIVE}},
-        actor=membership.account,
-    )
-    _membership_changed("membership.updated", membership)
+    changes = {"status": {"before": Membership.Status.INVITED, "after": Membership.Status.ACTIVE}}
+    audit.record_for(membership, "accept", changes=changes, actor=membership.account)
+    _membership_changed("updated", membership)
     return membership
 
 
@@ -516,14 +415,13 @@ def _still_invited(membership: Membership) -> Membership:
 
 @transaction.atomic
 def delete_membership(membership: Membership, *, actor: Account | None) -> dict:
-    audit.record(
-        "membership.delete",
-        resource=("membership", membership.pk),
-        workspace_id=membership.workspace_id,
+    audit.record_for(
+        membership,
+        "delete",
         changes=audit.removed(membership, ("account_id", "scope", "status", "project_id")),
         actor=actor,
     )
-    _membership_changed("membership.deleted", membership)
+    _membership_changed("deleted", membership)
     summary = {"id": str(membership.pk)}
     membership.delete()
     return summary

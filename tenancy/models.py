@@ -24,8 +24,43 @@ class WorkspaceScopedQuerySet(models.QuerySet):
         return self.filter(workspace=workspace)
 
 
-class Project(Resource):
-    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="projects")
+class InWorkspace(Resource):
+    """A record of one workspace (deleted with it, CONTRACT 6), reached through `in_workspace`; the
+    workspace's reverse relation is the model's name in the plural (`workspace.projects`)."""
+
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="%(class)ss")
+
+    objects = WorkspaceScopedQuerySet.as_manager()
+
+    class Meta:
+        abstract = True
+
+
+class AccountInWorkspace(InWorkspace):
+    """An account's standing in a workspace (a membership, a credential): it goes with either."""
+
+    account = models.ForeignKey("accounts.Account", on_delete=models.CASCADE, related_name="%(class)ss")
+
+    class Meta:
+        abstract = True
+
+
+def created_index(model: str) -> models.Index:
+    """The index a workspace's list in its default order reads (issue 14)."""
+    return models.Index(fields=["workspace", "created_at", "id"], name=f"{model}_created")
+
+
+def unique_name_and_code(model: str) -> list[models.UniqueConstraint]:
+    """CONTRACT 12: a name unique in the workspace, and a code unique there when there is one."""
+    return [
+        models.UniqueConstraint(fields=["workspace", "name"], name=f"{model}_unique_name"),
+        models.UniqueConstraint(
+            fields=["workspace", "code"], condition=Q(code__isnull=False), name=f"{model}_unique_code"
+        ),
+    ]
+
+
+class Project(InWorkspace):
     name = models.CharField(max_length=255)
     code = models.CharField(max_length=64, null=True, blank=True)
     description = models.TextField(null=True, blank=True)
@@ -34,16 +69,9 @@ class Project(Resource):
         "accounts.Account", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
 
-    objects = WorkspaceScopedQuerySet.as_manager()
-
     class Meta:
-        constraints = [
-            models.UniqueConstraint(fields=["workspace", "name"], name="project_unique_name"),
-            models.UniqueConstraint(
-                fields=["workspace", "code"], condition=Q(code__isnull=False), name="project_unique_code"
-            ),
-        ]
-        indexes = [models.Index(fields=["workspace", "created_at", "id"], name="project_created")]
+        constraints = unique_name_and_code("project")
+        indexes = [created_index("project")]
 
     def __str__(self) -> str:
         return self.name

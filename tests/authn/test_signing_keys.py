@@ -214,6 +214,22 @@ def test_a_rotation_in_another_process_is_seen_at_once(member, algorithm, django
     assert jwt.get_unverified_header(client_for(member).token)["kid"] == new_kid
 
 
+def test_a_rotation_is_recorded_with_its_actor_and_key_ids_only(
+    member, algorithm, operator, django_capture_on_commit_callbacks
+):
+    from authn.services import rotate_signing_key
+    from iam.models import AuditEntry
+
+    first = rotate(django_capture_on_commit_callbacks)
+    by_command = AuditEntry.objects.get(action="signing_key.rotate")
+    assert (by_command.actor_kind, by_command.actor_id) == ("command", None)
+    assert by_command.changes["kid"]["after"] == first
+    second = rotate_signing_key(actor=operator)
+    entry = AuditEntry.objects.filter(action="signing_key.rotate").latest("occurred_at")
+    assert entry.actor_id == operator.pk
+    assert entry.changes == {"kid": {"before": [first], "after": second.kid}, "algorithm": algorithm}
+
+
 def test_rotate_refuses_under_hs256(db):
     with pytest.raises(CommandError, match="IAM_JWT_ALGORITHM is HS256"):
         call_command("rotate_signing_key")

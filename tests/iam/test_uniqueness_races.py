@@ -8,6 +8,7 @@ too; the live layer races real concurrent requests, this proves the code path on
 
 import pytest
 
+from iam import service_helpers
 from tests.conftest import err, ok
 from tests.factories import (
     AccountFactory,
@@ -78,9 +79,8 @@ def test_account_create_race_is_409(operator_api, race, root):
 
 
 def test_workspace_create_race_is_409(account_api, race):
-    from rbac import services
 
-    race(services, "check_unique", lambda: WorkspaceFactory(slug="taken"))
+    race(service_helpers, "check_unique", lambda: WorkspaceFactory(slug="taken"))
     body = {"name": "W", "slug": "taken", "config": META, "tags": [], "meta": META}
     field(err(account_api.call("/workspace/create", body), 409, "slug already exists"), "slug")
 
@@ -90,9 +90,12 @@ def test_workspace_create_race_is_409(account_api, race):
 
 @pytest.mark.parametrize(("name", "code", "conflict"), [("taken", "new", "name"), ("new", "taken", "code")])
 def test_project_create_race_is_409_naming_the_field(admin, workspace, race, name, code, conflict):
-    from tenancy import services
 
-    race(services, "check_unique", lambda: ProjectFactory(workspace=workspace, name="taken", code="taken"))
+    race(
+        service_helpers,
+        "check_unique",
+        lambda: ProjectFactory(workspace=workspace, name="taken", code="taken"),
+    )
     body = {"name": name, "code": code, "config": META, "tags": [], "meta": META}
     field(err(admin.call("/projects/create", body), 409, f"{conflict} already exists"), conflict)
 
@@ -101,10 +104,13 @@ def test_project_create_race_is_409_naming_the_field(admin, workspace, race, nam
     ("change", "conflict"), [({"name": "taken"}, "name"), ({"new_code": "taken"}, "code")]
 )
 def test_project_update_race_is_409_naming_the_field(admin, workspace, race, change, conflict):
-    from tenancy import services
 
     project = ProjectFactory(workspace=workspace)
-    race(services, "check_unique", lambda: ProjectFactory(workspace=workspace, name="taken", code="taken"))
+    race(
+        service_helpers,
+        "check_unique",
+        lambda: ProjectFactory(workspace=workspace, name="taken", code="taken"),
+    )
     body = {"id": str(project.pk), **change}
     field(err(admin.call("/projects/update", body), 409, f"{conflict} already exists"), conflict)
     project.refresh_from_db()
@@ -112,9 +118,8 @@ def test_project_update_race_is_409_naming_the_field(admin, workspace, race, cha
 
 
 def test_a_project_in_another_workspace_is_no_conflict(admin, workspace, race):
-    from tenancy import services
 
-    race(services, "check_unique", lambda: ProjectFactory(name="taken", code="taken"))
+    race(service_helpers, "check_unique", lambda: ProjectFactory(name="taken", code="taken"))
     body = {"name": "taken", "code": "taken", "config": META, "tags": [], "meta": META}
     assert ok(admin.call("/projects/create", body))["name"] == "taken"
 
@@ -126,10 +131,9 @@ def test_a_project_in_another_workspace_is_no_conflict(admin, workspace, race):
     ("name", "code", "conflict"), [("a:taken", "x:new", "name"), ("a:new", "x:taken", "code")]
 )
 def test_permission_create_race_is_409_naming_the_field(admin, workspace, race, name, code, conflict):
-    from rbac import services
 
     race(
-        services,
+        service_helpers,
         "check_unique",
         lambda: PermissionFactory(workspace=workspace, name="a:taken", code="x:taken"),
     )
@@ -141,11 +145,10 @@ def test_permission_create_race_is_409_naming_the_field(admin, workspace, race, 
     ("change", "conflict"), [({"name": "a:taken"}, "name"), ({"code": "x:taken"}, "code")]
 )
 def test_permission_update_race_is_409_naming_the_field(admin, workspace, race, change, conflict):
-    from rbac import services
 
     permission = PermissionFactory(workspace=workspace)
     race(
-        services,
+        service_helpers,
         "check_unique",
         lambda: PermissionFactory(workspace=workspace, name="a:taken", code="x:taken"),
     )
@@ -157,18 +160,16 @@ def test_permission_update_race_is_409_naming_the_field(admin, workspace, race, 
 
 
 def test_role_create_race_is_409(admin, workspace, race):
-    from rbac import services
 
-    race(services, "check_unique", lambda: RoleFactory(workspace=workspace, name="taken"))
+    race(service_helpers, "check_unique", lambda: RoleFactory(workspace=workspace, name="taken"))
     body = {"name": "taken", "permission_ids": [], "tags": [], "meta": META}
     field(err(admin.call("/roles/create", body), 409, "name already exists"), "name")
 
 
 def test_role_update_race_is_409(admin, workspace, race):
-    from rbac import services
 
     role = RoleFactory(workspace=workspace)
-    race(services, "check_unique", lambda: RoleFactory(workspace=workspace, name="taken"))
+    race(service_helpers, "check_unique", lambda: RoleFactory(workspace=workspace, name="taken"))
     field(
         err(admin.call("/roles/update", {"id": str(role.pk), "name": "taken"}), 409, "name already exists"),
         "name",
@@ -211,19 +212,17 @@ def test_membership_update_race_is_409(admin, workspace, race):
 
 
 def test_client_create_race_is_409(admin, workspace, race):
-    from clients import services
 
-    race(services, "check_unique", lambda: ClientFactory(workspace=workspace, name="taken"))
+    race(service_helpers, "check_unique", lambda: ClientFactory(workspace=workspace, name="taken"))
     body = {"name": "taken", "tags": [], "meta": META}
     field(err(admin.call("/clients/create", body), 409, "name already exists"), "name")
 
 
 def test_client_update_race_is_409(admin, workspace, race):
-    from clients import services
 
     client = ok(admin.call("/clients/create", {"name": "mine", "tags": [], "meta": META}))
 
-    race(services, "check_unique", lambda: ClientFactory(workspace=workspace, name="taken"))
+    race(service_helpers, "check_unique", lambda: ClientFactory(workspace=workspace, name="taken"))
     field(
         err(admin.call("/clients/update", {"id": client["id"], "name": "taken"}), 409, "name already exists"),
         "name",

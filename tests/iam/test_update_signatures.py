@@ -1,14 +1,16 @@
-"""Issue 13 item 4: the update services take typed keyword-only parameters, so a misspelled field is a
-TypeError at the call site (it used to vanish in a `changes` dict filtered by the service), and `UNSET`
-(not None) means "not sent"."""
+"""Issue 13 item 4: the update services take their changes as typed keyword arguments (`**changes:
+Unpack[X]` under `iam.service_helpers.updates`), so a misspelled field is a TypeError at the call site (it
+used to vanish in a `changes` dict filtered by the service); a key left out is not sent, None sets null."""
+
+from typing import Unpack
 
 import pytest
 
 from accounts.services import update_account
 from authn.services import update_credential
 from clients.services import create_client, update_client
-from iam.service_helpers import UNSET, sent
-from rbac.services import update_membership, update_permission, update_role
+from iam.service_helpers import Tagged, renamed, strict
+from rbac.services import create_permission, update_membership, update_permission, update_role
 from tenancy.services import update_project, update_workspace
 from tests.factories import (
     AccountFactory,
@@ -78,5 +80,31 @@ def test_none_sets_null_and_unset_keeps(operator):
     assert (workspace.name, workspace.description) == ("After", None)
 
 
-def test_sent_drops_only_unset():
-    assert sent(a=UNSET, b=None, c=0, d="") == {"b": None, "c": 0, "d": ""}
+def test_strict_refuses_an_undeclared_change_and_passes_the_others():
+    class Changes(Tagged, total=False):
+        name: str | None
+
+    @strict
+    def update(record: dict, *, actor: object, **changes: Unpack[Changes]) -> dict:
+        return {**record, **changes}
+
+    assert update({"name": "a"}, actor=None, name=None, tags=[]) == {"name": None, "tags": []}
+    assert update({"name": "a"}, actor=None) == {"name": "a"}
+    with pytest.raises(TypeError, match="'nmae'"):
+        update({}, actor=None, nmae="b")
+    with pytest.raises(TypeError, match="actor"):
+        update({}, name="b")  # the declared keywords stay required
+
+
+def test_renamed_moves_only_the_named_keys():
+    assert renamed({"new_code": None, "name": "n"}, new_code="code") == {"code": None, "name": "n"}
+
+
+def test_a_create_service_refuses_a_misspelled_field_and_requires_the_required_ones(operator):
+    workspace = WorkspaceFactory()
+    with pytest.raises(TypeError, match="'descripton'"):
+        create_permission(workspace, name="a:b", descripton="x", tags=[], meta={}, actor=operator)
+    with pytest.raises(TypeError, match="'meta'"):
+        create_permission(workspace, name="a:b", tags=[], actor=operator)
+    permission = create_permission(workspace, name="a:b", tags=[], meta={}, actor=operator)
+    assert (permission.name, permission.code, permission.description) == ("a:b", None, None)

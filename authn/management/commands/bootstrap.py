@@ -1,39 +1,30 @@
-from django.core.management.base import BaseCommand, CommandError
-from django.db import transaction
-
 from accounts.models import Account, normalize_email
 from accounts.services import set_operator, update_account
 from authn.models import Credential
 from authn.services import create_password_account, update_credential
-from iam.context import as_command
-from iam.errors import ApiError
+from iam.service_helpers import ServiceCommand
 from rbac.services import ensure_owner
 from tenancy.workspace_cache import root_workspace
 
 
-class Command(BaseCommand):
+class Command(ServiceCommand):
     help = (
         "Creates the root workspace, its `*` permission and `owner` role, and the operator account E "
         "with its active owner membership (CONTRACT 14). Idempotent: what exists is kept; an existing "
         "account is made an operator but keeps its password."
     )
+    required = ("--email", "--password")
 
     def add_arguments(self, parser):
-        parser.add_argument("--email", required=True)
-        parser.add_argument("--password", required=True)
+        super().add_arguments(parser)
         parser.add_argument("--name", default="Operator")
 
-    @as_command
-    @transaction.atomic
-    def handle(self, *args, email: str, password: str, name: str, **options):
+    def run(self, *, email: str, password: str, name: str, **options):
         workspace = root_workspace()
         self.stdout.write(f"root workspace: {workspace.slug} ({workspace.pk})")
         account = Account.objects.filter(email=normalize_email(email)).first()
         if account is None:
-            try:
-                account = create_password_account(email=email, password=password, name=name)
-            except ApiError as exc:
-                raise CommandError(exc.message) from exc
+            account = create_password_account(email=email, password=password, name=name)
             self.stdout.write(f"created operator {account.email} ({account.pk})")
         else:
             self.stdout.write(f"found account {account.email} ({account.pk})")

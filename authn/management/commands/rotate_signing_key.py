@@ -1,19 +1,14 @@
-from django.core.management.base import BaseCommand, CommandError
-
 from authn import services
-from iam.errors import ApiError
+from iam.service_helpers import ServiceCommand
 
 
-class Command(BaseCommand):
+class Command(ServiceCommand):
     help = (
         "With IAM_JWT_ALGORITHM EdDSA or ES256: creates a new signing key that signs every token from now "
         "on. The previous keys stay published in /.well-known/jwks.json until the tokens they signed have "
         "expired (IAM_REFRESH_TOKEN_DAYS), then drop out. Prints the new key id."
     )
 
-    def handle(self, *args, **options):
-        try:
-            key = services.rotate_signing_key()
-        except ApiError as exc:
-            raise CommandError(exc.message) from exc
+    def run(self, **options):
+        key = services.rotate_signing_key()
         self.stdout.write(f"new signing key {key.kid} ({key.algorithm})")

@@ -1,31 +1,23 @@
-from django.core.management.base import BaseCommand, CommandError
-from django.db import transaction
+from django.core.management.base import CommandError
 
 from accounts.models import Account, normalize_email
-from iam.context import as_command
-from iam.errors import ApiError
 from iam.fields import SLUG_RE
+from iam.service_helpers import ServiceCommand
 from rbac.services import create_workspace, ensure_owner
 from tenancy.models import Workspace
 
 META = {"schema_version": "1"}
 
 
-class Command(BaseCommand):
+class Command(ServiceCommand):
     help = (
         "Creates workspace S named N owned by the existing account E, with the owner set-up of "
         "`workspace/create` (CONTRACT 14). Idempotent: an existing workspace S keeps its name and gains E as "
         "owner."
     )
+    required = ("--slug", "--name", "--owner-email")
 
-    def add_arguments(self, parser):
-        parser.add_argument("--slug", required=True)
-        parser.add_argument("--name", required=True)
-        parser.add_argument("--owner-email", required=True)
-
-    @as_command
-    @transaction.atomic
-    def handle(self, *args, slug: str, name: str, owner_email: str, **options):
+    def run(self, *, slug: str, name: str, owner_email: str, **options):
         if not SLUG_RE.fullmatch(slug):
             raise CommandError(f"invalid slug: {slug}")
         owner = Account.objects.filter(email=normalize_email(owner_email)).first()
@@ -35,12 +27,9 @@ class Command(BaseCommand):
         created = workspace is None
         if created:
             # Through the service: recorded as the command's, with the owner set-up of `workspace/create`.
-            try:
-                workspace = create_workspace(
-                    name=name, slug=slug, config=dict(META), tags=[], meta=dict(META), owner=owner
-                )
-            except ApiError as exc:
-                raise CommandError(exc.message) from exc
+            workspace = create_workspace(
+                name=name, slug=slug, config=dict(META), tags=[], meta=dict(META), owner=owner
+            )
         else:
             ensure_owner(workspace, owner)
         verb = "created" if created else "found"
