@@ -26,6 +26,8 @@ class AccountEndpoint(endpoints.Endpoint):
     are `policy.authorize`'s (CONTRACT 4)."""
 
     lookup = ("id", "email")
+    request_serializer = AccountRef
+    response_serializer = AccountSerializer
 
     def get_queryset(self, request: Request) -> QuerySet:
         return Account.objects.all()
@@ -46,11 +48,6 @@ class AccountDescribe(AccountEndpoint):
     read_only = True
     permission = "accounts:describe"
     per_record = True
-    request_serializer = AccountRef
-    response_serializer = AccountSerializer
-
-    def handle(self, request: Request, data: dict) -> dict:
-        return self.serialize(self.get_object(request, data))
 
 
 class AccountList(ListEndpoint):
@@ -83,18 +80,10 @@ class AccountUpdate(AccountEndpoint):
     permission = "accounts:update"
     per_record = True
     request_serializer = AccountUpdateRequest
-    response_serializer = AccountSerializer
-
-    def handle(self, request: Request, data: dict) -> dict:
-        account = self.get_object(request, data)
-        changes = endpoints.changes_of(data, *self.lookup)
-        return self.serialize(services.update_account(account, **changes, actor=request.user))
+    service = services.update_account
 
 
 class AccountDelete(AccountEndpoint):
     permission = "accounts:delete"
-    request_serializer = AccountRef
     response_serializer = AccountDeleted
-
-    def handle(self, request: Request, data: dict) -> dict:
-        return services.delete_account(self.get_object(request, data), actor=request.user)
+    service = services.delete_account

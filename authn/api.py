@@ -1,3 +1,5 @@
+from typing import ClassVar
+
 from django.http import HttpRequest, HttpResponseRedirect
 from django.views.decorators.http import require_GET
 from rest_framework.request import Request
@@ -83,28 +85,29 @@ class Revoke(Endpoint):
 
 # E-mail flows (SPEC 4 rules 1-2): the two requests answer the same whether the address is known or not.
 
-RESET_MESSAGE = "If an account exists for this address, a password reset link has been sent."
-RESEND_MESSAGE = "If an unconfirmed account exists for this address, a confirmation link has been sent."
 
+class EmailLink(Endpoint):
+    """Mails the address a link of `kind` (when it should get one) and answers `message` either way."""
 
-class ResetPassword(Endpoint):
     public = True
     request_serializer = EmailRequest
     response_serializer = Message
+    kind: ClassVar[str]
+    message: ClassVar[str]
 
     def handle(self, request: Request, data: dict) -> dict:
-        services.request_email(RESET, email=data["email"])
-        return {"message": RESET_MESSAGE}
+        services.request_email(self.kind, email=data["email"])
+        return {"message": self.message}
 
 
-class ResendConfirm(Endpoint):
-    public = True
-    request_serializer = EmailRequest
-    response_serializer = Message
+class ResetPassword(EmailLink):
+    kind = RESET
+    message = "If an account exists for this address, a password reset link has been sent."
 
-    def handle(self, request: Request, data: dict) -> dict:
-        services.request_email(CONFIRM, email=data["email"])
-        return {"message": RESEND_MESSAGE}
+
+class ResendConfirm(EmailLink):
+    kind = CONFIRM
+    message = "If an unconfirmed account exists for this address, a confirmation link has been sent."
 
 
 class UpdatePassword(Endpoint):

@@ -11,6 +11,7 @@ from iam.api import JSON_RENDERER, Endpoint, envelope
 from iam.errors import ApiError
 from iam.fields import PERMISSION_NAME_MAX, PERMISSION_NAME_RE
 from iam.list_endpoint import ListEndpoint
+from rbac import endpoints
 
 from . import catchup, services, validation
 from .models import Client
@@ -37,9 +38,20 @@ def _is_permission_name(value: object) -> bool:
     )
 
 
-class ClientCreate(Endpoint):
-    permission = "clients:create"
+class ClientEndpoint(endpoints.Endpoint):
     workspace_scoped = True
+    request_serializer = ClientRef
+    response_serializer = ClientSerializer
+
+    def get_queryset(self, request: Request) -> QuerySet:
+        return Client.objects.in_workspace(request.workspace).select_related("workspace")
+
+    def find(self, request: Request, data: dict) -> Client:
+        return services.get_client(request.workspace, id=data["id"])  # its own 404 names the field
+
+
+class ClientCreate(ClientEndpoint):
+    permission = "clients:create"
     request_serializer = ClientCreateRequest
     response_serializer = ClientWithSecret
 
@@ -49,15 +61,9 @@ class ClientCreate(Endpoint):
         return self.serialize(client)
 
 
-class ClientDescribe(Endpoint):
+class ClientDescribe(ClientEndpoint):
     read_only = True
     permission = "clients:describe"
-    workspace_scoped = True
-    request_serializer = ClientRef
-    response_serializer = ClientSerializer
-
-    def handle(self, request: Request, data: dict) -> dict:
-        return self.serialize(services.get_client(request.workspace, id=data["id"]))
 
 
 class ClientList(ListEndpoint):
@@ -71,37 +77,24 @@ class ClientList(ListEndpoint):
         return Client.objects.in_workspace(request.workspace).select_related("workspace")
 
 
-class ClientUpdate(Endpoint):
+class ClientUpdate(ClientEndpoint):
     permission = "clients:update"
-    workspace_scoped = True
     request_serializer = ClientUpdateRequest
-    response_serializer = ClientSerializer
-
-    def handle(self, request: Request, data: dict) -> dict:
-        client = services.get_client(request.workspace, id=data.pop("id"))
-        return self.serialize(services.update_client(client, **data, actor=request.user))
+    service = services.update_client
 
 
-class ClientDelete(Endpoint):
+class ClientDelete(ClientEndpoint):
     permission = "clients:delete"
-    workspace_scoped = True
-    request_serializer = ClientRef
     response_serializer = ClientDeleted
-
-    def handle(self, request: Request, data: dict) -> dict:
-        return services.delete_client(
-            services.get_client(request.workspace, id=data["id"]), actor=request.user
-        )
+    service = services.delete_client
 
 
-class ClientRegenerateSecret(Endpoint):
+class ClientRegenerateSecret(ClientEndpoint):
     permission = "clients:regenerate-secret"
-    workspace_scoped = True
-    request_serializer = ClientRef
     response_serializer = SecretRegenerated
 
     def handle(self, request: Request, data: dict) -> dict:
-        client = services.get_client(request.workspace, id=data["id"])
+        client = self.get_object(request, data)
         return {"id": str(client.pk), "secret": services.regenerate_secret(client, actor=request.user)}
 
 

@@ -36,6 +36,7 @@ class WorkspaceEndpoint(endpoints.Endpoint):
 
     per_record = True
     lookup = ("id", "slug")
+    request_serializer = WorkspaceRef
     response_serializer = WorkspaceSerializer
 
     def get_queryset(self, request: Request) -> QuerySet:
@@ -55,10 +56,6 @@ class WorkspaceCreate(Endpoint):
 class WorkspaceDescribe(WorkspaceEndpoint):
     read_only = True
     permission = "workspaces:describe"
-    request_serializer = WorkspaceRef
-
-    def handle(self, request: Request, data: dict) -> dict:
-        return self.serialize(self.get_object(request, data))
 
 
 class WorkspaceList(ListEndpoint):
@@ -78,20 +75,13 @@ class WorkspaceList(ListEndpoint):
 class WorkspaceUpdate(WorkspaceEndpoint):
     permission = "workspaces:update"
     request_serializer = WorkspaceUpdateRequest
-
-    def handle(self, request: Request, data: dict) -> dict:
-        workspace = self.get_object(request, data)
-        changes = endpoints.changes_of(data, *self.lookup)
-        return self.serialize(services.update_workspace(workspace, **changes, actor=request.user))
+    service = services.update_workspace
 
 
 class WorkspaceDelete(WorkspaceEndpoint):
     permission = "workspaces:delete"
-    request_serializer = WorkspaceRef
     response_serializer = WorkspaceDeleted
-
-    def handle(self, request: Request, data: dict) -> dict:
-        return services.delete_workspace(self.get_object(request, data), actor=request.user)
+    service = services.delete_workspace
 
 
 # Projects
@@ -101,6 +91,7 @@ class ProjectEndpoint(endpoints.Endpoint):
     workspace_scoped = True
     project_aware = True
     lookup = ("id", "code")
+    request_serializer = ProjectRef
     response_serializer = ProjectSerializer
 
     def get_queryset(self, request: Request) -> QuerySet:
@@ -110,19 +101,14 @@ class ProjectEndpoint(endpoints.Endpoint):
 class ProjectCreate(ProjectEndpoint):
     permission = "projects:create"
     project_aware = False  # a project-scope grant cannot make a new project
+    creates = True
     request_serializer = ProjectCreateRequest
-
-    def handle(self, request: Request, data: dict) -> dict:
-        return self.serialize(services.create_project(request.workspace, actor=request.user, **data))
+    service = services.create_project
 
 
 class ProjectDescribe(ProjectEndpoint):
     read_only = True
     permission = "projects:describe"
-    request_serializer = ProjectRef
-
-    def handle(self, request: Request, data: dict) -> dict:
-        return self.serialize(self.get_object(request, data))
 
 
 class ProjectList(endpoints.ProjectScopedList):
@@ -148,17 +134,10 @@ class ProjectList(endpoints.ProjectScopedList):
 class ProjectUpdate(ProjectEndpoint):
     permission = "projects:update"
     request_serializer = ProjectUpdateRequest
-
-    def handle(self, request: Request, data: dict) -> dict:
-        project = self.get_object(request, data)
-        changes = endpoints.changes_of(data, *self.lookup)
-        return self.serialize(services.update_project(project, **changes, actor=request.user))
+    service = services.update_project
 
 
 class ProjectDelete(ProjectEndpoint):
     permission = "projects:delete"
-    request_serializer = ProjectRef
     response_serializer = ProjectDeleted
-
-    def handle(self, request: Request, data: dict) -> dict:
-        return services.delete_project(self.get_object(request, data), actor=request.user)
+    service = services.delete_project
