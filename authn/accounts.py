@@ -33,7 +33,7 @@ class AccountEndpoint(endpoints.Endpoint):
         return Account.objects.all()
 
 
-class AccountCreate(Endpoint):
+class AccountCreate(Endpoint, route="accounts/create"):
     permission = "accounts:create"
     request_serializer = AccountCreateRequest
     response_serializer = AccountSerializer
@@ -43,14 +43,14 @@ class AccountCreate(Endpoint):
         return self.serialize(account)
 
 
-class AccountDescribe(AccountEndpoint):
+class AccountDescribe(AccountEndpoint, route="accounts/describe"):
     # Any account may describe itself (CONTRACT 4).
     read_only = True
     permission = "accounts:describe"
     per_record = True
 
 
-class AccountList(ListEndpoint):
+class AccountList(ListEndpoint, route="accounts/list"):
     permission = "accounts:list"
     list_key = "accounts"
     response_serializer = AccountSerializer
@@ -75,7 +75,7 @@ class AccountList(ListEndpoint):
         return Account.objects.all()
 
 
-class AccountUpdate(AccountEndpoint):
+class AccountUpdate(AccountEndpoint, route="accounts/update"):
     # An account updates itself, except its enabled and verified flags (CONTRACT 4).
     permission = "accounts:update"
     per_record = True
@@ -83,7 +83,7 @@ class AccountUpdate(AccountEndpoint):
     service = services.update_account
 
 
-class AccountDelete(AccountEndpoint):
+class AccountDelete(AccountEndpoint, route="accounts/delete"):
     permission = "accounts:delete"
     response_serializer = AccountDeleted
     service = services.delete_account

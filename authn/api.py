@@ -34,7 +34,7 @@ def session_payload(account, session: dict) -> dict:
     return SessionWithAccount({**session, "account": account}).data
 
 
-class Register(Endpoint):
+class Register(Endpoint, route="auth/register"):
     public = True
     request_serializer = RegisterRequest
     response_serializer = SessionWithAccount
@@ -48,7 +48,7 @@ class Register(Endpoint):
         return session_payload(account, session)
 
 
-class Login(Endpoint):
+class Login(Endpoint, route="auth/login"):
     public = True
     request_serializer = LoginRequest
     response_serializer = SessionWithAccount
@@ -62,7 +62,7 @@ class Login(Endpoint):
         return session_payload(account, session)
 
 
-class Refresh(Endpoint):
+class Refresh(Endpoint, route="auth/refresh"):
     authentication_classes = [SessionTokenAuthentication]
     response_serializer = SessionSerializer
 
@@ -74,7 +74,7 @@ class Refresh(Endpoint):
             raise ApiError(401, AUTHENTICATION_REQUIRED, commit=True) from exc
 
 
-class Revoke(Endpoint):
+class Revoke(Endpoint, route="auth/revoke"):
     authentication_classes = [SessionTokenAuthentication]
     response_serializer = Revoked
 
@@ -100,17 +100,17 @@ class EmailLink(Endpoint):
         return {"message": self.message}
 
 
-class ResetPassword(EmailLink):
+class ResetPassword(EmailLink, route="auth/reset-password"):
     kind = RESET
     message = "If an account exists for this address, a password reset link has been sent."
 
 
-class ResendConfirm(EmailLink):
+class ResendConfirm(EmailLink, route="auth/resend-confirm"):
     kind = CONFIRM
     message = "If an unconfirmed account exists for this address, a confirmation link has been sent."
 
 
-class UpdatePassword(Endpoint):
+class UpdatePassword(Endpoint, route="auth/update-password"):
     public = True
     request_serializer = UpdatePasswordRequest
     response_serializer = PasswordUpdated
@@ -120,7 +120,7 @@ class UpdatePassword(Endpoint):
         return {"account_id": str(account.pk)}
 
 
-class Confirm(Endpoint):
+class Confirm(Endpoint, route="auth/confirm"):
     public = True
     request_serializer = TokenRequest
     response_serializer = Confirmed
@@ -133,7 +133,7 @@ class Confirm(Endpoint):
 # OAuth login with idp_a (SPEC 4 rules 3-6, CONTRACT 10)
 
 
-class OAuthInitiate(Endpoint):
+class OAuthInitiate(Endpoint, route="auth/oauth/idp_a/initiate"):
     public = True
     request_serializer = OAuthInitiateRequest
     response_serializer = OAuthInitiated

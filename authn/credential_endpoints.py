@@ -41,12 +41,12 @@ class CredentialEndpoint(endpoints.Endpoint):
         return service(target, **changes)  # credentials record no actor: only operators change them
 
 
-class CredentialDescribe(CredentialEndpoint):
+class CredentialDescribe(CredentialEndpoint, route="credentials/describe"):
     read_only = True
     permission = "credentials:describe"
 
 
-class CredentialList(ListEndpoint):
+class CredentialList(ListEndpoint, route="credentials/list"):
     permission = "credentials:list"
     workspace_scoped = True
     list_key = "credentials"
@@ -66,14 +66,14 @@ class CredentialList(ListEndpoint):
         return Credential.objects.in_workspace(request.workspace)
 
 
-class CredentialUpdate(CredentialEndpoint):
+class CredentialUpdate(CredentialEndpoint, route="credentials/update"):
     permission = "credentials:update"
     lock = True
     request_serializer = CredentialUpdateRequest
     service = services.update_credential
 
 
-class CredentialDelete(CredentialEndpoint):
+class CredentialDelete(CredentialEndpoint, route="credentials/delete"):
     permission = "credentials:delete"
     lock = True
     response_serializer = CredentialDeleted

@@ -39,19 +39,19 @@ class PermissionEndpoint(endpoints.Endpoint):
         return Permission.objects.in_workspace(request.workspace)
 
 
-class PermissionCreate(PermissionEndpoint):
+class PermissionCreate(PermissionEndpoint, route="permissions/create"):
     permission = "permissions:create"
     creates = True
     request_serializer = PermissionCreateRequest
     service = services.create_permission
 
 
-class PermissionDescribe(PermissionEndpoint):
+class PermissionDescribe(PermissionEndpoint, route="permissions/describe"):
     read_only = True
     permission = "permissions:describe"
 
 
-class PermissionList(ListEndpoint):
+class PermissionList(ListEndpoint, route="permissions/list"):
     permission = "permissions:list"
     workspace_scoped = True
     list_key = "permissions"
@@ -62,14 +62,14 @@ class PermissionList(ListEndpoint):
         return Permission.objects.in_workspace(request.workspace)
 
 
-class PermissionUpdate(PermissionEndpoint):
+class PermissionUpdate(PermissionEndpoint, route="permissions/update"):
     permission = "permissions:update"
     lookup = ("id",)  # `code` is a change here
     request_serializer = PermissionUpdateRequest
     service = services.update_permission
 
 
-class PermissionDelete(PermissionEndpoint):
+class PermissionDelete(PermissionEndpoint, route="permissions/delete"):
     permission = "permissions:delete"
     request_serializer = IdRequest
     response_serializer = Deleted
@@ -102,19 +102,19 @@ class RoleEndpoint(endpoints.Endpoint):
         return changes
 
 
-class RoleCreate(RoleEndpoint):
+class RoleCreate(RoleEndpoint, route="roles/create"):
     permission = "roles:create"
     creates = True
     request_serializer = RoleCreateRequest
     service = services.create_role
 
 
-class RoleDescribe(RoleEndpoint):
+class RoleDescribe(RoleEndpoint, route="roles/describe"):
     read_only = True
     permission = "roles:describe"
 
 
-class RoleList(ListEndpoint):
+class RoleList(ListEndpoint, route="roles/list"):
     permission = "roles:list"
     workspace_scoped = True
     list_key = "roles"
@@ -125,13 +125,13 @@ class RoleList(ListEndpoint):
         return roles_of(request.workspace)
 
 
-class RoleUpdate(RoleEndpoint):
+class RoleUpdate(RoleEndpoint, route="roles/update"):
     permission = "roles:update"
     request_serializer = RoleUpdateRequest
     service = services.update_role
 
 
-class RoleDelete(RoleEndpoint):
+class RoleDelete(RoleEndpoint, route="roles/delete"):
     permission = "roles:delete"
     response_serializer = Deleted
     service = services.delete_role
@@ -186,19 +186,19 @@ class MembershipEndpoint(endpoints.Endpoint):
         return changes
 
 
-class MembershipCreate(MembershipEndpoint):
+class MembershipCreate(MembershipEndpoint, route="memberships/create"):
     permission = "memberships:create"
     creates = True
     request_serializer = MembershipCreateRequest
     service = services.create_membership
 
 
-class MembershipDescribe(MembershipEndpoint):
+class MembershipDescribe(MembershipEndpoint, route="memberships/describe"):
     read_only = True
     permission = "memberships:describe"
 
 
-class MembershipList(endpoints.ProjectScopedList):
+class MembershipList(endpoints.ProjectScopedList, route="memberships/list"):
     permission = "memberships:list"
     workspace_scoped = True
     list_key = "memberships"
@@ -213,19 +213,19 @@ class MembershipList(endpoints.ProjectScopedList):
         return memberships if visible is None else memberships.filter(project_id__in=visible)
 
 
-class MembershipUpdate(MembershipEndpoint):
+class MembershipUpdate(MembershipEndpoint, route="memberships/update"):
     permission = "memberships:update"
     request_serializer = MembershipUpdateRequest
     service = services.update_membership
 
 
-class MembershipDelete(MembershipEndpoint):
+class MembershipDelete(MembershipEndpoint, route="memberships/delete"):
     permission = "memberships:delete"
     response_serializer = Deleted
     service = services.delete_membership
 
 
-class PermissionCheck(Endpoint):
+class PermissionCheck(Endpoint, route="permissions/check"):
     """Why may (or may not) this account do this here? The decision `clients/validate` makes for the
     account in the `X-Workspace` workspace, with every grant path behind it (`rbac.policy.explain`)."""
 

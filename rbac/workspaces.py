@@ -43,7 +43,7 @@ class WorkspaceEndpoint(endpoints.Endpoint):
         return Workspace.objects.all()
 
 
-class WorkspaceCreate(Endpoint):
+class WorkspaceCreate(Endpoint, route="workspace/create"):
     """Any enabled account may create a workspace; it becomes its owner."""
 
     request_serializer = WorkspaceCreateRequest
@@ -53,12 +53,12 @@ class WorkspaceCreate(Endpoint):
         return self.serialize(create_workspace(owner=request.user, **data))
 
 
-class WorkspaceDescribe(WorkspaceEndpoint):
+class WorkspaceDescribe(WorkspaceEndpoint, route="workspace/describe"):
     read_only = True
     permission = "workspaces:describe"
 
 
-class WorkspaceList(ListEndpoint):
+class WorkspaceList(ListEndpoint, route="workspace/list"):
     """The caller's workspaces; every workspace for holders of `workspaces:list` in the root workspace."""
 
     list_key = "workspaces"
@@ -72,13 +72,13 @@ class WorkspaceList(ListEndpoint):
         return Workspace.objects.filter(pk__in=mine.values("workspace_id"))
 
 
-class WorkspaceUpdate(WorkspaceEndpoint):
+class WorkspaceUpdate(WorkspaceEndpoint, route="workspace/update"):
     permission = "workspaces:update"
     request_serializer = WorkspaceUpdateRequest
     service = services.update_workspace
 
 
-class WorkspaceDelete(WorkspaceEndpoint):
+class WorkspaceDelete(WorkspaceEndpoint, route="workspace/delete"):
     permission = "workspaces:delete"
     response_serializer = WorkspaceDeleted
     service = services.delete_workspace
@@ -98,7 +98,7 @@ class ProjectEndpoint(endpoints.Endpoint):
         return Project.objects.in_workspace(request.workspace)
 
 
-class ProjectCreate(ProjectEndpoint):
+class ProjectCreate(ProjectEndpoint, route="projects/create"):
     permission = "projects:create"
     project_aware = False  # a project-scope grant cannot make a new project
     creates = True
@@ -106,12 +106,12 @@ class ProjectCreate(ProjectEndpoint):
     service = services.create_project
 
 
-class ProjectDescribe(ProjectEndpoint):
+class ProjectDescribe(ProjectEndpoint, route="projects/describe"):
     read_only = True
     permission = "projects:describe"
 
 
-class ProjectList(endpoints.ProjectScopedList):
+class ProjectList(endpoints.ProjectScopedList, route="projects/list"):
     permission = "projects:list"
     workspace_scoped = True
     list_key = "projects"
@@ -131,13 +131,13 @@ class ProjectList(endpoints.ProjectScopedList):
         return projects if visible is None else projects.filter(pk__in=visible)
 
 
-class ProjectUpdate(ProjectEndpoint):
+class ProjectUpdate(ProjectEndpoint, route="projects/update"):
     permission = "projects:update"
     request_serializer = ProjectUpdateRequest
     service = services.update_project
 
 
-class ProjectDelete(ProjectEndpoint):
+class ProjectDelete(ProjectEndpoint, route="projects/delete"):
     permission = "projects:delete"
     response_serializer = ProjectDeleted
     service = services.delete_project
