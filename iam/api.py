@@ -3,8 +3,10 @@
 
 An endpoint declares who may call it and what it reads; this module parses the body (CONTRACT 1: JSON
 whatever the Content-Type, SPEC 7's parse messages), validates it with the declared serializer, wraps the
-result in the envelope, and leaves authentication, workspace selection and the permission check to the
-classes named in `REST_FRAMEWORK` (`authn.authentication`, `rbac.permissions`)."""
+result in the envelope, and leaves authentication, workspace selection and the permission check to DRF's
+authentication and permission classes: those named in `REST_FRAMEWORK` (`authn.authentication`,
+`rbac.permissions`; `iam` may not import the apps), which `rbac.endpoints.Endpoint` names itself for the
+permission. `routes()` serves the endpoints of an app's modules at the paths their classes declare."""
 
 from collections.abc import Mapping
 from types import ModuleType
