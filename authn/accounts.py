@@ -26,12 +26,14 @@ class AccountEndpoint(endpoints.Endpoint):
     are `policy.authorize`'s (CONTRACT 4)."""
 
     lookup = ("id", "email")
+    request_serializer = AccountRef
+    response_serializer = AccountSerializer
 
     def get_queryset(self, request: Request) -> QuerySet:
         return Account.objects.all()
 
 
-class AccountCreate(Endpoint):
+class AccountCreate(Endpoint, route="accounts/create"):
     permission = "accounts:create"
     request_serializer = AccountCreateRequest
     response_serializer = AccountSerializer
@@ -41,19 +43,14 @@ class AccountCreate(Endpoint):
         return self.serialize(account)
 
 
-class AccountDescribe(AccountEndpoint):
+class AccountDescribe(AccountEndpoint, route="accounts/describe"):
     # Any account may describe itself (CONTRACT 4).
     read_only = True
     permission = "accounts:describe"
     per_record = True
-    request_serializer = AccountRef
-    response_serializer = AccountSerializer
-
-    def handle(self, request: Request, data: dict) -> dict:
-        return self.serialize(self.get_object(request, data))
 
 
-class AccountList(ListEndpoint):
+class AccountList(ListEndpoint, route="accounts/list"):
     permission = "accounts:list"
     list_key = "accounts"
     response_serializer = AccountSerializer
@@ -78,23 +75,15 @@ class AccountList(ListEndpoint):
         return Account.objects.all()
 
 
-class AccountUpdate(AccountEndpoint):
+class AccountUpdate(AccountEndpoint, route="accounts/update"):
     # An account updates itself, except its enabled and verified flags (CONTRACT 4).
     permission = "accounts:update"
     per_record = True
     request_serializer = AccountUpdateRequest
-    response_serializer = AccountSerializer
-
-    def handle(self, request: Request, data: dict) -> dict:
-        account = self.get_object(request, data)
-        changes = endpoints.changes_of(data, *self.lookup)
-        return self.serialize(services.update_account(account, **changes, actor=request.user))
+    service = services.update_account
 
 
-class AccountDelete(AccountEndpoint):
+class AccountDelete(AccountEndpoint, route="accounts/delete"):
     permission = "accounts:delete"
-    request_serializer = AccountRef
     response_serializer = AccountDeleted
-
-    def handle(self, request: Request, data: dict) -> dict:
-        return services.delete_account(self.get_object(request, data), actor=request.user)
+    service = services.delete_account

@@ -1,3 +1,5 @@
+from typing import ClassVar
+
 from django.http import HttpRequest, HttpResponseRedirect
 from django.views.decorators.http import require_GET
 from rest_framework.request import Request
@@ -32,7 +34,7 @@ def session_payload(account, session: dict) -> dict:
     return SessionWithAccount({**session, "account": account}).data
 
 
-class Register(Endpoint):
+class Register(Endpoint, route="auth/register"):
     public = True
     request_serializer = RegisterRequest
     response_serializer = SessionWithAccount
@@ -46,7 +48,7 @@ class Register(Endpoint):
         return session_payload(account, session)
 
 
-class Login(Endpoint):
+class Login(Endpoint, route="auth/login"):
     public = True
     request_serializer = LoginRequest
     response_serializer = SessionWithAccount
@@ -60,7 +62,7 @@ class Login(Endpoint):
         return session_payload(account, session)
 
 
-class Refresh(Endpoint):
+class Refresh(Endpoint, route="auth/refresh"):
     authentication_classes = [SessionTokenAuthentication]
     response_serializer = SessionSerializer
 
@@ -72,7 +74,7 @@ class Refresh(Endpoint):
             raise ApiError(401, AUTHENTICATION_REQUIRED, commit=True) from exc
 
 
-class Revoke(Endpoint):
+class Revoke(Endpoint, route="auth/revoke"):
     authentication_classes = [SessionTokenAuthentication]
     response_serializer = Revoked
 
@@ -83,31 +85,32 @@ class Revoke(Endpoint):
 
 # E-mail flows (SPEC 4 rules 1-2): the two requests answer the same whether the address is known or not.
 
-RESET_MESSAGE = "If an account exists for this address, a password reset link has been sent."
-RESEND_MESSAGE = "If an unconfirmed account exists for this address, a confirmation link has been sent."
 
+class EmailLink(Endpoint):
+    """Mails the address a link of `kind` (when it should get one) and answers `message` either way."""
 
-class ResetPassword(Endpoint):
     public = True
     request_serializer = EmailRequest
     response_serializer = Message
+    kind: ClassVar[str]
+    message: ClassVar[str]
 
     def handle(self, request: Request, data: dict) -> dict:
-        services.request_email(RESET, email=data["email"])
-        return {"message": RESET_MESSAGE}
+        services.request_email(self.kind, email=data["email"])
+        return {"message": self.message}
 
 
-class ResendConfirm(Endpoint):
-    public = True
-    request_serializer = EmailRequest
-    response_serializer = Message
-
-    def handle(self, request: Request, data: dict) -> dict:
-        services.request_email(CONFIRM, email=data["email"])
-        return {"message": RESEND_MESSAGE}
+class ResetPassword(EmailLink, route="auth/reset-password"):
+    kind = RESET
+    message = "If an account exists for this address, a password reset link has been sent."
 
 
-class UpdatePassword(Endpoint):
+class ResendConfirm(EmailLink, route="auth/resend-confirm"):
+    kind = CONFIRM
+    message = "If an unconfirmed account exists for this address, a confirmation link has been sent."
+
+
+class UpdatePassword(Endpoint, route="auth/update-password"):
     public = True
     request_serializer = UpdatePasswordRequest
     response_serializer = PasswordUpdated
@@ -117,7 +120,7 @@ class UpdatePassword(Endpoint):
         return {"account_id": str(account.pk)}
 
 
-class Confirm(Endpoint):
+class Confirm(Endpoint, route="auth/confirm"):
     public = True
     request_serializer = TokenRequest
     response_serializer = Confirmed
@@ -130,7 +133,7 @@ class Confirm(Endpoint):
 # OAuth login with idp_a (SPEC 4 rules 3-6, CONTRACT 10)
 
 
-class OAuthInitiate(Endpoint):
+class OAuthInitiate(Endpoint, route="auth/oauth/idp_a/initiate"):
     public = True
     request_serializer = OAuthInitiateRequest
     response_serializer = OAuthInitiated

@@ -1,6 +1,9 @@
 """Credential endpoints (SPEC 4 Credentials, CONTRACT 2, 3, 6, 12): workspace-scoped, no create. Every
 credential lives in the root workspace; its secret, status, identity and deletion are operators' alone."""
 
+from collections.abc import Callable
+from typing import Any
+
 from django.db.models import QuerySet
 from rest_framework.request import Request
 
@@ -23,7 +26,10 @@ class CredentialEndpoint(endpoints.Endpoint):
     change is `policy.authorize`'s rule. `lock`: the write endpoints hold the row until they commit."""
 
     workspace_scoped = True
+    lookup = LOOKUP
     lock = False
+    request_serializer = CredentialRef
+    response_serializer = CredentialSerializer
 
     def get_queryset(self, request: Request) -> QuerySet:
         return Credential.objects.in_workspace(request.workspace)
@@ -31,18 +37,16 @@ class CredentialEndpoint(endpoints.Endpoint):
     def find(self, request: Request, data: dict) -> Credential | None:
         return services.find_credential(request.workspace, **lookup(data), lock=self.lock)
 
+    def call(self, service: Callable[..., Any], target: Any, changes: dict, request: Request) -> Any:
+        return service(target, **changes)  # credentials record no actor: only operators change them
 
-class CredentialDescribe(CredentialEndpoint):
+
+class CredentialDescribe(CredentialEndpoint, route="credentials/describe"):
     read_only = True
     permission = "credentials:describe"
-    request_serializer = CredentialRef
-    response_serializer = CredentialSerializer
-
-    def handle(self, request: Request, data: dict) -> dict:
-        return self.serialize(self.get_object(request, data))
 
 
-class CredentialList(ListEndpoint):
+class CredentialList(ListEndpoint, route="credentials/list"):
     permission = "credentials:list"
     workspace_scoped = True
     list_key = "credentials"
@@ -62,24 +66,15 @@ class CredentialList(ListEndpoint):
         return Credential.objects.in_workspace(request.workspace)
 
 
-class CredentialUpdate(CredentialEndpoint):
+class CredentialUpdate(CredentialEndpoint, route="credentials/update"):
     permission = "credentials:update"
     lock = True
     request_serializer = CredentialUpdateRequest
-    response_serializer = CredentialSerializer
-
-    def handle(self, request: Request, data: dict) -> dict:
-        changes = endpoints.changes_of(data, *LOOKUP)
-        credential = self.get_object(request, data)
-        return self.serialize(services.update_credential(credential, **changes))
+    service = services.update_credential
 
 
-class CredentialDelete(CredentialEndpoint):
+class CredentialDelete(CredentialEndpoint, route="credentials/delete"):
     permission = "credentials:delete"
     lock = True
-    request_serializer = CredentialRef
     response_serializer = CredentialDeleted
-
-    def handle(self, request: Request, data: dict) -> dict:
-        credential = self.get_object(request, data)
-        return services.delete_credential(credential)
+    service = services.delete_credential

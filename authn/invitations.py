@@ -54,7 +54,7 @@ class InvitationEndpoint(Endpoint):
         return membership
 
 
-class MembershipAccept(InvitationEndpoint):
+class MembershipAccept(InvitationEndpoint, route="memberships/accept"):
     response_serializer = MembershipSerializer
 
     def handle(self, request: Request, data: dict) -> dict:
@@ -62,7 +62,7 @@ class MembershipAccept(InvitationEndpoint):
         return self.serialize(Membership.objects.prefetch_related("roles__permissions").get(pk=membership.pk))
 
 
-class MembershipDecline(InvitationEndpoint):
+class MembershipDecline(InvitationEndpoint, route="memberships/decline"):
     response_serializer = Deleted
 
     def handle(self, request: Request, data: dict) -> dict:

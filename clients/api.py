@@ -11,6 +11,7 @@ from iam.api import JSON_RENDERER, Endpoint, envelope
 from iam.errors import ApiError
 from iam.fields import PERMISSION_NAME_MAX, PERMISSION_NAME_RE
 from iam.list_endpoint import ListEndpoint
+from rbac import endpoints
 
 from . import catchup, services, validation
 from .models import Client
@@ -37,75 +38,7 @@ def _is_permission_name(value: object) -> bool:
     )
 
 
-class ClientCreate(Endpoint):
-    permission = "clients:create"
-    workspace_scoped = True
-    request_serializer = ClientCreateRequest
-    response_serializer = ClientWithSecret
-
-    def handle(self, request: Request, data: dict) -> dict:
-        client, secret = services.create_client(request.workspace, **data, actor=request.user)
-        client.secret = secret
-        return self.serialize(client)
-
-
-class ClientDescribe(Endpoint):
-    read_only = True
-    permission = "clients:describe"
-    workspace_scoped = True
-    request_serializer = ClientRef
-    response_serializer = ClientSerializer
-
-    def handle(self, request: Request, data: dict) -> dict:
-        return self.serialize(services.get_client(request.workspace, id=data["id"]))
-
-
-class ClientList(ListEndpoint):
-    permission = "clients:list"
-    workspace_scoped = True
-    list_key = "clients"
-    filter_fields = {"id": "id", "workspace_id": "workspace", "name": "name", "description": "description"}
-    response_serializer = ClientSerializer
-
-    def get_queryset(self, request: Request) -> QuerySet:
-        return Client.objects.in_workspace(request.workspace).select_related("workspace")
-
-
-class ClientUpdate(Endpoint):
-    permission = "clients:update"
-    workspace_scoped = True
-    request_serializer = ClientUpdateRequest
-    response_serializer = ClientSerializer
-
-    def handle(self, request: Request, data: dict) -> dict:
-        client = services.get_client(request.workspace, id=data.pop("id"))
-        return self.serialize(services.update_client(client, **data, actor=request.user))
-
-
-class ClientDelete(Endpoint):
-    permission = "clients:delete"
-    workspace_scoped = True
-    request_serializer = ClientRef
-    response_serializer = ClientDeleted
-
-    def handle(self, request: Request, data: dict) -> dict:
-        return services.delete_client(
-            services.get_client(request.workspace, id=data["id"]), actor=request.user
-        )
-
-
-class ClientRegenerateSecret(Endpoint):
-    permission = "clients:regenerate-secret"
-    workspace_scoped = True
-    request_serializer = ClientRef
-    response_serializer = SecretRegenerated
-
-    def handle(self, request: Request, data: dict) -> dict:
-        client = services.get_client(request.workspace, id=data["id"])
-        return {"id": str(client.pk), "secret": services.regenerate_secret(client, actor=request.user)}
-
-
-class ClientValidate(Endpoint):
+class ClientValidate(Endpoint, route="clients/validate"):
     """CONTRACT 7. Public: the client authenticates itself with its id and secret in the body."""
 
     public = True
@@ -154,6 +87,66 @@ class ClientValidate(Endpoint):
         return answer(data)
 
 
+class ClientEndpoint(endpoints.Endpoint):
+    workspace_scoped = True
+    request_serializer = ClientRef
+    response_serializer = ClientSerializer
+
+    def get_queryset(self, request: Request) -> QuerySet:
+        return Client.objects.in_workspace(request.workspace).select_related("workspace")
+
+    def find(self, request: Request, data: dict) -> Client:
+        return services.get_client(request.workspace, id=data["id"])  # its own 404 names the field
+
+
+class ClientCreate(ClientEndpoint, route="clients/create"):
+    permission = "clients:create"
+    request_serializer = ClientCreateRequest
+    response_serializer = ClientWithSecret
+
+    def handle(self, request: Request, data: dict) -> dict:
+        client, secret = services.create_client(request.workspace, **data, actor=request.user)
+        client.secret = secret
+        return self.serialize(client)
+
+
+class ClientDescribe(ClientEndpoint, route="clients/describe"):
+    read_only = True
+    permission = "clients:describe"
+
+
+class ClientList(ListEndpoint, route="clients/list"):
+    permission = "clients:list"
+    workspace_scoped = True
+    list_key = "clients"
+    filter_fields = {"id": "id", "workspace_id": "workspace", "name": "name", "description": "description"}
+    response_serializer = ClientSerializer
+
+    def get_queryset(self, request: Request) -> QuerySet:
+        return Client.objects.in_workspace(request.workspace).select_related("workspace")
+
+
+class ClientUpdate(ClientEndpoint, route="clients/update"):
+    permission = "clients:update"
+    request_serializer = ClientUpdateRequest
+    service = services.update_client
+
+
+class ClientDelete(ClientEndpoint, route="clients/delete"):
+    permission = "clients:delete"
+    response_serializer = ClientDeleted
+    service = services.delete_client
+
+
+class ClientRegenerateSecret(ClientEndpoint, route="clients/regenerate-secret"):
+    permission = "clients:regenerate-secret"
+    response_serializer = SecretRegenerated
+
+    def handle(self, request: Request, data: dict) -> dict:
+        client = self.get_object(request, data)
+        return {"id": str(client.pk), "secret": services.regenerate_secret(client, actor=request.user)}
+
+
 def answer(data: dict) -> dict:
     """The validation, counted by reason; with `explain`, the grant paths behind it (issue 15)."""
     data = dict(data)
@@ -167,7 +160,7 @@ def answer(data: dict) -> dict:
     return result
 
 
-class ClientEvents(Endpoint):
+class ClientEvents(Endpoint, route="clients/events"):
     """The workspace's events after a cursor, in commit order (see clients/catchup.py). Public: the client
     authenticates itself with its id and secret in the body, as in `clients/validate`; a wrong pair is 401
     `invalid client`. A cursor older than IAM_EVENT_RETENTION_DAYS is 410 `cursor expired`."""

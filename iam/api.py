@@ -3,14 +3,18 @@
 
 An endpoint declares who may call it and what it reads; this module parses the body (CONTRACT 1: JSON
 whatever the Content-Type, SPEC 7's parse messages), validates it with the declared serializer, wraps the
-result in the envelope, and leaves authentication, workspace selection and the permission check to the
-classes named in `REST_FRAMEWORK` (`authn.authentication`, `rbac.permissions`)."""
+result in the envelope, and leaves authentication, workspace selection and the permission check to DRF's
+authentication and permission classes: those named in `REST_FRAMEWORK` (`authn.authentication`,
+`rbac.permissions`; `iam` may not import the apps), which `rbac.endpoints.Endpoint` names itself for the
+permission. `routes()` serves the endpoints of an app's modules at the paths their classes declare."""
 
 from collections.abc import Mapping
+from types import ModuleType
 from typing import Any, ClassVar
 
 from django.db import transaction
 from django.db.models import QuerySet
+from django.urls import URLPattern, path
 from rest_framework import serializers
 from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
@@ -129,6 +133,8 @@ def find_one(queryset: QuerySet, ref: Mapping[str, Any], keys: tuple[str, ...] =
 class Endpoint(APIView):
     """POST-only JSON endpoint. Subclasses declare:
 
+    - `route`, as a class keyword (`class RoleUpdate(RoleEndpoint, route="roles/update")`): the path it
+      answers, which `routes()` serves; a class without one (a base) is not routed.
     - `permission`: the permission the caller needs (`"projects:create"`), checked before the body; None
       when the handler decides itself (self-service on accounts) or the endpoint is public.
     - `public`: no Bearer token needed.
@@ -157,6 +163,11 @@ class Endpoint(APIView):
     read_only: ClassVar[bool] = False
     request_serializer: ClassVar[type[serializers.Serializer] | None] = None
     response_serializer: ClassVar[type[serializers.Serializer] | None] = None
+    route: ClassVar[str | None] = None
+
+    def __init_subclass__(cls, route: str | None = None, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.route = route  # never inherited: each routed class names its own path
 
     def get_authenticators(self):
         return [] if self.public else super().get_authenticators()
@@ -198,3 +209,17 @@ class Endpoint(APIView):
     def serialize(self, instance: Any) -> dict:
         assert self.response_serializer is not None
         return self.response_serializer(instance, context={"request": self.request}).data
+
+
+def routes(*modules: ModuleType) -> list[URLPattern]:
+    """The URL patterns of the endpoints each module defines with a `route`, in the order they are
+    defined there: an app's `urls.py` names its endpoint modules, never an endpoint twice."""
+    return [
+        path(endpoint.route, endpoint.as_view())
+        for module in modules
+        for endpoint in vars(module).values()
+        if isinstance(endpoint, type)
+        and issubclass(endpoint, Endpoint)
+        and endpoint.__module__ == module.__name__
+        and endpoint.route is not None
+    ]

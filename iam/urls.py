@@ -2,6 +2,7 @@ from django.contrib import admin
 from django.urls import include, path
 
 from iam import metrics, views
+from iam.api import routes
 
 # Patterns are tried in order: `clients/validate`, which every client service calls on every request it
 # serves, comes first.
@@ -10,7 +11,7 @@ urlpatterns = [
     path("", views.Index.as_view()),
     path("health-check", views.HealthCheck.as_view()),
     path("metrics", metrics.metrics_view),
-    path("audit/list", views.AuditList.as_view()),
+    *routes(views),
     path("admin/", admin.site.urls),
     path("", include("authn.urls")),
     path("", include("rbac.urls")),

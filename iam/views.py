@@ -60,7 +60,7 @@ class AuditEntrySerializer(serializers.ModelSerializer):
         )
 
 
-class AuditList(ListEndpoint):
+class AuditList(ListEndpoint, route="audit/list"):
     """`POST /audit/list` (issue 16): the entries of the `X-Workspace` workspace; the root workspace's
     callers also see the global ones (accounts, logins, sessions). Append-only: no other audit endpoint."""
 

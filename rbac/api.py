@@ -2,7 +2,7 @@ from django.db.models import QuerySet
 from rest_framework.request import Request
 
 from accounts.models import Account
-from iam.api import Endpoint, find_one
+from iam.api import Endpoint
 from iam.errors import ApiError
 from iam.list_endpoint import ListEndpoint
 from tenancy.models import Project
@@ -32,30 +32,26 @@ from .serializers import (
 class PermissionEndpoint(endpoints.Endpoint):
     workspace_scoped = True
     lookup = ("id", "code")
+    request_serializer = PermissionRef
     response_serializer = PermissionSerializer
 
     def get_queryset(self, request: Request) -> QuerySet:
         return Permission.objects.in_workspace(request.workspace)
 
 
-class PermissionCreate(PermissionEndpoint):
+class PermissionCreate(PermissionEndpoint, route="permissions/create"):
     permission = "permissions:create"
+    creates = True
     request_serializer = PermissionCreateRequest
-
-    def handle(self, request: Request, data: dict) -> dict:
-        return self.serialize(services.create_permission(request.workspace, actor=request.user, **data))
+    service = services.create_permission
 
 
-class PermissionDescribe(PermissionEndpoint):
+class PermissionDescribe(PermissionEndpoint, route="permissions/describe"):
     read_only = True
     permission = "permissions:describe"
-    request_serializer = PermissionRef
-
-    def handle(self, request: Request, data: dict) -> dict:
-        return self.serialize(self.get_object(request, data))
 
 
-class PermissionList(ListEndpoint):
+class PermissionList(ListEndpoint, route="permissions/list"):
     permission = "permissions:list"
     workspace_scoped = True
     list_key = "permissions"
@@ -66,23 +62,18 @@ class PermissionList(ListEndpoint):
         return Permission.objects.in_workspace(request.workspace)
 
 
-class PermissionUpdate(PermissionEndpoint):
+class PermissionUpdate(PermissionEndpoint, route="permissions/update"):
     permission = "permissions:update"
+    lookup = ("id",)  # `code` is a change here
     request_serializer = PermissionUpdateRequest
-
-    def handle(self, request: Request, data: dict) -> dict:
-        permission = self.get_object(request, {"id": data["id"]})
-        changes = endpoints.changes_of(data, "id")
-        return self.serialize(services.update_permission(permission, **changes, actor=request.user))
+    service = services.update_permission
 
 
-class PermissionDelete(PermissionEndpoint):
+class PermissionDelete(PermissionEndpoint, route="permissions/delete"):
     permission = "permissions:delete"
     request_serializer = IdRequest
     response_serializer = Deleted
-
-    def handle(self, request: Request, data: dict) -> dict:
-        return services.delete_permission(self.get_object(request, data), actor=request.user)
+    service = services.delete_permission
 
 
 # Roles
@@ -94,42 +85,36 @@ def roles_of(workspace) -> QuerySet:
 
 class RoleEndpoint(endpoints.Endpoint):
     workspace_scoped = True
+    reload = True  # the answer lists the role's permissions as they are now
+    request_serializer = IdRequest
     response_serializer = RoleSerializer
 
     def get_queryset(self, request: Request) -> QuerySet:
         return roles_of(request.workspace)
 
-    def resolve_permission_ids(self, request: Request, data: dict) -> list[Permission] | None:
-        if "permission_ids" not in data:
-            return None
-        permissions = Permission.objects.in_workspace(request.workspace)
-        return services.resolve(permissions, data["permission_ids"], field="permission_ids")
+    def changes(self, request: Request, data: dict) -> dict:
+        changes = endpoints.changes_of(super().changes(request, data), "permission_ids")
+        if "permission_ids" in data:
+            permissions = Permission.objects.in_workspace(request.workspace)
+            changes["permissions"] = services.resolve(
+                permissions, data["permission_ids"], field="permission_ids"
+            )
+        return changes
 
 
-class RoleCreate(RoleEndpoint):
+class RoleCreate(RoleEndpoint, route="roles/create"):
     permission = "roles:create"
+    creates = True
     request_serializer = RoleCreateRequest
-
-    def handle(self, request: Request, data: dict) -> dict:
-        role = services.create_role(
-            request.workspace,
-            permissions=self.resolve_permission_ids(request, data),
-            actor=request.user,
-            **endpoints.changes_of(data, "permission_ids"),
-        )
-        return self.serialize(role)
+    service = services.create_role
 
 
-class RoleDescribe(RoleEndpoint):
+class RoleDescribe(RoleEndpoint, route="roles/describe"):
     read_only = True
     permission = "roles:describe"
-    request_serializer = IdRequest
-
-    def handle(self, request: Request, data: dict) -> dict:
-        return self.serialize(self.get_object(request, data))
 
 
-class RoleList(ListEndpoint):
+class RoleList(ListEndpoint, route="roles/list"):
     permission = "roles:list"
     workspace_scoped = True
     list_key = "roles"
@@ -140,28 +125,16 @@ class RoleList(ListEndpoint):
         return roles_of(request.workspace)
 
 
-class RoleUpdate(RoleEndpoint):
+class RoleUpdate(RoleEndpoint, route="roles/update"):
     permission = "roles:update"
     request_serializer = RoleUpdateRequest
-
-    def handle(self, request: Request, data: dict) -> dict:
-        role = self.get_object(request, data)
-        services.update_role(
-            role,
-            **endpoints.changes_of(data, "id", "permission_ids"),
-            permissions=self.resolve_permission_ids(request, data),
-            actor=request.user,
-        )
-        return self.serialize(self.get_object(request, data))
+    service = services.update_role
 
 
-class RoleDelete(RoleEndpoint):
+class RoleDelete(RoleEndpoint, route="roles/delete"):
     permission = "roles:delete"
-    request_serializer = IdRequest
     response_serializer = Deleted
-
-    def handle(self, request: Request, data: dict) -> dict:
-        return services.delete_role(self.get_object(request, data), actor=request.user)
+    service = services.delete_role
 
 
 # Memberships: a project-scope grant of `memberships:<action>` reaches the memberships of its project
@@ -175,6 +148,8 @@ def memberships_of(workspace) -> QuerySet:
 class MembershipEndpoint(endpoints.Endpoint):
     workspace_scoped = True
     project_aware = True
+    reload = True  # the answer lists the membership's roles as they are now
+    request_serializer = IdRequest
     response_serializer = MembershipSerializer
 
     def get_queryset(self, request: Request) -> QuerySet:
@@ -192,44 +167,38 @@ class MembershipEndpoint(endpoints.Endpoint):
         self.authorize(request, project)
         return project
 
-    def get_roles(self, request: Request, data: dict) -> list[Role] | None:
-        if "role_ids" not in data:
-            return None
-        return services.resolve(
-            Role.objects.in_workspace(request.workspace), data["role_ids"], field="role_ids"
-        )
+    def changes(self, request: Request, data: dict) -> dict:
+        """The account (a new membership's), the project it is in or moves to, and the roles, resolved
+        in this order (each refusal before the next)."""
+        changes = endpoints.changes_of(super().changes(request, data), "account_id", "project_id", "role_ids")
+        if self.creates:
+            changes["account"] = Account.objects.filter(pk=data["account_id"]).first()
+            if changes["account"] is None:
+                raise ApiError(400, "account_id must name an existing account", "account_id")
+            changes["project"] = self.get_project(request, data.get("project_id"))
+        elif "project_id" in data:
+            changes["project"] = self.get_project(request, data["project_id"])
+        elif changes.get("scope") == Membership.Scope.WORKSPACE:
+            self.get_project(request, None)
+        if "role_ids" in data:
+            roles = Role.objects.in_workspace(request.workspace)
+            changes["roles"] = services.resolve(roles, data["role_ids"], field="role_ids")
+        return changes
 
 
-class MembershipCreate(MembershipEndpoint):
+class MembershipCreate(MembershipEndpoint, route="memberships/create"):
     permission = "memberships:create"
+    creates = True
     request_serializer = MembershipCreateRequest
-
-    def handle(self, request: Request, data: dict) -> dict:
-        account = Account.objects.filter(pk=data["account_id"]).first()
-        if account is None:
-            raise ApiError(400, "account_id must name an existing account", "account_id")
-        project = self.get_project(request, data.get("project_id"))
-        membership = services.create_membership(
-            request.workspace,
-            account=account,
-            project=project,
-            roles=self.get_roles(request, data),
-            actor=request.user,
-            **endpoints.changes_of(data, "account_id", "project_id", "role_ids"),
-        )
-        return self.serialize(find_one(memberships_of(request.workspace), {"id": membership.pk}))
+    service = services.create_membership
 
 
-class MembershipDescribe(MembershipEndpoint):
+class MembershipDescribe(MembershipEndpoint, route="memberships/describe"):
     read_only = True
     permission = "memberships:describe"
-    request_serializer = IdRequest
-
-    def handle(self, request: Request, data: dict) -> dict:
-        return self.serialize(self.get_object(request, data))
 
 
-class MembershipList(endpoints.ProjectScopedList):
+class MembershipList(endpoints.ProjectScopedList, route="memberships/list"):
     permission = "memberships:list"
     workspace_scoped = True
     list_key = "memberships"
@@ -244,33 +213,19 @@ class MembershipList(endpoints.ProjectScopedList):
         return memberships if visible is None else memberships.filter(project_id__in=visible)
 
 
-class MembershipUpdate(MembershipEndpoint):
+class MembershipUpdate(MembershipEndpoint, route="memberships/update"):
     permission = "memberships:update"
     request_serializer = MembershipUpdateRequest
-
-    def handle(self, request: Request, data: dict) -> dict:
-        membership = self.get_object(request, data)
-        changes = endpoints.changes_of(data, "id", "project_id", "role_ids")
-        if "project_id" in data:
-            changes["project"] = self.get_project(request, data["project_id"])
-        elif changes.get("scope") == Membership.Scope.WORKSPACE:
-            self.get_project(request, None)
-        services.update_membership(
-            membership, **changes, roles=self.get_roles(request, data), actor=request.user
-        )
-        return self.serialize(find_one(memberships_of(request.workspace), {"id": membership.pk}))
+    service = services.update_membership
 
 
-class MembershipDelete(MembershipEndpoint):
+class MembershipDelete(MembershipEndpoint, route="memberships/delete"):
     permission = "memberships:delete"
-    request_serializer = IdRequest
     response_serializer = Deleted
-
-    def handle(self, request: Request, data: dict) -> dict:
-        return services.delete_membership(self.get_object(request, data), actor=request.user)
+    service = services.delete_membership
 
 
-class PermissionCheck(Endpoint):
+class PermissionCheck(Endpoint, route="permissions/check"):
     """Why may (or may not) this account do this here? The decision `clients/validate` makes for the
     account in the `X-Workspace` workspace, with every grant path behind it (`rbac.policy.explain`)."""
 

@@ -36,13 +36,14 @@ class WorkspaceEndpoint(endpoints.Endpoint):
 
     per_record = True
     lookup = ("id", "slug")
+    request_serializer = WorkspaceRef
     response_serializer = WorkspaceSerializer
 
     def get_queryset(self, request: Request) -> QuerySet:
         return Workspace.objects.all()
 
 
-class WorkspaceCreate(Endpoint):
+class WorkspaceCreate(Endpoint, route="workspace/create"):
     """Any enabled account may create a workspace; it becomes its owner."""
 
     request_serializer = WorkspaceCreateRequest
@@ -52,16 +53,12 @@ class WorkspaceCreate(Endpoint):
         return self.serialize(create_workspace(owner=request.user, **data))
 
 
-class WorkspaceDescribe(WorkspaceEndpoint):
+class WorkspaceDescribe(WorkspaceEndpoint, route="workspace/describe"):
     read_only = True
     permission = "workspaces:describe"
-    request_serializer = WorkspaceRef
-
-    def handle(self, request: Request, data: dict) -> dict:
-        return self.serialize(self.get_object(request, data))
 
 
-class WorkspaceList(ListEndpoint):
+class WorkspaceList(ListEndpoint, route="workspace/list"):
     """The caller's workspaces; every workspace for holders of `workspaces:list` in the root workspace."""
 
     list_key = "workspaces"
@@ -75,23 +72,16 @@ class WorkspaceList(ListEndpoint):
         return Workspace.objects.filter(pk__in=mine.values("workspace_id"))
 
 
-class WorkspaceUpdate(WorkspaceEndpoint):
+class WorkspaceUpdate(WorkspaceEndpoint, route="workspace/update"):
     permission = "workspaces:update"
     request_serializer = WorkspaceUpdateRequest
-
-    def handle(self, request: Request, data: dict) -> dict:
-        workspace = self.get_object(request, data)
-        changes = endpoints.changes_of(data, *self.lookup)
-        return self.serialize(services.update_workspace(workspace, **changes, actor=request.user))
+    service = services.update_workspace
 
 
-class WorkspaceDelete(WorkspaceEndpoint):
+class WorkspaceDelete(WorkspaceEndpoint, route="workspace/delete"):
     permission = "workspaces:delete"
-    request_serializer = WorkspaceRef
     response_serializer = WorkspaceDeleted
-
-    def handle(self, request: Request, data: dict) -> dict:
-        return services.delete_workspace(self.get_object(request, data), actor=request.user)
+    service = services.delete_workspace
 
 
 # Projects
@@ -101,31 +91,27 @@ class ProjectEndpoint(endpoints.Endpoint):
     workspace_scoped = True
     project_aware = True
     lookup = ("id", "code")
+    request_serializer = ProjectRef
     response_serializer = ProjectSerializer
 
     def get_queryset(self, request: Request) -> QuerySet:
         return Project.objects.in_workspace(request.workspace)
 
 
-class ProjectCreate(ProjectEndpoint):
+class ProjectCreate(ProjectEndpoint, route="projects/create"):
     permission = "projects:create"
     project_aware = False  # a project-scope grant cannot make a new project
+    creates = True
     request_serializer = ProjectCreateRequest
-
-    def handle(self, request: Request, data: dict) -> dict:
-        return self.serialize(services.create_project(request.workspace, actor=request.user, **data))
+    service = services.create_project
 
 
-class ProjectDescribe(ProjectEndpoint):
+class ProjectDescribe(ProjectEndpoint, route="projects/describe"):
     read_only = True
     permission = "projects:describe"
-    request_serializer = ProjectRef
-
-    def handle(self, request: Request, data: dict) -> dict:
-        return self.serialize(self.get_object(request, data))
 
 
-class ProjectList(endpoints.ProjectScopedList):
+class ProjectList(endpoints.ProjectScopedList, route="projects/list"):
     permission = "projects:list"
     workspace_scoped = True
     list_key = "projects"
@@ -145,20 +131,13 @@ class ProjectList(endpoints.ProjectScopedList):
         return projects if visible is None else projects.filter(pk__in=visible)
 
 
-class ProjectUpdate(ProjectEndpoint):
+class ProjectUpdate(ProjectEndpoint, route="projects/update"):
     permission = "projects:update"
     request_serializer = ProjectUpdateRequest
-
-    def handle(self, request: Request, data: dict) -> dict:
-        project = self.get_object(request, data)
-        changes = endpoints.changes_of(data, *self.lookup)
-        return self.serialize(services.update_project(project, **changes, actor=request.user))
+    service = services.update_project
 
 
-class ProjectDelete(ProjectEndpoint):
+class ProjectDelete(ProjectEndpoint, route="projects/delete"):
     permission = "projects:delete"
-    request_serializer = ProjectRef
     response_serializer = ProjectDeleted
-
-    def handle(self, request: Request, data: dict) -> dict:
-        return services.delete_project(self.get_object(request, data), actor=request.user)
+    service = services.delete_project
