@@ -5,8 +5,9 @@ An endpoint declares who may call it and what it reads; this module parses the b
 whatever the Content-Type, SPEC 7's parse messages), validates it with the declared serializer, wraps the
 result in the envelope, and leaves authentication, workspace selection and the permission check to DRF's
 authentication and permission classes: those named in `REST_FRAMEWORK` (`authn.authentication`,
-`rbac.permissions`; `iam` may not import the apps), which `rbac.endpoints.Endpoint` names itself for the
-permission. `routes()` serves the endpoints of an app's modules at the paths their classes declare."""
+`rbac.policy.EndpointPermission`; `iam` may not import the apps), which `rbac.endpoints.Endpoint` names
+itself for the permission. `routes()` serves the endpoints of an app's modules at the paths their
+classes declare."""
 
 from collections.abc import Mapping
 from types import ModuleType

@@ -171,7 +171,7 @@ if IAM_NUM_PROXIES < 0:
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["authn.authentication.BearerAuthentication"],
-    "DEFAULT_PERMISSION_CLASSES": ["rbac.permissions.EndpointPermission"],
+    "DEFAULT_PERMISSION_CLASSES": ["rbac.policy.EndpointPermission"],
     "DEFAULT_PARSER_CLASSES": ["iam.parsers.JsonBodyParser"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "EXCEPTION_HANDLER": "iam.errors.exception_handler",

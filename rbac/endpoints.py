@@ -1,6 +1,6 @@
 """The RBAC-aware endpoint bases (STYLE "Authorization is decided in one place"). `iam.api` stays the
 app-free machinery; these put `rbac.policy`'s two decisions in the one path every request takes:
-`permissions.EndpointPermission` (the declared permission, before the body; named here, not only in
+`policy.EndpointPermission` (the declared permission, before the body; named here, not only in
 settings) and `Endpoint.get_object` (the record, once loaded), so no endpoint checks a project, a self
 access or a workspace's grants by hand.
 
@@ -17,7 +17,7 @@ from iam import api, list_endpoint
 from iam.api import first_match, not_found
 
 from . import policy
-from .permissions import EndpointPermission
+from .policy import EndpointPermission
 
 
 def changes_of(data: dict, *identifiers: str) -> dict:

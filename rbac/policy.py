@@ -1,7 +1,8 @@
 """Authorization, decided in one place (CONTRACT 4, 15; STYLE "Authorization is decided in one place").
 
 Every API request is decided by two functions of this module: `admit` before the body is read (the
-endpoint's declared permission, from `rbac.permissions`), and `authorize` once the base endpoint
+endpoint's declared permission, asked by `EndpointPermission`, the DRF permission class at the end of this
+module), and `authorize` once the base endpoint
 (`rbac.endpoints.Endpoint`) has loaded the record the request names (its project, its account, a
 workspace). Every rule reads here: wildcards (`matches`), project scope (`Grants.allows`), self access on
 accounts and root-workspace rights for global resources (`authorize`), no escalation
@@ -15,12 +16,14 @@ from dataclasses import dataclass, field
 from uuid import UUID
 
 from django.conf import settings
+from rest_framework.exceptions import NotAuthenticated
+from rest_framework.permissions import BasePermission
 
 from accounts.models import Account
 from iam import cache, events
 from iam.errors import ApiError
 from tenancy.models import Project, Workspace
-from tenancy.workspace_cache import authz_generation, generation_key, root_workspace
+from tenancy.workspace_cache import authz_generation, find_workspace, generation_key, root_workspace
 
 from .models import Membership
 
@@ -399,3 +402,43 @@ def explain(
         reason = "no_matching_permission"
     matched = grant_paths(account.pk, workspace_id, permission, project_id) if reason is None else []
     return {"allowed": reason is None, "matched": matched, "reason": reason}
+
+
+# The door: DRF's permission class for every API endpoint
+
+
+class EndpointPermission(BasePermission):
+    """Runs after authentication, before the body is read (CONTRACT 1's order): the caller must be
+    authenticated, the `X-Workspace` workspace of a workspace-scoped endpoint must exist and count the
+    caller as an active member (CONTRACT 2), and the endpoint's declared permission must be held there
+    (`admit`)."""
+
+    def has_permission(self, request, view) -> bool:
+        if getattr(view, "public", False):
+            return True
+        account = request.user
+        if account is None:
+            raise NotAuthenticated()
+        workspace = None
+        if getattr(view, "workspace_scoped", False):
+            workspace = request.workspace = select_workspace(request, account)
+        admit(
+            account,
+            workspace,
+            getattr(view, "permission", None),
+            project_scoped=getattr(view, "project_aware", False),
+            per_record=getattr(view, "per_record", False),
+        )
+        return True
+
+
+def select_workspace(request, account):
+    ref = request.headers.get("X-Workspace", "").strip()
+    if not ref:
+        raise ApiError(400, "workspace required", "X-Workspace")
+    workspace = find_workspace(ref)
+    if workspace is None:
+        raise ApiError(404, "workspace not found", "X-Workspace")
+    if not account.is_superuser and not grants(account.pk, workspace.pk).member:
+        raise ApiError(403, "not a member of this workspace")
+    return workspace
