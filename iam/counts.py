@@ -16,7 +16,7 @@ SQLite (development) has no counts: `total` there is always `count(*)`.
 
 from dataclasses import dataclass
 
-from django.db import connections
+from django.db import connections, migrations
 from django.db.models import QuerySet
 from django.db.models.expressions import Col
 from django.db.models.lookups import Exact
@@ -128,6 +128,19 @@ def uninstall_sql(table: str) -> str:
         f"DROP FUNCTION iam_count_{table}() CASCADE;\n"  # CASCADE: its triggers
         f"DELETE FROM {TABLE} WHERE table_name = '{table}';"
     )
+
+
+def on_postgresql(sql: str, reverse_sql: str) -> migrations.RunPython:
+    """A migration operation that runs `sql` on PostgreSQL and nothing elsewhere (SQLite counts rows)."""
+
+    def run(statements: str):
+        def operation(apps, schema_editor) -> None:
+            if schema_editor.connection.vendor == "postgresql":
+                schema_editor.execute(statements, params=None)  # params=None: `%` is SQL's modulo here
+
+        return operation
+
+    return migrations.RunPython(run(sql), run(reverse_sql))
 
 
 def tenant_of(queryset: QuerySet) -> str | None:

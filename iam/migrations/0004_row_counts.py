@@ -5,19 +5,9 @@ from django.db import migrations
 from iam import counts
 
 
-def create(apps, schema_editor):
-    if schema_editor.connection.vendor == "postgresql":
-        schema_editor.execute(counts.CREATE_TABLE_SQL, params=None)
-
-
-def drop(apps, schema_editor):
-    if schema_editor.connection.vendor == "postgresql":
-        schema_editor.execute(counts.DROP_TABLE_SQL, params=None)
-
-
 class Migration(migrations.Migration):
     dependencies = [
         ("iam", "0003_audit_entry"),
     ]
 
-    operations = [migrations.RunPython(create, drop, elidable=False)]
+    operations = [counts.on_postgresql(counts.CREATE_TABLE_SQL, counts.DROP_TABLE_SQL)]

@@ -3,24 +3,10 @@ deleted in one workspace by concurrent requests on gunicorn's two processes all 
 counts give (no filter, or `status`) equal the ones counted from the rows (the same filter with
 `workspace_id` added, which no count holds)."""
 
-import threading
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
 
 from tests.live.api import META, create_workspace, ok
-
-CONCURRENCY = 16
-
-
-def together(make_request) -> list:
-    start = threading.Barrier(CONCURRENCY)
-
-    def run(i: int):
-        start.wait()
-        return make_request(i)
-
-    with ThreadPoolExecutor(CONCURRENCY) as pool:
-        return list(pool.map(run, range(CONCURRENCY)))
+from tests.live.test_races import CONCURRENCY, race
 
 
 def test_concurrent_membership_writes_keep_the_totals_exact(live):
@@ -40,7 +26,7 @@ def test_concurrent_membership_writes_keep_the_totals_exact(live):
             assert total(fields) == total({**fields, "workspace_id": workspace}), fields
 
     accounts = [live.register()["account"]["id"] for _ in range(CONCURRENCY)]
-    created = together(
+    created = race(
         lambda i: post(
             "/memberships/create",
             {
@@ -56,10 +42,12 @@ def test_concurrent_membership_writes_keep_the_totals_exact(live):
     memberships = [ok(response)["id"] for response in created]
     assert_exact()
 
-    changed = together(
-        lambda i: post("/memberships/delete", {"id": memberships[i]})
-        if i % 4 == 0
-        else post("/memberships/update", {"id": memberships[i], "status": "suspended"})
+    changed = race(
+        lambda i: (
+            post("/memberships/delete", {"id": memberships[i]})
+            if i % 4 == 0
+            else post("/memberships/update", {"id": memberships[i], "status": "suspended"})
+        )
     )
     assert Counter(response.status_code for response in changed) == {200: CONCURRENCY}, [
         response.text[:200] for response in changed if response.status_code != 200
