@@ -172,15 +172,15 @@ def _as_text(value) -> str:
     return str(value)
 
 
-def total(queryset: QuerySet, filters: dict) -> int | None:
-    """The exact number of the queryset's rows matching `filters` (column -> value, equality), read from
+def total(queryset: QuerySet, filters: list[tuple[str, object]]) -> int | None:
+    """The exact number of the queryset's rows matching `filters` ((column, value) equalities), read from
     the counts when they hold it: PostgreSQL, a counted tenant (`tenant_of`), and no filter or one on a
     counted field. None otherwise: the caller counts the rows."""
     connection = connections[queryset.db]
     tenant = tenant_of(queryset) if connection.vendor == "postgresql" else None
     if tenant is None or len(filters) > 1:
         return None
-    field, value = next(iter(filters.items()), ("", ""))
+    field, value = filters[0] if filters else ("", "")
     if filters and (field not in COUNTED[queryset.model._meta.db_table].fields or value is None):
         return None
     with connection.cursor() as cursor:

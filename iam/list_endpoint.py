@@ -102,14 +102,14 @@ class ListEndpoint(Endpoint):
         offset = options.get("offset", 0)
 
         condition = Q()
-        by_column = {}  # what the database's counts can answer (iam.counts)
+        by_column = []  # (column, value): what the database's counts may answer (iam.counts)
         for name, value in filters.get("fields", {}).items():
             path = self.filter_fields.get(name)
             if path is None:
                 raise ApiError(400, f"unknown filter field: {name}", name)
             field = model._meta.get_field(path)
             parsed = _parse_filter_value(name, field, value)
-            by_column[field.column] = parsed
+            by_column.append((field.column, parsed))
             condition &= Q(**{f"{path}__isnull": True}) if parsed is None else Q(**{path: parsed})
         if filters.get("tags"):
             condition &= Q(HasTags("tags", filters["tags"]))

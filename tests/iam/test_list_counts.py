@@ -168,6 +168,20 @@ def test_tenant_of_names_only_a_whole_counted_set(workspace):
     assert counts.tenant_of(Workspace.objects.all()) is None  # not counted
 
 
+def test_total_answers_only_what_one_count_holds(workspace):
+    membership = MembershipFactory(workspace=workspace, status="invited")
+    scoped = Membership.objects.filter(workspace=workspace)
+    assert counts.total(scoped, []) == 1
+    assert counts.total(scoped, [("status", "invited")]) == 1
+    assert counts.total(scoped, [("status", "active")]) == 0
+    assert counts.total(scoped, [("status", "invited"), ("status", "active")]) is None  # 0 rows, not 1
+    assert counts.total(scoped, [("status", "invited"), ("scope", "workspace")]) is None
+    assert counts.total(scoped, [("account_id", membership.account_id)]) is None
+    assert counts.total(scoped.filter(status="invited"), []) is None
+    verified = Account.objects.filter(verified=True).count()
+    assert counts.total(Account.objects.all(), [("verified", True)]) == verified
+
+
 def skew_counts(by: int) -> None:
     """Adds `by` to every stored count (in a shard of its own): a total that moves with it was read from
     the counts, one that does not was counted from the rows."""
