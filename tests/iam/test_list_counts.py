@@ -42,11 +42,6 @@ def assert_exact() -> None:
     assert stored() == actual()
 
 
-@pytest.fixture
-def workspace(db):
-    return WorkspaceFactory()
-
-
 def test_the_installed_triggers_count_what_counted_declares(db):
     """A change to COUNTED needs a migration that installs it: the functions in the database match."""
     with connection.cursor() as cursor:
