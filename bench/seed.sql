@@ -2,7 +2,8 @@
 -- PostgreSQL itself with generate_series (no row crosses the wire). `{workspace}` is the workspace's id,
 -- filled in by bench/run.py. The tables' plain indexes are dropped during the load and built again after
 -- it (one sort each instead of a million insertions), and foreign-key triggers are off for this session
--- only: the rows reference what this script just made.
+-- only: the rows reference what this script just made. The row-count triggers (iam.counts) are off with
+-- them: bench/run.py counts the tables afresh after the load (one aggregate instead of a trigger per row).
 SET synchronous_commit = off;
 SET maintenance_work_mem = '256MB';
 SET session_replication_role = replica;

@@ -1,0 +1,192 @@
+"""Exact row counts kept by PostgreSQL (issue 14: a list's `total` over a million rows, SPEC 4 allows no
+estimate).
+
+A counted table carries statement-level triggers (with transition tables) on INSERT, UPDATE, DELETE and
+TRUNCATE that add each statement's change to `iam_row_count`: one count per tenant (a workspace, or `''`
+for a table counted whole) for all its rows (`field` `''`) and one per value of each counted field. The
+counts are sharded: a transaction adds to shard `txid % SHARDS`, so concurrent writers of one tenant seldom
+wait on the same row; a read sums the shards. The triggers run inside the writing statement, so a count is
+exact in every snapshot: it commits or rolls back with the rows. Django's cascades are plain DELETEs, and
+the database's own cascades run statements too: both pass through the triggers.
+
+`COUNTED` says which tables are counted and how; the migrations install the triggers with the same
+arguments (`install_sql`), and tests/iam/test_list_counts.py checks that the installed functions match it.
+SQLite (development) has no counts: `total` there is always `count(*)`.
+"""
+
+from dataclasses import dataclass
+
+from django.db import connections, migrations
+from django.db.models import QuerySet
+from django.db.models.expressions import Col
+from django.db.models.lookups import Exact
+
+SHARDS = 16
+TABLE = "iam_row_count"  # the SQL below is built from these constants and COUNTED's, never from input
+
+
+@dataclass(frozen=True)
+class Counted:
+    tenant: str | None  # the column a list is scoped by (counts per tenant); None: counted whole
+    fields: tuple[str, ...]  # NOT NULL columns of text or boolean type, counted per value
+
+
+COUNTED: dict[str, Counted] = {
+    "accounts_account": Counted(tenant=None, fields=("verified", "enabled")),
+    "rbac_membership": Counted(tenant="workspace_id", fields=("status", "scope")),
+}
+
+CREATE_TABLE_SQL = f"""
+CREATE TABLE {TABLE} (
+    table_name text NOT NULL,
+    tenant text NOT NULL,
+    field text NOT NULL,
+    value text NOT NULL,
+    shard smallint NOT NULL,
+    n bigint NOT NULL,
+    PRIMARY KEY (table_name, tenant, field, value, shard)
+);
+"""
+DROP_TABLE_SQL = f"DROP TABLE {TABLE};"
+
+
+def _keys(counted: Counted) -> str:
+    """The (field, value) pairs one row counts under: all rows, then each counted field's value."""
+    pairs = ["('', '')"] + [f"('{field}', d.{field}::text)" for field in counted.fields]
+    return ", ".join(pairs)
+
+
+def _changes(counted: Counted, sign: int, rows: str) -> str:
+    tenant = "''" if counted.tenant is None else f"{counted.tenant}::text"
+    columns = ", ".join(f"r.{field}" for field in counted.fields)
+    return f"SELECT {sign} AS delta, {tenant} AS tenant, {columns} FROM {rows} AS r"  # noqa: S608
+
+
+def _add(table: str, counted: Counted, changes: str) -> str:
+    # Keys in one order in every statement: two writers of the same shard lock its rows in that order.
+    return f"""
+        INSERT INTO {TABLE} AS c (table_name, tenant, field, value, shard, n)
+        SELECT '{table}', d.tenant, k.field, k.value, (txid_current() % {SHARDS})::smallint, sum(d.delta)
+        FROM ({changes}) AS d CROSS JOIN LATERAL (VALUES {_keys(counted)}) AS k (field, value)
+        GROUP BY d.tenant, k.field, k.value
+        HAVING sum(d.delta) <> 0
+        ORDER BY d.tenant, k.field, k.value
+        ON CONFLICT (table_name, tenant, field, value, shard) DO UPDATE SET n = c.n + excluded.n;"""  # noqa: S608
+
+
+def function_body(table: str, counted: Counted) -> str:
+    inserted = _changes(counted, 1, "new_rows")
+    deleted = _changes(counted, -1, "old_rows")
+    return f"""
+BEGIN
+    IF TG_OP = 'TRUNCATE' THEN
+        DELETE FROM {TABLE} WHERE table_name = '{table}';
+    ELSIF TG_OP = 'INSERT' THEN{_add(table, counted, inserted)}
+    ELSIF TG_OP = 'DELETE' THEN{_add(table, counted, deleted)}
+    ELSE{_add(table, counted, f"{inserted} UNION ALL {deleted}")}
+    END IF;
+    RETURN NULL;
+END;
+"""  # noqa: S608
+
+
+def recount_sql(table: str, counted: Counted) -> str:
+    """Counts the table afresh: after a load that bypassed the triggers (bench/seed.sql) or at install."""
+    changes = _changes(counted, 1, table)
+    return f"""
+LOCK TABLE {table} IN SHARE ROW EXCLUSIVE MODE;
+DELETE FROM {TABLE} WHERE table_name = '{table}';
+INSERT INTO {TABLE} (table_name, tenant, field, value, shard, n)
+SELECT '{table}', d.tenant, k.field, k.value, 0, count(*)
+FROM ({changes}) AS d CROSS JOIN LATERAL (VALUES {_keys(counted)}) AS k (field, value)
+GROUP BY d.tenant, k.field, k.value;
+"""  # noqa: S608
+
+
+def install_sql(table: str, counted: Counted) -> str:
+    function = f"iam_count_{table}"
+    triggers = [
+        ("insert", "INSERT", "REFERENCING NEW TABLE AS new_rows"),
+        ("update", "UPDATE", "REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows"),
+        ("delete", "DELETE", "REFERENCING OLD TABLE AS old_rows"),
+        ("truncate", "TRUNCATE", ""),
+    ]
+    statements = [
+        f"CREATE FUNCTION {function}() RETURNS trigger LANGUAGE plpgsql "
+        f"AS $body${function_body(table, counted)}$body$;"
+    ]
+    statements += [
+        f"CREATE TRIGGER iam_count_{name} AFTER {event} ON {table} {referencing} "
+        f"FOR EACH STATEMENT EXECUTE FUNCTION {function}();"
+        for name, event, referencing in triggers
+    ]
+    return "\n".join(statements) + recount_sql(table, counted)
+
+
+def uninstall_sql(table: str) -> str:
+    return (
+        f"DROP FUNCTION iam_count_{table}() CASCADE;\n"  # CASCADE: its triggers
+        f"DELETE FROM {TABLE} WHERE table_name = '{table}';"
+    )
+
+
+def on_postgresql(sql: str, reverse_sql: str) -> migrations.RunPython:
+    """A migration operation that runs `sql` on PostgreSQL and nothing elsewhere (SQLite counts rows)."""
+
+    def run(statements: str):
+        def operation(apps, schema_editor) -> None:
+            if schema_editor.connection.vendor == "postgresql":
+                schema_editor.execute(statements, params=None)  # params=None: `%` is SQL's modulo here
+
+        return operation
+
+    return migrations.RunPython(run(sql), run(reverse_sql))
+
+
+def tenant_of(queryset: QuerySet) -> str | None:
+    """The counted tenant holding exactly the queryset's rows: `''` for a whole counted table, a tenant's
+    id for `filter(<tenant>=id)` and nothing else; None whenever the queryset is anything narrower (any
+    other condition, a slice, a union), so a list cannot read a count that is not its own."""
+    counted = COUNTED.get(queryset.model._meta.db_table)
+    query = queryset.query
+    if counted is None or query.combinator or query.is_sliced or query.distinct_fields:
+        return None
+    where = query.where
+    if not where.children:
+        return "" if counted.tenant is None else None
+    if counted.tenant is None or len(where.children) != 1 or where.negated:
+        return None
+    lookup = where.children[0]
+    if not (isinstance(lookup, Exact) and isinstance(lookup.lhs, Col)):
+        return None
+    if lookup.lhs.alias != query.base_table or lookup.lhs.target.column != counted.tenant:
+        return None
+    value = getattr(lookup.rhs, "pk", lookup.rhs)
+    return None if value is None else str(value)
+
+
+def _as_text(value) -> str:
+    """A filter value as PostgreSQL's `::text` writes it (the key the triggers counted it under)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def total(queryset: QuerySet, filters: list[tuple[str, object]]) -> int | None:
+    """The exact number of the queryset's rows matching `filters` ((column, value) equalities), read from
+    the counts when they hold it: PostgreSQL, a counted tenant (`tenant_of`), and no filter or one on a
+    counted field. None otherwise: the caller counts the rows."""
+    connection = connections[queryset.db]
+    tenant = tenant_of(queryset) if connection.vendor == "postgresql" else None
+    if tenant is None or len(filters) > 1:
+        return None
+    field, value = filters[0] if filters else ("", "")
+    if filters and (field not in COUNTED[queryset.model._meta.db_table].fields or value is None):
+        return None
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT coalesce(sum(n), 0) FROM iam_row_count "
+            "WHERE table_name = %s AND tenant = %s AND field = %s AND value = %s",
+            [queryset.model._meta.db_table, tenant, field, _as_text(value)],
+        )
+        return int(cursor.fetchone()[0])
