@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('rbac', '0003_list_indexes'),
+        ('rbac', '0004_membership_row_counts'),
         ('tenancy', '0002_relations_from_abstract_bases'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
