@@ -237,9 +237,11 @@ class DeliveryAdmin(ServiceAdmin):
         "endpoint",
         "status",
         "attempts",
+        "next_attempt_at",
+        "deadline",
+        "last_error",
         "created_at",
         "delivered_at",
-        "message_id",
         "payload_shown",
     )
     readonly_fields = fields

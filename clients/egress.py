@@ -8,6 +8,7 @@ import ipaddress
 import socket
 import ssl
 import threading
+import time
 from urllib.parse import urlsplit
 
 from django.conf import settings
@@ -50,8 +51,44 @@ def _refused(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
     )
 
 
-def vet(url: str) -> tuple[str, str, int, str, str]:
-    """Returns (scheme, host, port, path, address to connect to) or raises EndpointRefused."""
+class _Resolved:
+    """Answers of `getaddrinfo` per process for a few seconds, for deliveries only: a burst to one
+    endpoint resolves it once, not once per request. The address rules still run on every answer at every
+    delivery, and the connection still goes to the address they vetted (pinned), so a cached answer can
+    only be a few seconds stale, never unchecked."""
+
+    SECONDS = 5.0
+    LIMIT = 1024
+
+    def __init__(self):
+        self.answers: dict[tuple[str, int], tuple[float, list[str]]] = {}
+
+    def get(self, host: str, port: int) -> list[str]:
+        now = time.monotonic()
+        found = self.answers.get((host, port))
+        if found is not None and found[0] > now:
+            return found[1]
+        addresses = _resolve(host, port)
+        if len(self.answers) >= self.LIMIT:
+            self.answers.clear()
+        self.answers[(host, port)] = (now + self.SECONDS, addresses)
+        return addresses
+
+
+_resolved = _Resolved()
+
+
+def _resolve(host: str, port: int) -> list[str]:
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError) as exc:
+        raise EndpointRefused(f"cannot resolve {host}") from exc
+    return [info[4][0] for info in infos]
+
+
+def vet(url: str, *, cached: bool = False) -> tuple[str, str, int, str, str]:
+    """Returns (scheme, host, port, path, address to connect to) or raises EndpointRefused. `cached` takes
+    the host's addresses from the last few seconds' answer (deliveries); the rules run on them anyway."""
     try:
         parts = urlsplit(url)
         port = parts.port
@@ -61,11 +98,7 @@ def vet(url: str) -> tuple[str, str, int, str, str]:
         raise EndpointRefused("not an http(s) url")
     host = parts.hostname
     port = port or (443 if parts.scheme == "https" else 80)
-    try:
-        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    except (OSError, UnicodeError) as exc:
-        raise EndpointRefused(f"cannot resolve {host}") from exc
-    addresses = [info[4][0] for info in infos]
+    addresses = _resolved.get(host, port) if cached else _resolve(host, port)
     if not addresses:
         raise EndpointRefused(f"cannot resolve {host}")
     if not settings.IAM_WEBHOOK_ALLOW_PRIVATE:
@@ -153,9 +186,10 @@ def post(url: str, body: bytes, headers: dict[str, str], *, timeout: float) -> i
     """POSTs once, follows no redirect, returns the status. Raises EndpointRefused, or OSError /
     http.client.HTTPException for a failure worth retrying. `timeout` bounds the whole attempt, not
     each socket operation, so a receiver that drips bytes cannot hold the worker. Every call checks the
-    endpoint again (DNS and the address rules); the connection is kept alive for the next delivery to
-    the same checked address, and one that the receiver closed meanwhile is replaced once."""
-    scheme, host, port, path, address = vet(url)
+    endpoint again (the address rules, on a DNS answer at most a few seconds old); the connection is kept
+    alive for the next delivery to the same checked address, and one that the receiver closed meanwhile is
+    replaced once."""
+    scheme, host, port, path, address = vet(url, cached=True)
     key = (scheme, host, port, address)
     connection = _idle.take(key)
     if connection is not None:
