@@ -36,6 +36,7 @@ from .models import Client, Delivery, DeliveryAttempt
 logger = logging.getLogger(__name__)
 
 BATCH = 100  # deliveries of one client per task: a full batch hands the client's next one to the queue
+BATCH_SECONDS = 2.0  # and a slow one stops taking more after this long: the worker serves other clients
 KICK_SECONDS = 60  # how long a queued task stands for its client's new deliveries; the sweep covers more
 
 # The secret of each client in clear, per worker process: decrypting it for every delivery is a cost that
@@ -98,7 +99,8 @@ def kick(client_id, delivery_id: int, *, countdown: float | None = None) -> None
 
 
 def deliver_due(client_id: str | None, delivery_id: int) -> int:
-    """Sends a batch of the client's due deliveries (or the one client-less delivery); returns how many."""
+    """Sends a batch of the client's due deliveries (or the one client-less delivery); returns how many
+    it dealt with."""
     if client_id is not None:
         try:
             cache.delete(_kick_key(client_id))  # before the select: a change committed after it kicks anew
@@ -117,13 +119,13 @@ def deliver_due(client_id: str | None, delivery_id: int) -> int:
         batch = list(due.order_by("id")[:BATCH])
         if not batch:
             return 0
-        retry_at = _send(batch)
-    if len(batch) == BATCH:
+        retry_at, finished = _send(batch)
+    if finished < len(batch) or len(batch) == BATCH:
         transaction.on_commit(lambda: kick(client_id, delivery_id))  # the rest, behind other clients
     if retry_at is not None:
         delay = max(0.0, (retry_at - timezone.now()).total_seconds())
         transaction.on_commit(lambda: kick(client_id, delivery_id, countdown=delay))
-    return len(batch)
+    return finished
 
 
 class _Verdict:
@@ -161,13 +163,23 @@ def _attempt(delivery: Delivery) -> tuple[DeliveryAttempt, str]:
     return attempt, verdict
 
 
-def _send(batch: list[Delivery]):
+def _send(batch: list[Delivery]) -> tuple:
     """Attempts the batch in order and records it: the attempts in one INSERT, the delivered in one
     UPDATE, the others (each with its own next attempt, or given up) in one more. Returns the earliest
-    next attempt, if any is left pending."""
+    next attempt, if any is left pending, and how many of the batch it dealt with (the rest, past
+    `BATCH_SECONDS`, stay due as they were)."""
     attempts, delivered, unfinished = [], [], []
+    started, finished = time.monotonic(), len(batch)
     for index, delivery in enumerate(batch):
-        attempt, verdict = _attempt(delivery)
+        if index and time.monotonic() - started > BATCH_SECONDS:
+            finished = index
+            break
+        try:
+            attempt, verdict = _attempt(delivery)
+        except Exception as exc:  # a bug, not the endpoint: recorded, and retried with backoff like one
+            logger.exception("push: delivery %s failed", delivery.pk)
+            attempt = DeliveryAttempt(delivery=delivery, error=f"{type(exc).__name__}: {exc}"[:2000])
+            verdict = _Verdict.FAILED
         attempts.append(attempt)
         if verdict == _Verdict.DELIVERED:
             delivered.append(delivery)
@@ -197,7 +209,7 @@ def _send(batch: list[Delivery]):
     pending = [
         delivery.next_attempt_at for delivery in unfinished if delivery.status == Delivery.Status.PENDING
     ]
-    return min(pending, default=None)
+    return min(pending, default=None), finished
 
 
 def _postpone(delivery: Delivery, retry_at) -> None:
