@@ -123,13 +123,22 @@ def is_allowed(url: str) -> bool:
     return True
 
 
+def _connect(address: str, port: int, timeout: float) -> socket.socket:
+    """A connection to the vetted address, with Nagle off as http.client's own `connect` has it: with
+    it on, a request on a kept-alive connection waits for the receiver's delayed ACK (40 ms on Linux)."""
+    sock = socket.create_connection((address, port), timeout)
+    with contextlib.suppress(OSError):
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return sock
+
+
 class _PinnedHTTPConnection(http.client.HTTPConnection):
     def __init__(self, host: str, port: int, address: str, timeout: float):
         super().__init__(host, port, timeout=timeout)
         self._address = address
 
     def connect(self) -> None:
-        self.sock = socket.create_connection((self._address, self.port), self.timeout)
+        self.sock = _connect(self._address, self.port, self.timeout)
 
 
 class _PinnedHTTPSConnection(http.client.HTTPSConnection):
@@ -138,7 +147,7 @@ class _PinnedHTTPSConnection(http.client.HTTPSConnection):
         self._address = address
 
     def connect(self) -> None:
-        sock = socket.create_connection((self._address, self.port), self.timeout)
+        sock = _connect(self._address, self.port, self.timeout)
         self.sock = self._context.wrap_socket(sock, server_hostname=self.host)
 
 

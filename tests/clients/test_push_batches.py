@@ -232,3 +232,17 @@ def test_delivery_dns_answers_are_reused_briefly_and_still_vetted(db, monkeypatc
             with pytest.raises(egress.EndpointRefused):
                 egress.vet(url, cached=True)
         assert len(calls) == 3
+
+
+def test_kept_alive_connections_send_without_waiting_for_delayed_acks(
+    admin,  # noqa: F811
+    workspace,  # noqa: F811
+    keep_alive_receiver,  # noqa: F811
+    django_capture_on_commit_callbacks,
+):
+    """With Nagle's algorithm on, each request on a kept-alive connection waits ~40 ms for the receiver's
+    delayed ACK: http.client turns it off in its own `connect`, which the pinned connections replace."""
+    make_client(admin, keep_alive_receiver.url)
+    emit_membership_created(workspace, django_capture_on_commit_callbacks)
+    [kept] = egress._idle.connections.values()
+    assert kept.sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
