@@ -5,6 +5,7 @@ check and the connection (rebinding) cannot reach an internal service."""
 import contextlib
 import http.client
 import ipaddress
+import os
 import socket
 import ssl
 import threading
@@ -152,13 +153,53 @@ class _PinnedHTTPSConnection(http.client.HTTPSConnection):
 
 
 class _Watchdog:
-    """Shuts the socket down when the attempt's time is up; a read blocked on it then returns."""
+    """Shuts the socket of an attempt down when its time is up; a read blocked on it then returns. One
+    thread per process watches every attempt (a thread started per attempt cost a quarter of a
+    delivery's time on a kept-alive connection)."""
 
-    def __init__(self, connection: http.client.HTTPConnection, timeout: float):
+    def __init__(self):
+        self._reset()
+        os.register_at_fork(after_in_child=self._reset)  # a forked worker watches with a thread of its own
+
+    def _reset(self) -> None:
+        self._changed = threading.Condition()
+        self._watched: dict[int, tuple[float, _Watch]] = {}
+        self._thread: threading.Thread | None = None
+
+    def watch(self, connection: http.client.HTTPConnection, timeout: float) -> "_Watch":
+        watch = _Watch(connection)
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="egress-watchdog", daemon=True)
+                self._thread.start()
+            earliest = min((due for due, _ in self._watched.values()), default=None)
+            self._watched[id(watch)] = (deadline, watch)
+            if earliest is None or deadline < earliest:
+                self._changed.notify()
+        return watch
+
+    def done(self, watch: "_Watch") -> None:
+        with self._changed:
+            self._watched.pop(id(watch), None)
+
+    def _run(self) -> None:
+        changed = self._changed
+        with changed:
+            while changed is self._changed:
+                now = time.monotonic()
+                for key, (due, watch) in list(self._watched.items()):
+                    if due <= now:
+                        del self._watched[key]
+                        watch.fire()
+                earliest = min((due for due, _ in self._watched.values()), default=None)
+                changed.wait(None if earliest is None else earliest - now)
+
+
+class _Watch:
+    def __init__(self, connection: http.client.HTTPConnection):
         self.connection = connection
         self.fired = False
-        self.timer = threading.Timer(timeout, self.fire)
-        self.timer.daemon = True
 
     def fire(self) -> None:
         self.fired = True
@@ -166,6 +207,9 @@ class _Watchdog:
         if sock is not None:
             with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
+
+
+_watchdog = _Watchdog()
 
 
 class _Idle(threading.local):
@@ -213,8 +257,7 @@ def post(url: str, body: bytes, headers: dict[str, str], *, timeout: float) -> i
 def _send(
     key: tuple, connection: http.client.HTTPConnection, path: str, body: bytes, headers, timeout
 ) -> int:
-    watchdog = _Watchdog(connection, timeout)
-    watchdog.timer.start()
+    watchdog = _watchdog.watch(connection, timeout)
     keep = False
     try:
         connection.request("POST", path, body=body, headers={"Content-Type": "application/json", **headers})
@@ -226,7 +269,7 @@ def _send(
             raise TimeoutError(f"timed out after {timeout}s") from None
         raise
     finally:
-        watchdog.timer.cancel()
+        _watchdog.done(watchdog)
         if watchdog.fired or not keep:
             connection.close()
     if watchdog.fired:
