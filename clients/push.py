@@ -120,8 +120,11 @@ def deliver_due(client_id: str | None, delivery_id: int) -> int:
         if not batch:
             return 0
         retry_at, finished = _send(batch)
-    if finished < len(batch) or len(batch) == BATCH:
-        transaction.on_commit(lambda: kick(client_id, delivery_id))  # the rest, behind other clients
+    if client_id is not None or finished < len(batch):
+        # Whatever is left, behind other clients: a batch that did work is always followed by a task that
+        # starts after its commit, so rows it left (or another task of the client held locked, or a change
+        # committed meanwhile) never wait for the sweep. It finds nothing, and ends the chain, when none is.
+        transaction.on_commit(lambda: kick(client_id, delivery_id))
     if retry_at is not None:
         delay = max(0.0, (retry_at - timezone.now()).total_seconds())
         transaction.on_commit(lambda: kick(client_id, delivery_id, countdown=delay))

@@ -67,10 +67,10 @@ def enqueue(
 def publish(message_id, *, countdown: float | None = None) -> None:
     from iam.tasks import process_outbox_message
 
-    dispatch(process_outbox_message, str(message_id), countdown=countdown)
+    dispatch(process_outbox_message, str(message_id), countdown=countdown, what=f"message {message_id}")
 
 
-def dispatch(task, *args, countdown: float | None = None) -> bool:
+def dispatch(task, *args, countdown: float | None = None, what: str = "") -> bool:
     """Hands a Celery task to the workers, for work whose record is safe in the database (an outbox
     message, a push delivery): False when the broker is down, and a sweeper will hand it over later."""
     if task.app.conf.task_always_eager and settings.IAM_OUTBOX_THREADS:
@@ -81,9 +81,8 @@ def dispatch(task, *args, countdown: float | None = None) -> bool:
     try:
         task.apply_async(args=list(args), countdown=countdown, retry=False)
     except Exception:
-        logger.warning(
-            "outbox: broker unavailable, %s%r left for the sweeper", task.name, args, exc_info=True
-        )
+        what = what or f"{task.name}{args!r}"
+        logger.warning("outbox: broker unavailable, %s left for the sweeper", what, exc_info=True)
         return False
     return True
 

@@ -246,3 +246,23 @@ def test_kept_alive_connections_send_without_waiting_for_delayed_acks(
     emit_membership_created(workspace, django_capture_on_commit_callbacks)
     [kept] = egress._idle.connections.values()
     assert kept.sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
+
+
+def test_a_batch_that_did_work_is_always_followed_by_a_task(
+    admin,  # noqa: F811
+    workspace,  # noqa: F811
+    keep_alive_receiver,  # noqa: F811
+    held_kicks,
+    django_capture_on_commit_callbacks,
+):
+    """Rows another task of the client held locked, or a change committed during the batch, are taken by
+    the task that follows it, not left to the sweep; a task that found nothing ends the chain."""
+    client = make_client(admin, keep_alive_receiver.url)
+    emit(workspace, django_capture_on_commit_callbacks, 2)
+    held_kicks.clear()
+    with django_capture_on_commit_callbacks(execute=True):
+        assert push.deliver_due(client["id"], 0) == 2  # not a full batch
+    assert held_kicks == [((client["id"], 0), {})]
+    with django_capture_on_commit_callbacks(execute=True):
+        assert push.deliver_due(client["id"], 0) == 0
+    assert len(held_kicks) == 1
