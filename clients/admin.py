@@ -198,9 +198,11 @@ class DeliveryAdmin(ViewOnly, ServiceAdmin):
         "endpoint",
         "status",
         "attempts",
+        "next_attempt_at",
+        "deadline",
+        "last_error",
         "created_at",
         "delivered_at",
-        "message_id",
         "payload_shown",
     )
     readonly_fields = fields

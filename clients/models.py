@@ -1,5 +1,9 @@
+from datetime import timedelta
+
+from django.conf import settings
 from django.db import models
 from django.db.models import Exists, OuterRef, Q
+from django.utils import timezone
 
 from iam import retention
 from iam.models import Resource
@@ -32,8 +36,14 @@ class Client(Resource):
         return self.name
 
 
+def retry_deadline():
+    return timezone.now() + timedelta(hours=settings.IAM_WEBHOOK_RETRY_HOURS)
+
+
 class Delivery(models.Model):
-    """One event owed to one client (Saleor's EventDelivery); its outbox message carries the retries."""
+    """One event owed to one client (Saleor's EventDelivery), and its whole retry state: a pending delivery
+    is due at `next_attempt_at`, and gives up (failed) when its next attempt would fall after `deadline`.
+    Workers take the due deliveries of one client in batches (clients/push.py)."""
 
     class Status(models.TextChoices):
         PENDING = "pending"
@@ -51,16 +61,23 @@ class Delivery(models.Model):
     payload = models.JSONField()
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
     attempts = models.PositiveIntegerField(default=0)
+    next_attempt_at = models.DateTimeField(default=timezone.now)
+    deadline = models.DateTimeField(default=retry_deadline)
+    last_error = models.TextField(blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
     delivered_at = models.DateTimeField(null=True, blank=True)
-    message_id = models.UUIDField(null=True, blank=True)
 
     class Meta:
         verbose_name_plural = "deliveries"
         constraints = [
             models.UniqueConstraint(fields=["event_id", "client"], name="delivery_unique_event_client")
         ]
-        indexes = [models.Index(fields=["client", "created_at"], name="delivery_client_created")]
+        indexes = [
+            models.Index(fields=["client", "created_at"], name="delivery_client_created"),
+            # A worker's batch (one client's pending deliveries in order) and the sweep (the due ones).
+            models.Index(fields=["client", "id"], condition=Q(status="pending"), name="delivery_pending"),
+            models.Index(fields=["next_attempt_at"], condition=Q(status="pending"), name="delivery_due"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.event_type} {self.event_id} -> {self.client_id} ({self.status})"
@@ -68,7 +85,7 @@ class Delivery(models.Model):
 
 class DeliveryAttempt(models.Model):
     delivery = models.ForeignKey(Delivery, on_delete=models.CASCADE, related_name="attempt_rows")
-    attempted_at = models.DateTimeField(auto_now_add=True)
+    attempted_at = models.DateTimeField(default=timezone.now)  # set by the batch, when each attempt began
     status_code = models.PositiveIntegerField(null=True, blank=True)
     error = models.TextField(blank=True, default="")
     duration_ms = models.PositiveIntegerField(default=0)

@@ -1,8 +1,15 @@
 """Push events to client endpoints (CONTRACT 8). `iam.events.emit` records a `push.event` outbox message
 in the change's transaction and runs its handler at once: the handler fans the event out into one
-`Delivery` per client with an endpoint, each with an outbox message of its own (`push.delivery`) carrying
-its retries, so a client that is down delays nobody else. Every attempt is recorded as a
-`DeliveryAttempt` row (Saleor)."""
+`Delivery` per client with an endpoint. The delivery row is the whole retry state (due time, attempts,
+deadline); every attempt is recorded as a `DeliveryAttempt` row (Saleor).
+
+After commit each client with new deliveries gets one `clients.deliver_push` task (a task already queued
+for it and not yet started takes the new ones too). The task locks the client's due deliveries, oldest
+first, up to `BATCH` (`SELECT ... FOR UPDATE SKIP LOCKED`: two workers never send the same one), sends
+them one after the other over one kept-alive connection, and writes their attempts and outcomes in a few
+statements. A batch holds one client's deliveries only, so a slow or down client delays nobody else; an
+endpoint that does not answer at all postpones the rest of its batch with the delivery it failed. Beat's
+`clients.sweep_push` hands over due deliveries that no task took (a broker or worker outage)."""
 
 import base64
 import functools
@@ -12,14 +19,15 @@ import http.client
 import json
 import logging
 import time
-import uuid
 from datetime import timedelta
 
 from django.conf import settings
+from django.core.cache import cache
 from django.db import transaction
+from django.db.models import F, Q
 from django.utils import timezone
 
-from iam import crypto, metrics, outbox
+from iam import audit, crypto, metrics, outbox
 from iam.models import OutboxMessage
 
 from . import egress
@@ -27,6 +35,9 @@ from .models import Client, Delivery, DeliveryAttempt
 
 logger = logging.getLogger(__name__)
 
+BATCH = 100  # deliveries of one client per task: a full batch hands the client's next one to the queue
+BATCH_SECONDS = 2.0  # and a slow one stops taking more after this long: the worker serves other clients
+KICK_SECONDS = 60  # how long a queued task stands for its client's new deliveries; the sweep covers more
 
 # The secret of each client in clear, per worker process: decrypting it for every delivery is a cost that
 # buys nothing (a rotated secret has another ciphertext, so it is never served from here).
@@ -40,18 +51,10 @@ def sign(secret: str, event_id: str, timestamp: int, body: bytes) -> str:
     return f"v1,{base64.b64encode(mac).decode()}"
 
 
-def _enqueue(delivery: Delivery) -> OutboxMessage:
-    return outbox.enqueue(
-        "push.delivery",
-        {"delivery_id": delivery.pk},
-        within=timedelta(hours=settings.IAM_WEBHOOK_RETRY_HOURS),
-    )
-
-
 @outbox.handler("push.event")
 def fan_out(message: OutboxMessage) -> None:
-    """One delivery and one outbox message per client, each set written in one statement: the fan-out
-    runs inside the change's transaction, so its round trips are the change's."""
+    """One delivery per client, written in one statement: the fan-out runs inside the change's
+    transaction, so its round trips are the change's. Each delivery is due at once."""
     event = message.payload
     clients = list(
         Client.objects.filter(workspace_id=event["workspace_id"], endpoint__isnull=False)
@@ -69,23 +72,70 @@ def fan_out(message: OutboxMessage) -> None:
             payload=event,
             endpoint=client.endpoint,
             secret_encrypted=client.secret_encrypted,
-            message_id=uuid.uuid4(),
         )
         for client in clients
     )
-    outbox.enqueue_many(
-        "push.delivery",
-        [{"delivery_id": delivery.pk} for delivery in deliveries],
-        ids=[delivery.message_id for delivery in deliveries],
-        within=timedelta(hours=settings.IAM_WEBHOOK_RETRY_HOURS),
-    )
+    for delivery in deliveries:
+        transaction.on_commit(lambda delivery=delivery: kick(delivery.client_id, delivery.pk))
 
 
-@outbox.handler("push.delivery")
-def deliver(message: OutboxMessage) -> None:
-    delivery = Delivery.objects.select_related("client").filter(pk=message.payload.get("delivery_id")).first()
-    if delivery is None or delivery.status != Delivery.Status.PENDING:
-        return  # the client was deleted, or a duplicate publish
+def _kick_key(client_id) -> str:
+    return f"push-kick:{client_id}"
+
+
+def kick(client_id, delivery_id: int, *, countdown: float | None = None) -> None:
+    """Hands the client's due deliveries to a worker (`delivery_id` stands for a client-less one). At once,
+    unless a task for the client is already queued and not yet started: it will take these too."""
+    key = _kick_key(client_id) if client_id is not None and not countdown else None
+    if key is not None:
+        try:
+            if not cache.add(key, 1, KICK_SECONDS):
+                return
+        except Exception:  # a cache outage costs a task more, never a delivery
+            key = None
+    args = (str(client_id) if client_id is not None else None, delivery_id)
+    if not outbox.dispatch(_task(), *args, countdown=countdown) and key is not None:
+        cache.delete(key)  # nothing is queued: the next change kicks again (the sweep covers this one)
+
+
+def deliver_due(client_id: str | None, delivery_id: int) -> int:
+    """Sends a batch of the client's due deliveries (or the one client-less delivery); returns how many
+    it dealt with."""
+    if client_id is not None:
+        try:
+            cache.delete(_kick_key(client_id))  # before the select: a change committed after it kicks anew
+        except Exception:
+            logger.warning("push: cache unavailable", exc_info=True)
+    with transaction.atomic():
+        due = (
+            Delivery.objects.select_for_update(skip_locked=True, of=("self",))
+            .select_related("client")
+            .filter(status=Delivery.Status.PENDING, next_attempt_at__lte=timezone.now())
+        )
+        # The client's deliveries, and the one named (its client may be gone since: a workspace delete).
+        due = due.filter(
+            Q(client_id=client_id) | Q(pk=delivery_id) if client_id is not None else Q(pk=delivery_id)
+        )
+        batch = list(due.order_by("id")[:BATCH])
+        if not batch:
+            return 0
+        retry_at, finished = _send(batch)
+    if client_id is not None or finished < len(batch):
+        # Whatever is left, behind other clients: a batch that did work is always followed by a task that
+        # starts after its commit, so rows it left (or another task of the client held locked, or a change
+        # committed meanwhile) never wait for the sweep. It finds nothing, and ends the chain, when none is.
+        transaction.on_commit(lambda: kick(client_id, delivery_id))
+    if retry_at is not None:
+        delay = max(0.0, (retry_at - timezone.now()).total_seconds())
+        transaction.on_commit(lambda: kick(client_id, delivery_id, countdown=delay))
+    return finished
+
+
+class _Verdict:
+    DELIVERED, FAILED, REFUSED, NO_ANSWER = "delivered", "failed", "refused", "no answer"
+
+
+def _attempt(delivery: Delivery) -> tuple[DeliveryAttempt, str]:
     # The client as it is now (a rotated secret signs), or as it was when its workspace was deleted.
     client = delivery.client or Client(endpoint=delivery.endpoint, secret_encrypted=delivery.secret_encrypted)
     body = json.dumps(delivery.payload, separators=(",", ":")).encode()
@@ -95,52 +145,131 @@ def deliver(message: OutboxMessage) -> None:
         "webhook-timestamp": str(timestamp),
         "webhook-signature": sign(_decrypt(client.secret_encrypted), str(delivery.event_id), timestamp, body),
     }
-    delivery.attempts += 1
+    attempt = DeliveryAttempt(delivery=delivery, attempted_at=timezone.now())
     started = time.monotonic()
-    status_code, error, permanent = None, "", False
+    verdict = _Verdict.FAILED
     if not client.endpoint:
-        error, permanent = "client has no endpoint", True
+        attempt.error, verdict = "client has no endpoint", _Verdict.REFUSED
     else:
         try:
-            status_code = egress.post(
+            attempt.status_code = egress.post(
                 client.endpoint, body, headers, timeout=settings.IAM_WEBHOOK_TIMEOUT_SECONDS
             )
         except egress.EndpointRefused as exc:
-            error, permanent = f"endpoint not allowed: {exc}", True
+            attempt.error, verdict = f"endpoint not allowed: {exc}", _Verdict.REFUSED
         except (OSError, http.client.HTTPException) as exc:
-            error = f"{type(exc).__name__}: {exc}"[:2000]
-    DeliveryAttempt.objects.create(
-        delivery=delivery,
-        status_code=status_code,
-        error=error,
-        duration_ms=int((time.monotonic() - started) * 1000),
-    )
-    delivered = status_code is not None and 200 <= status_code < 300
-    metrics.PUSH_ATTEMPTS.labels("delivered" if delivered else "failed").inc()
+            attempt.error, verdict = f"{type(exc).__name__}: {exc}"[:2000], _Verdict.NO_ANSWER
+    attempt.duration_ms = int((time.monotonic() - started) * 1000)
+    if attempt.status_code is not None and 200 <= attempt.status_code < 300:
+        verdict = _Verdict.DELIVERED
+    metrics.PUSH_ATTEMPTS.labels("delivered" if verdict == _Verdict.DELIVERED else "failed").inc()
+    return attempt, verdict
+
+
+def _send(batch: list[Delivery]) -> tuple:
+    """Attempts the batch in order and records it: the attempts in one INSERT, the delivered in one
+    UPDATE, the others (each with its own next attempt, or given up) in one more. Returns the earliest
+    next attempt, if any is left pending, and how many of the batch it dealt with (the rest, past
+    `BATCH_SECONDS`, stay due as they were)."""
+    attempts, delivered, unfinished = [], [], []
+    started, finished = time.monotonic(), len(batch)
+    for index, delivery in enumerate(batch):
+        if index and time.monotonic() - started > BATCH_SECONDS:
+            finished = index
+            break
+        try:
+            attempt, verdict = _attempt(delivery)
+        except Exception as exc:  # a bug, not the endpoint: recorded, and retried with backoff like one
+            logger.exception("push: delivery %s failed", delivery.pk)
+            attempt = DeliveryAttempt(delivery=delivery, error=f"{type(exc).__name__}: {exc}"[:2000])
+            verdict = _Verdict.FAILED
+        attempts.append(attempt)
+        if verdict == _Verdict.DELIVERED:
+            delivered.append(delivery)
+            continue
+        delivery.attempts += 1
+        delivery.last_error = (attempt.error or f"status {attempt.status_code}")[:2000]
+        unfinished.append(delivery)
+        if verdict == _Verdict.REFUSED:
+            _give_up(delivery, f"permanent: {delivery.last_error}")
+            continue
+        retry_at = timezone.now() + outbox.backoff(delivery.attempts)
+        _postpone(delivery, retry_at)
+        if verdict == _Verdict.NO_ANSWER:
+            # No answer at all: the endpoint is down, and the rest of its batch would only wait on it too.
+            # They wait with this one, unattempted (nothing to record), and keep their own deadlines.
+            for rest in batch[index + 1 :]:
+                _postpone(rest, retry_at)
+                unfinished.append(rest)
+            break
+    DeliveryAttempt.objects.bulk_create(attempts)
     if delivered:
-        delivery.status, delivery.delivered_at = Delivery.Status.DELIVERED, timezone.now()
-        delivery.save(update_fields=["attempts", "status", "delivered_at"])
-        return
-    reason = error or f"status {status_code}"
-    # The outbox gives up when the next retry would pass the deadline: record that on the delivery too.
-    last = timezone.now() + outbox.backoff(message.attempts) > message.deadline
-    if permanent or last:
-        delivery.status = Delivery.Status.FAILED
-    delivery.save(update_fields=["attempts", "status"])
-    if permanent:
-        raise outbox.Undeliverable(reason)
-    raise outbox.RetryLater(reason)
+        Delivery.objects.filter(pk__in=[delivery.pk for delivery in delivered]).update(
+            status=Delivery.Status.DELIVERED, delivered_at=timezone.now(), attempts=F("attempts") + 1
+        )
+    if unfinished:
+        Delivery.objects.bulk_update(unfinished, ["status", "attempts", "next_attempt_at", "last_error"])
+    pending = [
+        delivery.next_attempt_at for delivery in unfinished if delivery.status == Delivery.Status.PENDING
+    ]
+    return min(pending, default=None), finished
+
+
+def _postpone(delivery: Delivery, retry_at) -> None:
+    """Retries with backoff until the deadline: one whose next attempt would fall after it gives up."""
+    if retry_at > delivery.deadline:
+        _give_up(delivery, f"gave up: {delivery.last_error or 'the endpoint did not answer'}")
+    else:
+        delivery.next_attempt_at = retry_at
+
+
+def _give_up(delivery: Delivery, reason: str) -> None:
+    delivery.status, delivery.last_error = Delivery.Status.FAILED, reason[:2000]
+    _record(delivery, "delivery.fail", Delivery.Status.PENDING, Delivery.Status.FAILED)
+
+
+def _record(delivery: Delivery, action: str, before: str, after: str) -> None:
+    audit.record(
+        action,
+        resource=("client", delivery.client_id),
+        workspace_id=delivery.workspace_id,
+        changes={
+            "delivery": delivery.pk,
+            "event_id": delivery.event_id,
+            "status": {"before": before, "after": after},
+        },
+    )
 
 
 def retry_delivery(delivery: Delivery) -> None:
-    """Sends a failed delivery again (the admin's action), with a fresh retry window."""
-    with transaction.atomic():
-        Delivery.objects.filter(pk=delivery.pk).update(status=Delivery.Status.PENDING, delivered_at=None)
-        delivery.status, delivery.delivered_at = Delivery.Status.PENDING, None
-        message = OutboxMessage.objects.filter(pk=delivery.message_id).first()
-        if message is None:
-            message = _enqueue(delivery)
-            Delivery.objects.filter(pk=delivery.pk).update(message_id=message.pk)
-            delivery.message_id = message.pk
-        else:
-            outbox.retry(message)
+    """Sends a failed delivery again (the admin's action), due now, with a fresh retry window."""
+    now = timezone.now()
+    _record(delivery, "delivery.retry", delivery.status, Delivery.Status.PENDING)
+    delivery.status, delivery.delivered_at, delivery.next_attempt_at = Delivery.Status.PENDING, None, now
+    delivery.deadline = max(delivery.deadline, now + timedelta(hours=settings.IAM_WEBHOOK_RETRY_HOURS))
+    delivery.save(update_fields=["status", "delivered_at", "next_attempt_at", "deadline"])
+    transaction.on_commit(lambda: kick(delivery.client_id, delivery.pk))
+
+
+def sweep(limit: int = outbox.SWEEP_BATCH) -> int:
+    """Hands over the due deliveries no task took: a kick lost to a broker outage, a worker that died, a
+    retry whose delayed kick was lost. One task per client (it takes the client's batch), one per
+    client-less delivery. Returns how many tasks it handed over."""
+    cutoff = timezone.now() - timedelta(seconds=settings.IAM_OUTBOX_SWEEP_GRACE_SECONDS)
+    due = Delivery.objects.filter(status=Delivery.Status.PENDING, next_attempt_at__lte=cutoff)
+    clients = list(
+        due.filter(client__isnull=False)
+        .order_by("client_id")
+        .distinct("client_id")
+        .values_list("client_id", "id")[:limit]
+    )
+    orphans = list(due.filter(client__isnull=True).order_by("id").values_list("client_id", "id")[:limit])
+    for client_id, delivery_id in clients + orphans:
+        outbox.dispatch(_task(), str(client_id) if client_id is not None else None, delivery_id)
+    return len(clients) + len(orphans)
+
+
+def _task():
+    from .tasks import deliver_push
+
+    return deliver_push

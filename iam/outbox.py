@@ -5,11 +5,11 @@ a broker (eager tasks, `make run`) a few threads of the process run it, never th
 runs the topic's handler under a row lock, so a message published twice is still processed once at a
 time; failures are retried with exponential backoff until the message's deadline."""
 
+import functools
 import logging
 import os
 import threading
 import time
-import uuid
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as futures_wait
@@ -64,40 +64,31 @@ def enqueue(
     return message
 
 
-def enqueue_many(
-    topic: str, payloads: list[dict], *, ids: list[uuid.UUID], within: timedelta = timedelta(hours=24)
-) -> list[OutboxMessage]:
-    """`enqueue` for several messages of one topic in one INSERT (a fan-out); `ids` are the messages'
-    ids, chosen by the caller so that the rows pointing at them can be written first."""
-    now = timezone.now()
-    messages = OutboxMessage.objects.bulk_create(
-        OutboxMessage(id=message_id, topic=topic, payload=payload, next_attempt_at=now, deadline=now + within)
-        for message_id, payload in zip(ids, payloads, strict=True)
-    )
-    for message in messages:
-        transaction.on_commit(lambda message_id=message.pk: publish(message_id))
-    return messages
-
-
 def publish(message_id, *, countdown: float | None = None) -> None:
     from iam.tasks import process_outbox_message
 
-    if process_outbox_message.app.conf.task_always_eager and settings.IAM_OUTBOX_THREADS:
+    dispatch(process_outbox_message, str(message_id), countdown=countdown, what=f"message {message_id}")
+
+
+def dispatch(task, *args, countdown: float | None = None, what: str = "") -> bool:
+    """Hands a Celery task to the workers, for work whose record is safe in the database (an outbox
+    message, a push delivery): False when the broker is down, and a sweeper will hand it over later."""
+    if task.app.conf.task_always_eager and settings.IAM_OUTBOX_THREADS:
         # No broker (`make run`): an eager task would run right here, inside the request that committed
-        # the message; e-mail and pushes never do (CONTRACT 13). Threads of this process run it instead.
-        embedded.submit(message_id, countdown=countdown)
-        return
+        # the work; e-mail and pushes never do (CONTRACT 13). Threads of this process run it instead.
+        embedded.submit(functools.partial(task, *args), countdown=countdown)
+        return True
     try:
-        process_outbox_message.apply_async(args=[str(message_id)], countdown=countdown, retry=False)
+        task.apply_async(args=list(args), countdown=countdown, retry=False)
     except Exception:
-        # Broker down: the message is safe in the database and the sweeper will publish it.
-        logger.warning(
-            "outbox: broker unavailable, message %s left for the sweeper", message_id, exc_info=True
-        )
+        what = what or f"{task.name}{args!r}"
+        logger.warning("outbox: broker unavailable, %s left for the sweeper", what, exc_info=True)
+        return False
+    return True
 
 
 class EmbeddedWorker:
-    """The worker of the embedded mode: a small thread pool that runs the messages published after commit,
+    """The worker of the embedded mode: a small thread pool that runs the tasks dispatched after commit,
     so no request waits for SMTP or a webhook endpoint, and timers for delayed retries. Development only:
     a message it had not run when the process stopped stays pending in the database; production runs
     Celery workers and beat's sweeper (REDIS_URL, CONTRACT 14)."""
@@ -109,10 +100,10 @@ class EmbeddedWorker:
         self._running: set[Future] = set()
         self._timers: set[threading.Timer] = set()
 
-    def submit(self, message_id, *, countdown: float | None = None) -> None:
+    def submit(self, work: Callable[[], object], *, countdown: float | None = None) -> None:
         with self._lock:
             if countdown:
-                timer = threading.Timer(countdown, self._fire, args=(message_id,))
+                timer = threading.Timer(countdown, self._fire, args=(work,))
                 timer.daemon = True
                 self._timers.add(timer)
                 timer.start()
@@ -120,25 +111,25 @@ class EmbeddedWorker:
             if self._pool is None or self._pid != os.getpid():  # a forked child gets threads of its own
                 self._pool = ThreadPoolExecutor(settings.IAM_OUTBOX_THREADS, thread_name_prefix="outbox")
                 self._pid, self._running, self._timers = os.getpid(), set(), set()
-            future = self._pool.submit(self._run, message_id)
+            future = self._pool.submit(self._run, work)
             self._running.add(future)
         future.add_done_callback(self._done)
 
-    def _fire(self, message_id) -> None:
+    def _fire(self, work: Callable[[], object]) -> None:
         with self._lock:
             self._timers.discard(threading.current_thread())
-        self.submit(message_id)
+        self.submit(work)
 
     def _done(self, future: Future) -> None:
         with self._lock:
             self._running.discard(future)
 
     @staticmethod
-    def _run(message_id) -> None:
+    def _run(work: Callable[[], object]) -> None:
         try:
-            process(message_id)
+            work()
         except Exception:
-            logger.exception("outbox: message %s failed in the embedded worker", message_id)
+            logger.exception("outbox: %r failed in the embedded worker", work)
         finally:
             connections.close_all()  # this thread's connections: an idle thread holds none
 

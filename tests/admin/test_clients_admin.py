@@ -172,15 +172,15 @@ def test_regenerating_a_secret_invalidates_the_old_one_at_once(admin_web, worksp
 def test_retrying_failed_deliveries(
     admin_web, workspace, operator, monkeypatch, django_capture_on_commit_callbacks
 ):
-    published = []
-    monkeypatch.setattr("iam.outbox.publish", lambda message_id, **kwargs: published.append(message_id))
+    kicked = []
+    monkeypatch.setattr(
+        "clients.push.kick", lambda client_id, delivery_id, **kwargs: kicked.append(delivery_id)
+    )
     client, _ = make_client(workspace, operator, endpoint="https://hooks.example.com/")
     now = timezone.now()
-    message = OutboxMessage.objects.create(
-        topic="push.delivery", status="failed", deadline=now - timedelta(hours=1), attempts=9
-    )
-    failed = make_delivery(client, "failed", attempts=9, message_id=message.pk)
-    orphan = make_delivery(client, "failed", attempts=3)  # its message was cleaned up
+    gone = now - timedelta(hours=1)
+    failed = make_delivery(client, "failed", attempts=9, deadline=gone, next_attempt_at=gone)
+    other = make_delivery(client, "failed", attempts=3)
     delivered = make_delivery(client, "delivered", delivered_at=now)
 
     with django_capture_on_commit_callbacks(execute=True):
@@ -188,7 +188,7 @@ def test_retrying_failed_deliveries(
             reverse("admin:clients_delivery_changelist"),
             {
                 "action": "retry_deliveries",
-                "_selected_action": [str(failed.pk), str(orphan.pk), str(delivered.pk)],
+                "_selected_action": [str(failed.pk), str(other.pk), str(delivered.pk)],
             },
             follow=True,
         )
@@ -197,17 +197,13 @@ def test_retrying_failed_deliveries(
     shown = [str(m) for m in response.context["messages"]]
     assert "2 delivery(ies) queued again." in shown
     assert any("1 delivery(ies) skipped" in text for text in shown)
-    for delivery in (failed, orphan, delivered):
+    for delivery in (failed, other, delivered):
         delivery.refresh_from_db()
-    assert failed.status == "pending" and orphan.status == "pending"
+    assert failed.status == "pending" and other.status == "pending"
     assert delivered.status == "delivered"
-    message.refresh_from_db()
-    assert message.status == "pending" and message.deadline > now
-    assert message.next_attempt_at <= timezone.now()
-    assert orphan.message_id is not None
-    due = OutboxMessage.objects.get(pk=orphan.message_id)
-    assert due.status == "pending" and due.payload == {"delivery_id": orphan.pk}
-    assert set(published) >= {message.pk, due.pk}
+    # the delivery is its own retry state: due now, with a fresh window
+    assert failed.deadline > now + timedelta(hours=23) and failed.next_attempt_at <= timezone.now()
+    assert set(kicked) == {failed.pk, other.pk}
 
 
 def test_a_delivery_page_lists_its_attempts_and_is_read_only(admin_web, workspace, operator):

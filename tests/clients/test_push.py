@@ -15,12 +15,12 @@ from django.db import transaction
 from django.test import override_settings
 from django.utils import timezone
 
-from clients import egress
+from clients import egress, push
 from clients.models import Delivery, DeliveryAttempt
 from clients.push import fan_out, retry_delivery
-from iam import events, outbox
-from iam.models import OutboxMessage
-from iam.tasks import process_outbox_message
+from clients.tasks import deliver_push
+from iam import events
+from iam.models import AuditEntry, OutboxMessage
 from tests.conftest import ok
 from tests.factories import AccountFactory, MembershipFactory, WorkspaceFactory
 
@@ -136,11 +136,13 @@ def emit_membership_created(workspace, capture):
     return account, membership
 
 
-def run_due_retry(delivery: Delivery, capture) -> str:
-    """Eager tasks do not wait for countdowns: make the retry due and run it as the worker would."""
-    OutboxMessage.objects.filter(pk=delivery.message_id).update(next_attempt_at=timezone.now())
+def run_due_retry(delivery: Delivery, capture) -> int:
+    """Eager tasks do not wait for countdowns: make the retry due and run it as the worker would. Returns
+    how many deliveries the worker's batch took."""
+    Delivery.objects.filter(pk=delivery.pk).update(next_attempt_at=timezone.now())
+    client_id = str(delivery.client_id) if delivery.client_id else None
     with capture(execute=True):
-        return outbox.process(delivery.message_id)
+        return push.deliver_due(client_id, delivery.pk)
 
 
 def test_event_is_delivered_signed(client, workspace, receiver, django_capture_on_commit_callbacks):
@@ -217,15 +219,16 @@ def test_failures_are_retried_until_delivered_once(
     receiver.fail_first = 2
     emit_membership_created(workspace, django_capture_on_commit_callbacks)
     delivery = Delivery.objects.get()
-    message = OutboxMessage.objects.get(pk=delivery.message_id)
-    assert (delivery.status, delivery.attempts, message.attempts) == ("pending", 1, 1)
-    # the first retry is due within 10 s (CONTRACT 8)
-    assert message.next_attempt_at - timezone.now() <= timedelta(seconds=10)
-    assert "status 500" in message.last_error
+    assert (delivery.status, delivery.attempts) == ("pending", 1)
+    # the first retry is due within 10 s (CONTRACT 8), and the delivery itself says so
+    assert timezone.now() < delivery.next_attempt_at <= timezone.now() + timedelta(seconds=10)
+    assert delivery.last_error == "status 500"
+    assert not OutboxMessage.objects.filter(topic="push.delivery").exists()
 
-    assert run_due_retry(delivery, django_capture_on_commit_callbacks) == "retry"
-    assert run_due_retry(delivery, django_capture_on_commit_callbacks) == "done"
-    assert run_due_retry(delivery, django_capture_on_commit_callbacks) == "skipped"
+    assert run_due_retry(delivery, django_capture_on_commit_callbacks) == 1
+    assert Delivery.objects.get().attempts == 2
+    assert run_due_retry(delivery, django_capture_on_commit_callbacks) == 1
+    assert run_due_retry(delivery, django_capture_on_commit_callbacks) == 0  # delivered: nothing more
 
     ids = {headers["webhook-id"] for headers, _ in receiver.requests}
     assert len(receiver.requests) == 3 and len(ids) == 1
@@ -254,7 +257,8 @@ def test_a_timeout_is_retried_and_recorded(client, workspace, receiver, django_c
     assert attempt.status_code is None and "timed out" in attempt.error
     assert delivery.status == "pending"
     receiver.delay = 0
-    assert run_due_retry(delivery, django_capture_on_commit_callbacks) == "done"
+    assert run_due_retry(delivery, django_capture_on_commit_callbacks) == 1
+    assert Delivery.objects.get().status == "delivered"
 
 
 @override_settings(IAM_WEBHOOK_TIMEOUT_SECONDS=0.3)
@@ -275,12 +279,13 @@ def test_delivery_gives_up_at_the_deadline(client, workspace, receiver, django_c
     receiver.fail_first = 10
     emit_membership_created(workspace, django_capture_on_commit_callbacks)
     delivery = Delivery.objects.get()
-    OutboxMessage.objects.filter(pk=delivery.message_id).update(
-        deadline=timezone.now() + timedelta(seconds=1)
-    )
-    assert run_due_retry(delivery, django_capture_on_commit_callbacks) == "failed"
+    Delivery.objects.filter(pk=delivery.pk).update(deadline=timezone.now() + timedelta(seconds=1))
+    assert run_due_retry(delivery, django_capture_on_commit_callbacks) == 1
     delivery.refresh_from_db()
     assert (delivery.status, delivery.attempts) == ("failed", 2)
+    assert delivery.last_error == "gave up: status 500"
+    [gave_up] = AuditEntry.objects.filter(action="delivery.fail")
+    assert gave_up.changes["status"] == {"before": "pending", "after": "failed"}
     # the admin's retry sends it again
     receiver.fail_first = 0
     with django_capture_on_commit_callbacks(execute=True):
@@ -288,6 +293,7 @@ def test_delivery_gives_up_at_the_deadline(client, workspace, receiver, django_c
     delivery.refresh_from_db()
     assert delivery.status == "delivered"
     assert receiver.accepted == [str(delivery.event_id)]
+    assert AuditEntry.objects.filter(action="delivery.retry").count() == 1
 
 
 def test_broker_down_at_the_time_of_the_change(
@@ -297,14 +303,15 @@ def test_broker_down_at_the_time_of_the_change(
         raise ConnectionError("broker down")
 
     with monkeypatch.context() as patched:
-        patched.setattr(process_outbox_message, "apply_async", down)
+        patched.setattr(deliver_push, "apply_async", down)
         emit_membership_created(workspace, django_capture_on_commit_callbacks)
     assert receiver.requests == []
-    message = OutboxMessage.objects.get(pk=Delivery.objects.get().message_id)
-    assert message.status == "pending"
-    OutboxMessage.objects.filter(pk=message.pk).update(next_attempt_at=timezone.now() - timedelta(minutes=1))
+    delivery = Delivery.objects.get()
+    assert delivery.status == "pending"
+    assert push.sweep() == 0  # not yet: its own task may still be on its way
+    Delivery.objects.filter(pk=delivery.pk).update(next_attempt_at=timezone.now() - timedelta(minutes=1))
     with django_capture_on_commit_callbacks(execute=True):
-        assert outbox.sweep() == 1
+        assert push.sweep() == 1
     assert len(receiver.requests) == 1
     assert verify(client["secret"], *receiver.requests[0])
     assert Delivery.objects.get().status == "delivered"
@@ -319,7 +326,7 @@ def test_a_private_address_is_refused_at_delivery(
     delivery = Delivery.objects.get()
     assert (delivery.status, delivery.attempts) == ("failed", 1)
     assert delivery.attempt_rows.get().error.startswith("endpoint not allowed")
-    assert OutboxMessage.objects.get(pk=delivery.message_id).status == "failed"  # not retried
+    assert delivery.last_error.startswith("permanent: endpoint not allowed")  # not retried
 
 
 def test_secret_rotation_is_pushed_signed_with_the_new_secret(
@@ -340,11 +347,8 @@ def test_a_deleted_client_gets_nothing_more(
     receiver.fail_first = 5
     emit_membership_created(workspace, django_capture_on_commit_callbacks)
     delivery = Delivery.objects.get()
-    message_id = delivery.message_id
     ok(admin.call("/clients/delete", {"id": client["id"]}))
-    OutboxMessage.objects.filter(pk=message_id).update(next_attempt_at=timezone.now())
-    with django_capture_on_commit_callbacks(execute=True):
-        assert outbox.process(message_id) == "done"
+    assert run_due_retry(delivery, django_capture_on_commit_callbacks) == 0
     assert len(receiver.requests) == 1
 
 
@@ -388,8 +392,8 @@ def test_attempts_survive_the_retry_in_committed_transactions(receiver, member_o
     delivery = Delivery.objects.get()
     assert (delivery.status, delivery.attempts) == ("pending", 1)
     assert [attempt.status_code for attempt in delivery.attempt_rows.all()] == [500]
-    OutboxMessage.objects.filter(pk=delivery.message_id).update(next_attempt_at=timezone.now())
-    assert outbox.process(delivery.message_id) == "done"
+    Delivery.objects.filter(pk=delivery.pk).update(next_attempt_at=timezone.now())
+    assert push.deliver_due(str(delivery.client_id), delivery.pk) == 1
     assert [attempt.status_code for attempt in delivery.attempt_rows.all()] == [500, 204]
     assert receiver.accepted == [str(delivery.event_id)]
     assert verify(client["secret"], *receiver.requests[-1])
@@ -432,8 +436,8 @@ def test_failures_on_a_kept_alive_connection_are_recorded_and_retried(
     keep_alive_receiver.fail_first = 2
     emit_membership_created(workspace, django_capture_on_commit_callbacks)
     delivery = Delivery.objects.get()
-    assert run_due_retry(delivery, django_capture_on_commit_callbacks) == "retry"
-    assert run_due_retry(delivery, django_capture_on_commit_callbacks) == "done"
+    assert run_due_retry(delivery, django_capture_on_commit_callbacks) == 1
+    assert run_due_retry(delivery, django_capture_on_commit_callbacks) == 1
     assert len(set(keep_alive_receiver.peers)) == 1
     delivery.refresh_from_db()
     assert (delivery.status, delivery.attempts) == ("delivered", 3)
@@ -481,7 +485,6 @@ def test_fan_out_run_again_makes_no_second_delivery(
         fan_out(message)
         fan_out(message)
     deliveries = list(Delivery.objects.all())
-    assert len(deliveries) == 2 and len(published) == 2  # one per client, each with its outbox message
-    messages = OutboxMessage.objects.filter(topic="push.delivery")
-    assert {str(m.pk) for m in messages} == {str(d.message_id) for d in deliveries}
-    assert {m.payload["delivery_id"] for m in messages} == {d.pk for d in deliveries}
+    assert len(deliveries) == 2 and len(published) == 2  # one per client, each handed to a worker
+    assert all(d.status == "pending" and d.next_attempt_at <= timezone.now() for d in deliveries)
+    assert not OutboxMessage.objects.filter(topic="push.delivery").exists()
