@@ -2,10 +2,10 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import models
-from django.db.models import Exists, OuterRef, Q
+from django.db.models import Count, Exists, Min, OuterRef, Q
 from django.utils import timezone
 
-from iam import retention
+from iam import metrics, retention
 from iam.models import Resource
 from tenancy.models import WorkspaceScopedQuerySet
 
@@ -106,3 +106,11 @@ def sweep_deliveries(now, kept_since) -> int:
         Q(status=Delivery.Status.FAILED, created_at__lt=kept_since) & ~Exists(tried_lately)
     )
     return Delivery.objects.filter(finished).delete()[1].get(Delivery._meta.label, 0)
+
+
+@metrics.backlog("push.delivery")
+def pending_deliveries() -> dict:
+    """Push deliveries not yet delivered nor given up (the `iam_outbox_*` gauges, topic `push.delivery`)."""
+    return Delivery.objects.filter(status=Delivery.Status.PENDING).aggregate(
+        count=Count("pk"), first=Min("created_at")
+    )

@@ -6,7 +6,7 @@ process. Labels take bounded values only: an endpoint is its route pattern, neve
 import hmac
 import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from django.conf import settings
@@ -47,32 +47,58 @@ EMAILS = Counter("iam_emails_total", "E-mails handed to the backend, by result (
 CACHE_ERRORS = Counter("iam_cache_errors_total", "Cache calls that failed, by operation.", ["operation"])
 
 
+# Where work waits for a worker, by topic: the outbox's messages (below) and what the apps register with
+# `@metrics.backlog(topic)` (clients/models.py: push deliveries). Each answers the pending rows' count and
+# the oldest one's creation time.
+Backlog = Callable[[], dict]
+_backlogs: dict[str, Backlog] = {}
+
+
+def backlog(topic: str) -> Callable[[Backlog], Backlog]:
+    def register(func: Backlog) -> Backlog:
+        _backlogs[topic] = func
+        return func
+
+    return register
+
+
+def _outbox_backlog() -> list[dict]:
+    from iam.models import OutboxMessage
+
+    return list(
+        OutboxMessage.objects.filter(status=OutboxMessage.Status.PENDING)
+        .values("topic")
+        .annotate(count=Count("pk"), first=Min("created_at"))
+        .order_by("topic")
+    )
+
+
 class OutboxCollector(Collector):
-    """Computed at scrape time from the database: the backlog is a fact about rows, not about a process."""
+    """Computed at scrape time from the database: the backlog is a fact about rows, not about a process.
+    One pair of gauges for all work waiting on a worker, so one alert covers e-mails and pushes alike."""
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
-        from iam.models import OutboxMessage
-
         pending = GaugeMetricFamily(
-            "iam_outbox_pending_messages", "Outbox messages not yet processed, by topic.", labels=["topic"]
+            "iam_outbox_pending_messages",
+            "Work waiting for a worker (outbox messages, push deliveries), by topic.",
+            labels=["topic"],
         )
         oldest = GaugeMetricFamily(
             "iam_outbox_oldest_pending_age_seconds",
-            "Age of the oldest unprocessed outbox message, by topic.",
+            "Age of the oldest work waiting for a worker, by topic.",
             labels=["topic"],
         )
         try:
-            rows = list(
-                OutboxMessage.objects.filter(status=OutboxMessage.Status.PENDING)
-                .values("topic")
-                .annotate(count=Count("pk"), first=Min("created_at"))
-                .order_by("topic")
-            )
+            rows = _outbox_backlog() + [
+                {"topic": topic, **func()} for topic, func in sorted(_backlogs.items())
+            ]
         except Exception:
-            logger.warning("metrics: outbox figures unavailable", exc_info=True)
+            logger.warning("metrics: backlog figures unavailable", exc_info=True)
             return
         now = timezone.now()
         for row in rows:
+            if not row["count"]:
+                continue
             pending.add_metric([row["topic"]], row["count"])
             oldest.add_metric([row["topic"]], max(0.0, (now - row["first"]).total_seconds()))
         yield pending

@@ -13,9 +13,10 @@ from django.utils import timezone
 from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 
+from clients.models import Delivery
 from iam.models import OutboxMessage
 from tests.conftest import ApiClient, err, ok, token_for
-from tests.factories import PASSWORD, AccountFactory, ClientFactory, CredentialFactory
+from tests.factories import PASSWORD, AccountFactory, ClientFactory, CredentialFactory, DeliveryFactory
 
 
 def value(name: str, **labels) -> float:
@@ -128,6 +129,21 @@ def test_the_outbox_backlog_is_read_at_scrape_time(api):
 
     assert scraped[("iam_outbox_pending_messages", (("topic", "email"),))] == 2
     assert 600 <= scraped[("iam_outbox_oldest_pending_age_seconds", (("topic", "email"),))] < 700
+
+
+def test_pending_push_deliveries_count_in_the_backlog(api):
+    """Push deliveries keep their retry state on `Delivery`, not in the outbox: the backlog gauges read
+    them too, so the IamOutboxBacklog alert covers a stuck push."""
+    now = timezone.now()
+    stuck = DeliveryFactory()
+    Delivery.objects.filter(pk=stuck.pk).update(created_at=now - timedelta(minutes=10))
+    DeliveryFactory(client=stuck.client)
+    DeliveryFactory(client=stuck.client, status=Delivery.Status.DELIVERED)
+
+    scraped = scrape(api)
+
+    assert scraped[("iam_outbox_pending_messages", (("topic", "push.delivery"),))] == 2
+    assert 600 <= scraped[("iam_outbox_oldest_pending_age_seconds", (("topic", "push.delivery"),))] < 700
 
 
 def test_emails_sent_and_failed_are_counted(api, root, django_capture_on_commit_callbacks, monkeypatch):
