@@ -20,6 +20,7 @@ from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector
 
 from iam.errors import AUTHENTICATION_REQUIRED, error_response
+from iam.registry import Registry
 
 logger = logging.getLogger(__name__)
 
@@ -51,15 +52,8 @@ CACHE_ERRORS = Counter("iam_cache_errors_total", "Cache calls that failed, by op
 # `@metrics.backlog(topic)` (clients/models.py: push deliveries). Each answers the pending rows' count and
 # the oldest one's creation time.
 Backlog = Callable[[], dict]
-_backlogs: dict[str, Backlog] = {}
-
-
-def backlog(topic: str) -> Callable[[Backlog], Backlog]:
-    def register(func: Backlog) -> Backlog:
-        _backlogs[topic] = func
-        return func
-
-    return register
+_backlogs: Registry[Backlog] = Registry()
+backlog = _backlogs.register
 
 
 def _outbox_backlog() -> list[dict]:

@@ -21,11 +21,13 @@ from django.utils import timezone
 
 from iam import audit
 from iam.models import OutboxMessage
+from iam.registry import Registry
 
 logger = logging.getLogger(__name__)
 
 Handler = Callable[[OutboxMessage], None]
-_handlers: dict[str, Handler] = {}
+_handlers: Registry[Handler] = Registry()
+handler = _handlers.register
 
 FIRST_RETRY_SECONDS = 5
 MAX_RETRY_SECONDS = 3600
@@ -38,14 +40,6 @@ class RetryLater(Exception):
 
 class Undeliverable(Exception):
     """A permanent failure: retrying cannot help."""
-
-
-def handler(topic: str) -> Callable[[Handler], Handler]:
-    def register(func: Handler) -> Handler:
-        _handlers[topic] = func
-        return func
-
-    return register
 
 
 def enqueue(

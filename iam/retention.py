@@ -5,16 +5,11 @@ the current time and the outbox retention's cut-off and returns how many rows it
 from collections.abc import Callable
 from datetime import datetime
 
+from iam.registry import Registry
+
 Sweep = Callable[[datetime, datetime], int]
-_sweeps: dict[str, Sweep] = {}
-
-
-def sweep(name: str) -> Callable[[Sweep], Sweep]:
-    def register(func: Sweep) -> Sweep:
-        _sweeps[name] = func
-        return func
-
-    return register
+_sweeps: Registry[Sweep] = Registry()
+sweep = _sweeps.register
 
 
 def sweeps() -> dict[str, Sweep]:
