@@ -186,6 +186,26 @@ def test_writers_only_add_rows_and_compaction_folds_each_key_into_one(workspace)
     assert rows_per_key()[("rbac_membership", str(workspace.pk), "", "")] == 2
 
 
+def test_concurrent_writers_of_one_count_never_wait_on_each_other(db):
+    """17 open transactions each add an account (the same counts: all, `verified`, `enabled`); none waits
+    on a lock another holds. (With 16 shards of upserted counter rows two of them shared a row, and the
+    later one waited until the earlier one ended: here it would time out.)"""
+    insert = (
+        "INSERT INTO accounts_account (id, email, name, password, tags, meta, created_at, enabled, verified, "
+        "is_superuser, session_version) VALUES (gen_random_uuid(), gen_random_uuid() || '@example.com', "
+        "'w', '', '[]', '{}', now(), true, false, false, 0)"
+    )
+    writers = [psycopg.connect(**connection.get_connection_params()) for _ in range(17)]
+    try:
+        for writer in writers:
+            writer.execute("SET lock_timeout = '2s'")
+            writer.execute(insert)  # LockNotAvailable if it had to wait
+    finally:
+        for writer in writers:
+            writer.rollback()
+            writer.close()
+
+
 def test_compaction_skips_while_another_runs(workspace):
     MembershipFactory.create_batch(2, workspace=workspace)
     with psycopg.connect(**connection.get_connection_params(), autocommit=True) as other:
