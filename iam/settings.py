@@ -238,8 +238,8 @@ CELERY_BROKER_CONNECTION_RETRY = True
 CELERY_BROKER_CONNECTION_MAX_RETRIES = None
 CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
 CELERY_BEAT_SCHEDULE = {
-    "sweep-outbox": {"task": "iam.sweep_outbox", "schedule": env("IAM_OUTBOX_SWEEP_SECONDS", 5.0, float)},
     "compact-row-counts": {"task": "iam.compact_row_counts", "schedule": 60.0},  # iam/counts.py
+    "sweep-outbox": {"task": "iam.sweep_outbox", "schedule": env("IAM_OUTBOX_SWEEP_SECONDS", 5.0, float)},
 }
 # Without a broker (eager tasks) outbox messages run in this many threads of the web process, never in
 # the request that committed them (CONTRACT 13). Only the unit suite sets 0: its transactions never commit,
