@@ -2,27 +2,34 @@
 estimate).
 
 A counted table carries statement-level triggers (with transition tables) on INSERT, UPDATE, DELETE and
-TRUNCATE that add each statement's change to `iam_row_count`: one count per tenant (a workspace, or `''`
-for a table counted whole) for all its rows (`field` `''`) and one per value of each counted field. The
-counts are sharded: a transaction adds to shard `txid % SHARDS`, so concurrent writers of one tenant seldom
-wait on the same row; a read sums the shards. The triggers run inside the writing statement, so a count is
-exact in every snapshot: it commits or rolls back with the rows. Django's cascades are plain DELETEs, and
-the database's own cascades run statements too: both pass through the triggers.
+TRUNCATE that record each statement's change in `iam_row_count`: per tenant (a workspace, or `''` for a
+table counted whole) a delta for all its rows (`field` `''`) and one per value of each counted field. The
+counts are append-only: a trigger only INSERTs new delta rows, never updates one, so no writer ever waits
+on a counter row (an upsert of a shared row would hold its lock until commit: writers of one key would
+queue, and two transactions touching two counted tables in opposite orders could deadlock). A read sums
+the key's rows (`sum(n)`, an index-only scan). `compact` (Celery beat every minute, and `manage.py
+cleanup`) folds each key's rows into one in a single statement, so a reader in any snapshot sees the same
+sums before and after; its deletes lock only rows no trigger touches. The triggers run inside the writing
+statement, so a count is exact in every snapshot: it commits or rolls back with the rows. Django's cascades
+are plain DELETEs, and the database's own cascades run statements too: both pass through the triggers.
 
 `COUNTED` says which tables are counted and how; the migrations install the triggers with the same
-arguments (`install_sql`), and tests/iam/test_list_counts.py checks that the installed functions match it.
+arguments (`install_sql`, and `iam/0005_append_only_row_counts` replaces the functions of the earlier,
+sharded design), and tests/iam/test_list_counts.py checks that the installed functions match it.
 SQLite (development) has no counts: `total` there is always `count(*)`.
 """
 
 from dataclasses import dataclass
 
-from django.db import connections, migrations
+from django.db import connections, migrations, transaction
 from django.db.models import QuerySet
 from django.db.models.expressions import Col
 from django.db.models.lookups import Exact
 
-SHARDS = 16
 TABLE = "iam_row_count"  # the SQL below is built from these constants and COUNTED's, never from input
+# The transaction-level advisory lock that compaction, a recount and a TRUNCATE's trigger take: one
+# compaction at a time (another skips), and none of them deletes a row another is deleting.
+LOCK = 0x69616D5F726F77  # "iam_row"
 
 
 @dataclass(frozen=True)
@@ -42,10 +49,10 @@ CREATE TABLE {TABLE} (
     tenant text NOT NULL,
     field text NOT NULL,
     value text NOT NULL,
-    shard smallint NOT NULL,
     n bigint NOT NULL,
-    PRIMARY KEY (table_name, tenant, field, value, shard)
+    id bigserial PRIMARY KEY
 );
+CREATE INDEX iam_row_count_key ON {TABLE} (table_name, tenant, field, value) INCLUDE (n);
 """
 DROP_TABLE_SQL = f"DROP TABLE {TABLE};"
 
@@ -63,15 +70,13 @@ def _changes(counted: Counted, sign: int, rows: str) -> str:
 
 
 def _add(table: str, counted: Counted, changes: str) -> str:
-    # Keys in one order in every statement: two writers of the same shard lock its rows in that order.
+    # New rows only: an INSERT waits on no lock another transaction holds (no shared row, no conflict).
     return f"""
-        INSERT INTO {TABLE} AS c (table_name, tenant, field, value, shard, n)
-        SELECT '{table}', d.tenant, k.field, k.value, (txid_current() % {SHARDS})::smallint, sum(d.delta)
+        INSERT INTO {TABLE} (table_name, tenant, field, value, n)
+        SELECT '{table}', d.tenant, k.field, k.value, sum(d.delta)
         FROM ({changes}) AS d CROSS JOIN LATERAL (VALUES {_keys(counted)}) AS k (field, value)
         GROUP BY d.tenant, k.field, k.value
-        HAVING sum(d.delta) <> 0
-        ORDER BY d.tenant, k.field, k.value
-        ON CONFLICT (table_name, tenant, field, value, shard) DO UPDATE SET n = c.n + excluded.n;"""  # noqa: S608
+        HAVING sum(d.delta) <> 0;"""  # noqa: S608
 
 
 def function_body(table: str, counted: Counted) -> str:
@@ -80,6 +85,7 @@ def function_body(table: str, counted: Counted) -> str:
     return f"""
 BEGIN
     IF TG_OP = 'TRUNCATE' THEN
+        PERFORM pg_advisory_xact_lock({LOCK});
         DELETE FROM {TABLE} WHERE table_name = '{table}';
     ELSIF TG_OP = 'INSERT' THEN{_add(table, counted, inserted)}
     ELSIF TG_OP = 'DELETE' THEN{_add(table, counted, deleted)}
@@ -95,12 +101,22 @@ def recount_sql(table: str, counted: Counted) -> str:
     changes = _changes(counted, 1, table)
     return f"""
 LOCK TABLE {table} IN SHARE ROW EXCLUSIVE MODE;
+SELECT pg_advisory_xact_lock({LOCK});
 DELETE FROM {TABLE} WHERE table_name = '{table}';
-INSERT INTO {TABLE} (table_name, tenant, field, value, shard, n)
-SELECT '{table}', d.tenant, k.field, k.value, 0, count(*)
+INSERT INTO {TABLE} (table_name, tenant, field, value, n)
+SELECT '{table}', d.tenant, k.field, k.value, count(*)
 FROM ({changes}) AS d CROSS JOIN LATERAL (VALUES {_keys(counted)}) AS k (field, value)
 GROUP BY d.tenant, k.field, k.value;
 """  # noqa: S608
+
+
+def function_sql(table: str, counted: Counted) -> str:
+    """Creates or replaces the trigger function that counts the table's changes."""
+    function = f"iam_count_{table}"
+    return (
+        f"CREATE OR REPLACE FUNCTION {function}() RETURNS trigger LANGUAGE plpgsql "
+        f"AS $body${function_body(table, counted)}$body$;\n"
+    )
 
 
 def install_sql(table: str, counted: Counted) -> str:
@@ -111,16 +127,58 @@ def install_sql(table: str, counted: Counted) -> str:
         ("delete", "DELETE", "REFERENCING OLD TABLE AS old_rows"),
         ("truncate", "TRUNCATE", ""),
     ]
-    statements = [
-        f"CREATE FUNCTION {function}() RETURNS trigger LANGUAGE plpgsql "
-        f"AS $body${function_body(table, counted)}$body$;"
-    ]
+    statements = [function_sql(table, counted)]
     statements += [
         f"CREATE TRIGGER iam_count_{name} AFTER {event} ON {table} {referencing} "
         f"FOR EACH STATEMENT EXECUTE FUNCTION {function}();"
         for name, event, referencing in triggers
     ]
     return "\n".join(statements) + recount_sql(table, counted)
+
+
+# Rebuilds the table in its current design from whatever design it has (the sharded one of
+# iam/0004_row_counts before iam/0005, or this one), keeping each key's sum. Run with the counted tables
+# locked against writes, so no trigger adds a row meanwhile.
+REBUILD_TABLE_SQL = f"""
+CREATE TEMPORARY TABLE iam_row_count_sums ON COMMIT DROP AS
+SELECT table_name, tenant, field, value, sum(n)::bigint AS n FROM {TABLE}
+GROUP BY 1, 2, 3, 4 HAVING sum(n) <> 0;
+DROP TABLE {TABLE};
+{CREATE_TABLE_SQL}
+INSERT INTO {TABLE} (table_name, tenant, field, value, n) SELECT * FROM iam_row_count_sums;
+DROP TABLE iam_row_count_sums;
+"""  # noqa: S608
+
+# One statement: a reader sees every key's rows before it or its one row after it, the same sum. Only the
+# keys with more than one row; the rows a concurrent writer inserts are not in its snapshot and stay.
+COMPACT_SQL = f"""
+WITH keys AS (
+    SELECT table_name, tenant, field, value FROM {TABLE} GROUP BY 1, 2, 3, 4 HAVING count(*) > 1
+), gone AS (
+    DELETE FROM {TABLE} AS c USING keys AS k
+    WHERE (c.table_name, c.tenant, c.field, c.value) = (k.table_name, k.tenant, k.field, k.value)
+    RETURNING c.table_name, c.tenant, c.field, c.value, c.n
+), folded AS (
+    INSERT INTO {TABLE} (table_name, tenant, field, value, n)
+    SELECT table_name, tenant, field, value, sum(n) FROM gone GROUP BY 1, 2, 3, 4 HAVING sum(n) <> 0
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM gone) - (SELECT count(*) FROM folded);
+"""  # noqa: S608
+
+
+def compact(using: str = "default") -> int | None:
+    """Folds each key's rows into one and returns how many rows fewer the table holds; None when another
+    compaction is running (it does the same) or the database has no counts (SQLite)."""
+    connection = connections[using]
+    if connection.vendor != "postgresql":
+        return None
+    with transaction.atomic(using=using), connection.cursor() as cursor:
+        cursor.execute("SELECT pg_try_advisory_xact_lock(%s)", [LOCK])
+        if not cursor.fetchone()[0]:
+            return None
+        cursor.execute(COMPACT_SQL)
+        return int(cursor.fetchone()[0])
 
 
 def uninstall_sql(table: str) -> str:
@@ -135,7 +193,7 @@ def on_postgresql(sql: str, reverse_sql: str) -> migrations.RunPython:
 
     def run(statements: str):
         def operation(apps, schema_editor) -> None:
-            if schema_editor.connection.vendor == "postgresql":
+            if statements and schema_editor.connection.vendor == "postgresql":
                 schema_editor.execute(statements, params=None)  # params=None: `%` is SQL's modulo here
 
         return operation

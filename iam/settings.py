@@ -238,6 +238,7 @@ CELERY_BROKER_CONNECTION_RETRY = True
 CELERY_BROKER_CONNECTION_MAX_RETRIES = None
 CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
 CELERY_BEAT_SCHEDULE = {
+    "compact-row-counts": {"task": "iam.compact_row_counts", "schedule": 60.0},  # iam/counts.py
     "sweep-outbox": {"task": "iam.sweep_outbox", "schedule": env("IAM_OUTBOX_SWEEP_SECONDS", 5.0, float)},
     # Push deliveries carry their own retry state (clients/push.py): the due ones no task took.
     "sweep-push": {"task": "clients.sweep_push", "schedule": env("IAM_OUTBOX_SWEEP_SECONDS", 5.0, float)},

@@ -1,6 +1,6 @@
 from celery import shared_task
 
-from iam import outbox
+from iam import counts, outbox
 
 
 @shared_task(name="iam.process_outbox_message", ignore_result=True)
@@ -11,3 +11,8 @@ def process_outbox_message(message_id: str) -> str:
 @shared_task(name="iam.sweep_outbox", ignore_result=True)
 def sweep_outbox() -> int:
     return outbox.sweep()
+
+
+@shared_task(name="iam.compact_row_counts", ignore_result=True)
+def compact_row_counts() -> int | None:
+    return counts.compact()

@@ -1,11 +1,16 @@
 """Exact totals from the database's counts (iam.counts, issue 14 item 3): the triggers keep the counts
 equal to count(*) through every kind of write, and a list reads them exactly when they hold its total."""
 
+from io import StringIO
+
+import psycopg
 import pytest
+from django.core.management import call_command
 from django.db import connection, transaction
 
 from accounts.models import Account
 from iam import counts
+from iam.celery import app
 from rbac.models import Membership
 from tenancy.models import Workspace
 from tests.conftest import client_for, ok
@@ -151,6 +156,79 @@ def test_a_recount_restores_counts_written_around_the_triggers(workspace):
     assert_exact()
 
 
+def rows_per_key() -> dict[tuple, int]:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT table_name, tenant, field, value, count(*) FROM iam_row_count GROUP BY 1, 2, 3, 4"
+        )
+        return {tuple(row[:4]): row[4] for row in cursor.fetchall()}
+
+
+def test_writers_only_add_rows_and_compaction_folds_each_key_into_one(workspace):
+    """No trigger updates a row (no writer waits on another's counter row); compaction sums each key's
+    rows into one, drops the keys that sum to 0, and keeps every count exact."""
+    other = WorkspaceFactory()
+    memberships = MembershipFactory.create_batch(3, workspace=workspace, status="invited")
+    MembershipFactory(workspace=other)
+    Membership.objects.filter(pk=memberships[0].pk).update(status="active")
+    Membership.objects.filter(workspace=other).delete()  # its keys sum to 0
+    before = rows_per_key()
+    assert before[("rbac_membership", str(workspace.pk), "", "")] == 3  # one delta row per statement
+    assert before[("rbac_membership", str(other.pk), "", "")] == 2
+    exact = actual()
+
+    assert counts.compact() == sum(before.values()) - len(exact)
+    assert rows_per_key() == dict.fromkeys(exact, 1)  # one row per key, none for a key that sums to 0
+    assert stored() == exact
+    assert counts.compact() == 0  # nothing left to fold
+    Membership.objects.filter(pk=memberships[1].pk).delete()
+    assert_exact()
+    assert rows_per_key()[("rbac_membership", str(workspace.pk), "", "")] == 2
+
+
+def test_concurrent_writers_of_one_count_never_wait_on_each_other(db):
+    """17 open transactions each add an account (the same counts: all, `verified`, `enabled`); none waits
+    on a lock another holds. (With 16 shards of upserted counter rows two of them shared a row, and the
+    later one waited until the earlier one ended: here it would time out.)"""
+    insert = (
+        "INSERT INTO accounts_account (id, email, name, password, tags, meta, created_at, enabled, verified, "
+        "is_superuser, session_version) VALUES (gen_random_uuid(), gen_random_uuid() || '@example.com', "
+        "'w', '', '[]', '{}', now(), true, false, false, 0)"
+    )
+    writers = [psycopg.connect(**connection.get_connection_params()) for _ in range(17)]
+    try:
+        for writer in writers:
+            writer.execute("SET lock_timeout = '2s'")
+            writer.execute(insert)  # LockNotAvailable if it had to wait
+    finally:
+        for writer in writers:
+            writer.rollback()
+            writer.close()
+
+
+def test_compaction_skips_while_another_runs(workspace):
+    MembershipFactory.create_batch(2, workspace=workspace)
+    with psycopg.connect(**connection.get_connection_params(), autocommit=True) as other:
+        other.execute("SELECT pg_advisory_lock(%s)", [counts.LOCK])  # as a compaction in progress holds it
+        assert counts.compact() is None
+        other.execute("SELECT pg_advisory_unlock(%s)", [counts.LOCK])
+    assert counts.compact() > 0
+    assert_exact()
+
+
+def test_cleanup_and_the_beat_schedule_compact(workspace, settings):
+    MembershipFactory.create_batch(3, workspace=workspace)
+    before = rows_per_key()
+    out = StringIO()
+    call_command("cleanup", stdout=out)
+    assert f"deleted {sum(before.values()) - len(before)} row count rows (folded)" in out.getvalue()
+    assert set(rows_per_key().values()) == {1}
+    assert_exact()
+    task = settings.CELERY_BEAT_SCHEDULE["compact-row-counts"]["task"]
+    app.loader.import_default_modules()
+    assert task in app.tasks
+
+
 def test_tenant_of_names_only_a_whole_counted_set(workspace):
     assert counts.tenant_of(Account.objects.all()) == ""
     assert counts.tenant_of(Account.objects.filter(enabled=True)) is None
@@ -178,12 +256,12 @@ def test_total_answers_only_what_one_count_holds(workspace):
 
 
 def skew_counts(by: int) -> None:
-    """Adds `by` to every stored count (in a shard of its own): a total that moves with it was read from
+    """Adds `by` to every stored count (in a delta row of its own): a total that moves with it was read from
     the counts, one that does not was counted from the rows."""
     with connection.cursor() as cursor:
         cursor.execute(
-            "INSERT INTO iam_row_count SELECT table_name, tenant, field, value, 99, %s FROM iam_row_count "
-            "GROUP BY 1, 2, 3, 4",
+            "INSERT INTO iam_row_count (table_name, tenant, field, value, n) "
+            "SELECT table_name, tenant, field, value, %s FROM iam_row_count GROUP BY 1, 2, 3, 4",
             [by],
         )
 
