@@ -1,9 +1,8 @@
 """What the apps' serializers share: the fields every record ends with, and the update request built from
 the create request, so that one field's rules are written once."""
 
-from collections.abc import Callable
-from datetime import datetime
-from functools import partial
+from collections.abc import Callable, Iterable
+from datetime import tzinfo
 from typing import Any
 
 from django.conf import settings
@@ -59,38 +58,55 @@ class UpdateRequest(serializers.Serializer):
 # memberships, each with its roles and their permissions, spends thousands of them. `Record` compiles,
 # once per serializer class, what each readable field needs and keeps DRF's output byte for byte: a
 # field read from one column gets `getattr` and a converter chosen by its field class (the same
-# conversion DRF's would do), a nested `many=True` serializer over a many-to-many relation maps its
-# child over `.all()` (prefetched by the lists), and any other field goes DRF's own way.
+# conversion DRF's would do; a date-time's time zone is looked up once per record tree, not per value), a
+# nested `many=True` record serializer over a many-to-many relation maps its child's plan over the
+# prefetched rows, and any other field goes DRF's own way.
 class Record(serializers.ModelSerializer):
     def to_representation(self, instance: Any) -> dict[str, Any]:
+        if not isinstance(instance, models.Model):
+            return super().to_representation(instance)
+        return self.represent(instance, _iso_zone())
+
+    def represent(self, instance: models.Model, zone: tzinfo | None) -> dict[str, Any]:
+        """The record as DRF gives it; `zone`: the time zone of ISO 8601 date-times, None: DRF's way."""
         plan = self.__dict__.get("_bound_plan")
         if plan is None:
             plan = self._bound_plan = _bind(self, _class_plan(self))
-        if not isinstance(instance, models.Model):
-            return super().to_representation(instance)
         ret = {}
-        for name, attr, convert, field in plan:
-            if attr is None:  # DRF's own way (Serializer.to_representation)
+        for name, how, attr, convert, field in plan:
+            if how is _COLUMN:
+                value = getattr(instance, attr)
+                ret[name] = value if convert is None or value is None else convert(value)
+            elif how is _TIME:
+                value = getattr(instance, attr)
+                if value is None:
+                    ret[name] = None
+                elif zone is None or value.tzinfo is None:
+                    ret[name] = field.to_representation(value)
+                else:
+                    text = value.astimezone(zone).isoformat()
+                    ret[name] = text[:-6] + "Z" if text.endswith("+00:00") else text
+            elif how is _MANY:
+                rows = _prefetched(instance, attr)
+                ret[name] = [convert(row, zone) for row in rows]
+            else:  # DRF's own way (Serializer.to_representation)
                 try:
                     value = field.get_attribute(instance)
                 except SkipField:
                     continue
                 check = value.pk if isinstance(value, PKOnlyObject) else value
                 ret[name] = None if check is None else field.to_representation(value)
-            else:
-                value = getattr(instance, attr)
-                ret[name] = value if convert is None or value is None else convert(value)
         return ret
 
 
-_COLUMN, _MANY, _DRF = "column", "many", "drf"
+_COLUMN, _TIME, _MANY, _DRF = "column", "time", "many", "drf"
 _AS_IS = (serializers.JSONField, serializers.ReadOnlyField)
 _STR = (serializers.CharField, serializers.EmailField, serializers.URLField, serializers.SlugField)
-_PLANS: dict[type, tuple[tuple[str, str | None, str], ...]] = {}
+_PLANS: dict[type, tuple[tuple[str, str, str | None], ...]] = {}
 
 
-def _class_plan(serializer: Record) -> tuple[tuple[str, str | None, str], ...]:
-    """(field name, attribute read, how) for each readable field, computed once per serializer class."""
+def _class_plan(serializer: Record) -> tuple[tuple[str, str, str | None], ...]:
+    """(field name, how, attribute read) for each readable field, computed once per serializer class."""
     cls = type(serializer)
     if cls not in _PLANS:
         meta = serializer.Meta.model._meta
@@ -100,48 +116,51 @@ def _class_plan(serializer: Record) -> tuple[tuple[str, str | None, str], ...]:
         for field in serializer._readable_fields:
             source = field.source_attrs
             attr = source[0] if len(source) == 1 else None
-            if type(field) is serializers.ListSerializer and attr in relations:
-                plan.append((field.field_name, attr, _MANY))
+            if (
+                type(field) is serializers.ListSerializer
+                and isinstance(field.child, Record)
+                and attr in relations
+            ):
+                plan.append((field.field_name, _MANY, attr))
             elif attr in columns and not isinstance(field, serializers.BaseSerializer):
-                plan.append((field.field_name, attr, _COLUMN))
+                simple_time = not hasattr(field, "format") and not hasattr(field, "timezone")
+                time = type(field) is serializers.DateTimeField and simple_time
+                plan.append((field.field_name, _TIME if time else _COLUMN, attr))
             else:
-                plan.append((field.field_name, None, _DRF))
+                plan.append((field.field_name, _DRF, None))
         _PLANS[cls] = tuple(plan)
     return _PLANS[cls]
 
 
-def _bind(serializer: Record, plan) -> list[tuple[str, str | None, Callable | None, serializers.Field]]:
+def _bind(serializer: Record, plan) -> list[tuple[str, str, str | None, Callable | None, serializers.Field]]:
     """The class's plan with this serializer's own fields and converters."""
     fields = serializer.fields
-    return [
-        (name, attr, _converter(fields[name]) if how != _DRF else None, fields[name])
-        for name, attr, how in plan
-    ]
+    return [(name, how, attr, _converter(fields[name], how), fields[name]) for name, how, attr in plan]
 
 
-def _converter(field: serializers.Field) -> Callable | None:
-    """What turns a non-null value of `field` into DRF's output for it (None: the value as is)."""
+def _converter(field: serializers.Field, how: str) -> Callable | None:
+    """What turns a non-null value of a column field into DRF's output for it (None: the value as is); for
+    a nested many, its child's `represent`."""
     kind = type(field)
-    if kind is serializers.ListSerializer:
-        child = field.child.to_representation
-        return lambda manager: [child(item) for item in manager.all()]
-    if kind in _AS_IS and not getattr(field, "binary", False):
+    if how == _MANY:
+        return field.child.represent
+    if how != _COLUMN or (kind in _AS_IS and not getattr(field, "binary", False)):
         return None
     if kind in _STR or (kind is serializers.UUIDField and field.uuid_format == "hex_verbose"):
         return str
-    if kind is serializers.DateTimeField and not hasattr(field, "format") and not hasattr(field, "timezone"):
-        return partial(_iso_datetime, field)
     return field.to_representation
 
 
-def _iso_datetime(field: serializers.DateTimeField, value: Any) -> Any:
-    """DateTimeField.to_representation under ISO 8601 and USE_TZ: in the current time zone, `Z` for UTC."""
-    if (
-        isinstance(value, datetime)
-        and value.tzinfo is not None
-        and settings.USE_TZ
-        and api_settings.DATETIME_FORMAT.lower() == ISO_8601
-    ):
-        text = value.astimezone(timezone.get_current_timezone()).isoformat()
-        return text[:-6] + "Z" if text.endswith("+00:00") else text
-    return field.to_representation(value)
+def _iso_zone() -> tzinfo | None:
+    """DateTimeField.to_representation's time zone when it writes ISO 8601 (then `Z` for UTC); None when
+    it does anything else (the field's own way then)."""
+    if settings.USE_TZ and str(api_settings.DATETIME_FORMAT).lower() == ISO_8601:  # None: as is
+        return timezone.get_current_timezone()
+    return None
+
+
+def _prefetched(instance: models.Model, relation: str) -> Iterable[models.Model]:
+    """The rows of a many-to-many relation: the prefetched ones without building its manager, else its
+    `.all()` (a query, as DRF would make)."""
+    rows = getattr(instance, "_prefetched_objects_cache", {}).get(relation)
+    return getattr(instance, relation).all() if rows is None else rows

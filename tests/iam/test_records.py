@@ -165,8 +165,8 @@ def test_other_datetime_format_goes_drf_way():
 
 
 @pytest.mark.django_db
-def test_a_membership_with_roles_reads_its_columns_directly(monkeypatch):
-    """The fast path: no DRF `get_attribute` for a column or a prefetched many-to-many."""
+def test_a_membership_with_roles_reads_its_columns_directly(monkeypatch, django_assert_num_queries):
+    """The fast path: no DRF `get_attribute` for a column or a prefetched many-to-many, and no query."""
     role = RoleFactory(permissions=["a:b", "c:d"])
     MembershipFactory(workspace=role.workspace, roles=[role])
     membership = Membership.objects.prefetch_related("roles__permissions").get()
@@ -175,6 +175,7 @@ def test_a_membership_with_roles_reads_its_columns_directly(monkeypatch):
     monkeypatch.setattr(
         serializers.Field, "get_attribute", lambda self, obj: calls.append(self) or original(self, obj)
     )
-    data = rbac.serializers.MembershipSerializer(membership).data
+    with django_assert_num_queries(0):
+        data = rbac.serializers.MembershipSerializer(membership).data
     assert [p["name"] for p in data["roles"][0]["permissions"]] == ["a:b", "c:d"]
     assert calls == []
