@@ -2,7 +2,7 @@ from rest_framework import serializers
 
 from accounts.serializers import AccountBriefSerializer
 from iam.fields import Choice, DateTime, Email, JsonObject, Name, String, Tags, Uuid
-from iam.serializers import RECORD_TAIL
+from iam.serializers import RECORD_TAIL, Record
 from rbac.serializers import Deleted
 
 from .models import Credential
@@ -70,7 +70,7 @@ class OAuthInitiated(serializers.Serializer):
 # Credentials (SPEC 4, CONTRACT 6 and 12)
 
 
-class CredentialSerializer(serializers.ModelSerializer):
+class CredentialSerializer(Record):
     account_id = serializers.UUIDField()
     workspace_id = serializers.UUIDField()
 

@@ -11,14 +11,14 @@ from iam.fields import (
     Url,
     Uuid,
 )
-from iam.serializers import RECORD_TAIL, RecordRequest, UpdateRequest
+from iam.serializers import RECORD_TAIL, Record, RecordRequest, UpdateRequest
 from rbac.serializers import Deleted, GrantPath
 from tenancy.serializers import WorkspaceSerializer
 
 from .models import Client
 
 
-class ClientSerializer(serializers.ModelSerializer):
+class ClientSerializer(Record):
     """describe, list and update: never the secret (SPEC 4 Clients)."""
 
     workspace = WorkspaceSerializer(read_only=True)  # SPEC 2: the full workspace, embedded

@@ -2,18 +2,18 @@ from rest_framework import serializers
 
 from iam.api import require_one
 from iam.fields import Choice, Description, JsonObject, Name, PermissionName, Uuid, UuidList
-from iam.serializers import RECORD_TAIL, RecordRequest, UpdateRequest
+from iam.serializers import RECORD_TAIL, Record, RecordRequest, UpdateRequest
 
 from .models import Membership, Permission, Role
 
 
-class PermissionSerializer(serializers.ModelSerializer):
+class PermissionSerializer(Record):
     class Meta:
         model = Permission
         fields = ["id", "workspace_id", "name", "code", "description", *RECORD_TAIL]
 
 
-class RoleSerializer(serializers.ModelSerializer):
+class RoleSerializer(Record):
     permissions = PermissionSerializer(many=True, read_only=True)
 
     class Meta:
@@ -21,7 +21,7 @@ class RoleSerializer(serializers.ModelSerializer):
         fields = ["id", "workspace_id", "name", "description", "permissions", *RECORD_TAIL]
 
 
-class MembershipSerializer(serializers.ModelSerializer):
+class MembershipSerializer(Record):
     roles = RoleSerializer(many=True, read_only=True)
 
     class Meta:

@@ -2,14 +2,14 @@ from rest_framework import serializers
 
 from iam.api import require_one
 from iam.fields import Description, JsonObject, Name, Slug, String, Uuid
-from iam.serializers import RECORD_TAIL, RecordRequest, UpdateRequest
+from iam.serializers import RECORD_TAIL, Record, RecordRequest, UpdateRequest
 
 from .models import Project, Workspace
 
 CODE_MAX = 64
 
 
-class WorkspaceSerializer(serializers.ModelSerializer):
+class WorkspaceSerializer(Record):
     class Meta:
         model = Workspace
         fields = ["id", "name", "slug", "description", "config", *RECORD_TAIL]
@@ -40,7 +40,7 @@ class WorkspaceDeleted(serializers.Serializer):
     name = serializers.CharField()
 
 
-class ProjectSerializer(serializers.ModelSerializer):
+class ProjectSerializer(Record):
     class Meta:
         model = Project
         fields = [
