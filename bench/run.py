@@ -20,6 +20,7 @@ BENCH_PARTS (validate,login,lists,push). Needs REDIS_URL for the push figures (C
 shared cache).
 """
 
+import concurrent.futures
 import http.client
 import json
 import multiprocessing
@@ -163,6 +164,7 @@ class Api:
 
     def __init__(self, base: str):
         parts = urlsplit(base)
+        self.base = base
         self.connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=30)
 
     def post(self, path: str, body: dict, headers: dict | None = None) -> tuple[dict, float]:
@@ -537,10 +539,12 @@ def _list_figures(api: Api, token: str, workspace) -> None:
         headers = {"Authorization": f"Bearer {token}"}
         if scoped:
             headers["X-Workspace"] = str(workspace.pk)
-        # Warm-up (and a check of the answer): a few requests, so that each gunicorn worker has served the
-        # case once before it is timed (its first one fills the process's caches).
-        for _ in range(LIST_WARMUP):
-            data, _ = api.post(path, body, headers)
+        # Warm-up (and a check of the answer): requests on several connections at once, so that each
+        # gunicorn worker (sync: one request at a time) has served the case before it is timed; a
+        # worker's first request opens its database and Redis connections.
+        with concurrent.futures.ThreadPoolExecutor(LIST_WARMUP) as pool:
+            answers = list(pool.map(lambda _: Api(api.base).post(path, body, headers), range(LIST_WARMUP)))
+        data = answers[0][0]
         total = data["metadata"]["total"]
         timings = [api.post(path, body, headers)[1] for _ in range(LIST_REQUESTS)]
         rows.append(

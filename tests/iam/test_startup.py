@@ -74,3 +74,21 @@ def test_debug_on_keeps_the_embedded_defaults():
     process = start(DEBUG="1")
     assert process.returncode == 0, process.stderr
     assert process.stdout.split() == ["django.core.cache.backends.locmem.LocMemCache", "True"]
+
+
+def test_the_wsgi_application_loads_every_endpoint_before_its_first_request():
+    """gunicorn imports `iam.wsgi` when a worker starts: the URLconf and the endpoint modules are imported
+    then, not in the time of the worker's first request."""
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "DEBUG": "0",
+        "DATABASE_URL": "sqlite:///:memory:",
+        **PRODUCTION,
+    }
+    modules = "('rbac.api', 'authn.accounts', 'clients.api')"
+    show = f"import sys, iam.wsgi; print(*(m in sys.modules for m in {modules}))"
+    process = subprocess.run(
+        [sys.executable, "-c", show], env=env, cwd=settings.BASE_DIR, capture_output=True, text=True
+    )
+    assert process.returncode == 0, process.stderr
+    assert process.stdout.split() == ["True", "True", "True"]
