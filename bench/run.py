@@ -543,7 +543,8 @@ def _list_figures(api: Api, token: str, workspace) -> None:
         # gunicorn worker (sync: one request at a time) has served the case before it is timed; a
         # worker's first request opens its database and Redis connections.
         with concurrent.futures.ThreadPoolExecutor(LIST_WARMUP) as pool:
-            answers = list(pool.map(lambda _: Api(api.base).post(path, body, headers), range(LIST_WARMUP)))
+            calls = [pool.submit(Api(api.base).post, path, body, headers) for _ in range(LIST_WARMUP)]
+            answers = [call.result() for call in calls]
         data = answers[0][0]
         total = data["metadata"]["total"]
         timings = [api.post(path, body, headers)[1] for _ in range(LIST_REQUESTS)]
