@@ -16,12 +16,12 @@ from accounts.serializers import (
 )
 from iam.api import Endpoint
 from iam.list_endpoint import ListEndpoint
-from rbac import endpoints
+from rbac.api import RecordEndpoint
 
 from .services import create_password_account
 
 
-class AccountEndpoint(endpoints.Endpoint):
+class AccountEndpoint(RecordEndpoint):
     """An account named by `id` and/or `email` (both must match). Self access and root-workspace rights
     are `policy.authorize`'s (CONTRACT 4)."""
 

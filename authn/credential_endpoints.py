@@ -8,7 +8,7 @@ from django.db.models import QuerySet
 from rest_framework.request import Request
 
 from iam.list_endpoint import ListEndpoint
-from rbac import endpoints
+from rbac.api import RecordEndpoint
 
 from . import services
 from .models import Credential
@@ -21,7 +21,7 @@ def lookup(data: dict) -> dict:
     return {name: data[name] for name in LOOKUP if data.get(name) is not None}
 
 
-class CredentialEndpoint(endpoints.Endpoint):
+class CredentialEndpoint(RecordEndpoint):
     """A credential named by CONTRACT 12's keys (`services.find_credential`); what only an operator may
     change is `policy.authorize`'s rule. `lock`: the write endpoints hold the row until they commit."""
 

@@ -11,7 +11,7 @@ from iam.api import JSON_RENDERER, Endpoint, envelope
 from iam.errors import ApiError
 from iam.fields import PERMISSION_NAME_MAX, PERMISSION_NAME_RE
 from iam.list_endpoint import ListEndpoint
-from rbac import endpoints
+from rbac.api import RecordEndpoint
 
 from . import catchup, services, validation
 from .models import Client
@@ -87,7 +87,7 @@ class ClientValidate(Endpoint, route="clients/validate"):
         return answer(data)
 
 
-class ClientEndpoint(endpoints.Endpoint):
+class ClientEndpoint(RecordEndpoint):
     workspace_scoped = True
     request_serializer = ClientRef
     response_serializer = ClientSerializer

@@ -5,7 +5,7 @@ An endpoint declares who may call it and what it reads; this module parses the b
 whatever the Content-Type, SPEC 7's parse messages), validates it with the declared serializer, wraps the
 result in the envelope, and leaves authentication, workspace selection and the permission check to DRF's
 authentication and permission classes: those named in `REST_FRAMEWORK` (`authn.authentication`,
-`rbac.policy.EndpointPermission`; `iam` may not import the apps), which `rbac.endpoints.Endpoint` names
+`rbac.policy.EndpointPermission`; `iam` may not import the apps), which `rbac.api.RecordEndpoint` names
 itself for the permission. `routes()` serves the endpoints of an app's modules at the paths their
 classes declare."""
 
@@ -142,7 +142,7 @@ class Endpoint(APIView):
     - `workspace_scoped`: the request acts in the workspace named by `X-Workspace` (CONTRACT 2), available
       to the handler as `request.workspace`.
     - `project_aware`: a project-scope grant of `permission` lets the caller in; the record's project is
-      then checked once the record is loaded (`rbac.endpoints.Endpoint`, CONTRACT 4).
+      then checked once the record is loaded (`rbac.api.RecordEndpoint`, CONTRACT 4).
     - `request_serializer` / `response_serializer`: the body's and the `data`'s shapes.
 
     and implement `handle(request, data) -> payload`.

@@ -3,7 +3,7 @@
 Every API request is decided by two functions of this module: `admit` before the body is read (the
 endpoint's declared permission, asked by `EndpointPermission`, the DRF permission class at the end of this
 module), and `authorize` once the base endpoint
-(`rbac.endpoints.Endpoint`) has loaded the record the request names (its project, its account, a
+(`rbac.api.RecordEndpoint`) has loaded the record the request names (its project, its account, a
 workspace). Every rule reads here: wildcards (`matches`), project scope (`Grants.allows`), self access on
 accounts and root-workspace rights for global resources (`authorize`), no escalation
 (`require_grantable`), consent (`require_activation`) and the operators' credential fields

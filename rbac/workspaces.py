@@ -22,14 +22,15 @@ from tenancy.serializers import (
     WorkspaceUpdateRequest,
 )
 
-from . import endpoints, policy
+from . import policy
+from .api import ProjectScopedList, RecordEndpoint
 from .models import Membership
 from .services import create_workspace
 
 # Workspaces are global: their endpoints take no X-Workspace header (CONTRACT 2).
 
 
-class WorkspaceEndpoint(endpoints.Endpoint):
+class WorkspaceEndpoint(RecordEndpoint):
     """describe/update/delete need `workspaces:<action>` in the workspace itself or in the root workspace
     (CONTRACT 4). To a caller who is not a member, another workspace does not exist
     (`policy.require_in_workspace`)."""
@@ -87,7 +88,7 @@ class WorkspaceDelete(WorkspaceEndpoint, route="workspace/delete"):
 # Projects
 
 
-class ProjectEndpoint(endpoints.Endpoint):
+class ProjectEndpoint(RecordEndpoint):
     workspace_scoped = True
     project_aware = True
     lookup = ("id", "code")
@@ -111,7 +112,7 @@ class ProjectDescribe(ProjectEndpoint, route="projects/describe"):
     permission = "projects:describe"
 
 
-class ProjectList(endpoints.ProjectScopedList, route="projects/list"):
+class ProjectList(ProjectScopedList, route="projects/list"):
     permission = "projects:list"
     workspace_scoped = True
     list_key = "projects"

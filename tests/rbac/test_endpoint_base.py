@@ -1,4 +1,4 @@
-"""`rbac.endpoints.Endpoint.handle`, written once for every endpoint that loads a record, calls its
+"""`rbac.api.RecordEndpoint.handle`, written once for every endpoint that loads a record, calls its
 service and answers the result: what the declared service receives and what the endpoint answers."""
 
 from types import SimpleNamespace
