@@ -7,6 +7,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import models
+from django.db.models import Prefetch, QuerySet
 from django.utils import timezone
 from rest_framework import ISO_8601, serializers
 from rest_framework.fields import SkipField
@@ -159,8 +160,20 @@ def _iso_zone() -> tzinfo | None:
     return None
 
 
+def prefetch(relation: str, queryset: QuerySet | None = None) -> Prefetch:
+    """`prefetch_related` for a many-to-many relation a `Record` serializes: each instance gets its rows
+    as a plain list (Django's `to_attr`). Django's own cache builds a manager and a filtered queryset per
+    instance to hold them, ~0.1 ms each: a third of a page of 100 memberships."""
+    return Prefetch(relation, queryset=queryset, to_attr=PREFETCHED + relation)
+
+
+PREFETCHED = "prefetched_"
+
+
 def _prefetched(instance: models.Model, relation: str) -> Iterable[models.Model]:
-    """The rows of a many-to-many relation: the prefetched ones without building its manager, else its
-    `.all()` (a query, as DRF would make)."""
-    rows = getattr(instance, "_prefetched_objects_cache", {}).get(relation)
+    """The rows of a many-to-many relation: the prefetched ones (`prefetch`, or `prefetch_related`)
+    without building its manager, else its `.all()` (a query, as DRF would make)."""
+    rows = getattr(instance, PREFETCHED + relation, None)
+    if rows is None:
+        rows = getattr(instance, "_prefetched_objects_cache", {}).get(relation)
     return getattr(instance, relation).all() if rows is None else rows

@@ -18,6 +18,7 @@ from accounts.models import Account
 from iam.api import Endpoint, first_match, not_found
 from iam.errors import ApiError
 from iam.list_endpoint import ListEndpoint
+from iam.serializers import prefetch
 from tenancy.models import Project
 
 from . import policy, services
@@ -183,7 +184,7 @@ class PermissionDelete(PermissionEndpoint, route="permissions/delete"):
 
 
 def roles_of(workspace) -> QuerySet:
-    return Role.objects.in_workspace(workspace).prefetch_related("permissions")
+    return Role.objects.in_workspace(workspace).prefetch_related(prefetch("permissions"))
 
 
 class RoleEndpoint(RecordEndpoint):
@@ -245,7 +246,8 @@ class RoleDelete(RoleEndpoint, route="roles/delete"):
 
 
 def memberships_of(workspace) -> QuerySet:
-    return Membership.objects.in_workspace(workspace).prefetch_related("roles__permissions")
+    roles = Role.objects.prefetch_related(prefetch("permissions"))
+    return Membership.objects.in_workspace(workspace).prefetch_related(prefetch("roles", roles))
 
 
 class MembershipEndpoint(RecordEndpoint):

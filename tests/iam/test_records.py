@@ -12,6 +12,7 @@ from rest_framework.renderers import JSONRenderer
 import accounts.serializers
 import authn.serializers
 import clients.serializers
+import rbac.api
 import rbac.serializers
 import tenancy.serializers
 from accounts.models import Account
@@ -165,11 +166,20 @@ def test_other_datetime_format_goes_drf_way():
 
 
 @pytest.mark.django_db
-def test_a_membership_with_roles_reads_its_columns_directly(monkeypatch, django_assert_num_queries):
+@pytest.mark.parametrize(
+    "load",
+    [
+        lambda workspace: Membership.objects.prefetch_related("roles__permissions").get(),
+        # The endpoints' querysets: the rows in plain lists (`iam.serializers.prefetch`), no manager each.
+        lambda workspace: rbac.api.memberships_of(workspace).get(),
+    ],
+    ids=["prefetch_related", "prefetch"],
+)
+def test_a_membership_with_roles_reads_its_columns_directly(load, monkeypatch, django_assert_num_queries):
     """The fast path: no DRF `get_attribute` for a column or a prefetched many-to-many, and no query."""
     role = RoleFactory(permissions=["a:b", "c:d"])
     MembershipFactory(workspace=role.workspace, roles=[role])
-    membership = Membership.objects.prefetch_related("roles__permissions").get()
+    membership = load(role.workspace)
     calls = []
     original = serializers.Field.get_attribute
     monkeypatch.setattr(
