@@ -2,7 +2,6 @@
 creating an account makes its password credential (authn) and who may read or change an account is
 rbac's rule."""
 
-from django.db.models import QuerySet
 from rest_framework.request import Request
 
 from accounts import services
@@ -15,8 +14,7 @@ from accounts.serializers import (
     AccountUpdateRequest,
 )
 from iam.api import Endpoint
-from iam.list_endpoint import ListEndpoint
-from rbac.api import RecordEndpoint
+from rbac.api import RecordEndpoint, RecordList
 
 from .services import create_password_account
 
@@ -25,15 +23,15 @@ class AccountEndpoint(RecordEndpoint):
     """An account named by `id` and/or `email` (both must match). Self access and root-workspace rights
     are `policy.authorize`'s (CONTRACT 4)."""
 
-    lookup = ("id", "email")
-    request_serializer = AccountRef
+    model = Account
+    ref = AccountRef
     response_serializer = AccountSerializer
-
-    def get_queryset(self, request: Request) -> QuerySet:
-        return Account.objects.all()
 
 
 class AccountCreate(Endpoint, route="accounts/create"):
+    """A new account with a password credential, `pending` until its e-mail address is confirmed (CONTRACT
+    5): needs `accounts:create` in the root workspace."""
+
     permission = "accounts:create"
     request_serializer = AccountCreateRequest
     response_serializer = AccountSerializer
@@ -44,14 +42,17 @@ class AccountCreate(Endpoint, route="accounts/create"):
 
 
 class AccountDescribe(AccountEndpoint, route="accounts/describe"):
-    # Any account may describe itself (CONTRACT 4).
+    """An account by `id` or `email` (both must match when both are given). Any account may describe
+    itself; another needs `accounts:describe` in the root workspace."""
+
     read_only = True
-    permission = "accounts:describe"
     per_record = True
 
 
-class AccountList(ListEndpoint, route="accounts/list"):
-    permission = "accounts:list"
+class AccountList(RecordList, route="accounts/list"):
+    """Every account: needs `accounts:list` in the root workspace."""
+
+    model = Account
     list_key = "accounts"
     response_serializer = AccountSerializer
     filter_fields = {
@@ -71,19 +72,20 @@ class AccountList(ListEndpoint, route="accounts/list"):
         )
     }
 
-    def get_queryset(self, request: Request):
-        return Account.objects.all()
-
 
 class AccountUpdate(AccountEndpoint, route="accounts/update"):
-    # An account updates itself, except its enabled and verified flags (CONTRACT 4).
-    permission = "accounts:update"
+    """Changes an account named by `id` or `email`. An account may change itself except its `enabled` and
+    `verified` flags; anything else needs `accounts:update` in the root workspace. Disabling an account
+    ends its sessions."""
+
     per_record = True
     request_serializer = AccountUpdateRequest
     service = services.update_account
 
 
 class AccountDelete(AccountEndpoint, route="accounts/delete"):
-    permission = "accounts:delete"
+    """Deletes an account with its memberships and credentials (CONTRACT 6): needs `accounts:delete` in
+    the root workspace. Answers its `id` and `email`."""
+
     response_serializer = AccountDeleted
     service = services.delete_account

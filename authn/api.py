@@ -35,6 +35,9 @@ def session_payload(account, session: dict) -> dict:
 
 
 class Register(Endpoint, route="auth/register"):
+    """Creates an account with a password and signs it in: the answer is a session (access and refresh
+    tokens) with the account. A confirmation link is e-mailed (SPEC 4 rule 2)."""
+
     public = True
     request_serializer = RegisterRequest
     response_serializer = SessionWithAccount
@@ -49,6 +52,10 @@ class Register(Endpoint, route="auth/register"):
 
 
 class Login(Endpoint, route="auth/login"):
+    """Signs in with e-mail and password: a session with the account. An unknown address and a wrong
+    password get the same 401 `invalid credentials`, in the same time; repeated failures are throttled
+    (CONTRACT 13)."""
+
     public = True
     request_serializer = LoginRequest
     response_serializer = SessionWithAccount
@@ -63,6 +70,9 @@ class Login(Endpoint, route="auth/login"):
 
 
 class Refresh(Endpoint, route="auth/refresh"):
+    """A new session for the Bearer refresh token, which is spent: presenting it again ends every session
+    of the account (reuse detection, CONTRACT 5)."""
+
     authentication_classes = [SessionTokenAuthentication]
     response_serializer = SessionSerializer
 
@@ -75,6 +85,9 @@ class Refresh(Endpoint, route="auth/refresh"):
 
 
 class Revoke(Endpoint, route="auth/revoke"):
+    """Ends every session of the caller's account: its access and refresh tokens stop working at once, in
+    every service that validates them."""
+
     authentication_classes = [SessionTokenAuthentication]
     response_serializer = Revoked
 
@@ -101,16 +114,24 @@ class EmailLink(Endpoint):
 
 
 class ResetPassword(EmailLink, route="auth/reset-password"):
+    """E-mails a password reset link when an account has this address; the answer is the same either way,
+    so it tells nobody which addresses exist."""
+
     kind = RESET
     message = "If an account exists for this address, a password reset link has been sent."
 
 
 class ResendConfirm(EmailLink, route="auth/resend-confirm"):
+    """E-mails a new confirmation link when an unconfirmed account has this address; the answer is the
+    same either way, so it tells nobody which addresses exist."""
+
     kind = CONFIRM
     message = "If an unconfirmed account exists for this address, a confirmation link has been sent."
 
 
 class UpdatePassword(Endpoint, route="auth/update-password"):
+    """Sets a new password with the token of a reset link, which works once; the account's sessions end."""
+
     public = True
     request_serializer = UpdatePasswordRequest
     response_serializer = PasswordUpdated
@@ -121,6 +142,9 @@ class UpdatePassword(Endpoint, route="auth/update-password"):
 
 
 class Confirm(Endpoint, route="auth/confirm"):
+    """Confirms an account's e-mail address with the token of a confirmation link: the account is
+    `verified`."""
+
     public = True
     request_serializer = TokenRequest
     response_serializer = Confirmed
@@ -134,6 +158,9 @@ class Confirm(Endpoint, route="auth/confirm"):
 
 
 class OAuthInitiate(Endpoint, route="auth/oauth/idp_a/initiate"):
+    """Starts a login with `idp_a`: the URL to send the browser to. `redirect_url` must be an allowed
+    client URL; the provider's callback goes on there with the session (SPEC 4 rules 3-6, CONTRACT 10)."""
+
     public = True
     request_serializer = OAuthInitiateRequest
     response_serializer = OAuthInitiated

@@ -4,51 +4,44 @@ credential lives in the root workspace; its secret, status, identity and deletio
 from collections.abc import Callable
 from typing import Any
 
-from django.db.models import QuerySet
 from rest_framework.request import Request
 
-from iam.list_endpoint import ListEndpoint
-from rbac.api import RecordEndpoint
+from rbac.api import RecordEndpoint, RecordList
 
 from . import services
 from .models import Credential
 from .serializers import CredentialDeleted, CredentialRef, CredentialSerializer, CredentialUpdateRequest
-
-LOOKUP = ("id", "account_id", "provider_id", "email")
-
-
-def lookup(data: dict) -> dict:
-    return {name: data[name] for name in LOOKUP if data.get(name) is not None}
 
 
 class CredentialEndpoint(RecordEndpoint):
     """A credential named by CONTRACT 12's keys (`services.find_credential`); what only an operator may
     change is `policy.authorize`'s rule. `lock`: the write endpoints hold the row until they commit."""
 
-    workspace_scoped = True
-    lookup = LOOKUP
+    model = Credential
+    ref = CredentialRef
     lock = False
-    request_serializer = CredentialRef
     response_serializer = CredentialSerializer
 
-    def get_queryset(self, request: Request) -> QuerySet:
-        return Credential.objects.in_workspace(request.workspace)
-
     def find(self, request: Request, data: dict) -> Credential | None:
-        return services.find_credential(request.workspace, **lookup(data), lock=self.lock)
+        keys = {name: data[name] for name in self.lookup if data.get(name) is not None}
+        return services.find_credential(request.workspace, **keys, lock=self.lock)
 
     def call(self, service: Callable[..., Any], target: Any, changes: dict, request: Request) -> Any:
         return service(target, **changes)  # credentials record no actor: only operators change them
 
 
 class CredentialDescribe(CredentialEndpoint, route="credentials/describe"):
+    """A credential by `id` and `account_id` together (404 when they disagree; `provider_id` and `email`,
+    when given, must match too). Every credential lives in the root workspace; no secret is ever answered."""
+
     read_only = True
-    permission = "credentials:describe"
 
 
-class CredentialList(ListEndpoint, route="credentials/list"):
-    permission = "credentials:list"
-    workspace_scoped = True
+class CredentialList(RecordList, route="credentials/list"):
+    """The credentials of the `X-Workspace` workspace (all of them live in the root workspace), without
+    their secrets."""
+
+    model = Credential
     list_key = "credentials"
     response_serializer = CredentialSerializer
     filter_fields = {
@@ -62,19 +55,21 @@ class CredentialList(ListEndpoint, route="credentials/list"):
         "email": "email",
     }
 
-    def get_queryset(self, request: Request):
-        return Credential.objects.in_workspace(request.workspace)
-
 
 class CredentialUpdate(CredentialEndpoint, route="credentials/update"):
-    permission = "credentials:update"
+    """Changes a credential named by `id` and `account_id`. Its secret, status and identity (`kind`,
+    `provider`, `new_provider_id`, `new_email`) are an operator's alone (403 `only an operator may change
+    this credential`); holders of `credentials:update` may change `tags`, `meta` and `last_used_at`."""
+
     lock = True
     request_serializer = CredentialUpdateRequest
     service = services.update_credential
 
 
 class CredentialDelete(CredentialEndpoint, route="credentials/delete"):
-    permission = "credentials:delete"
+    """Deletes a credential named by `id` and `account_id`: an operator's alone (403 `only an operator may
+    change this credential`, CONTRACT 12)."""
+
     lock = True
     response_serializer = CredentialDeleted
     service = services.delete_credential

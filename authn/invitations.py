@@ -55,6 +55,9 @@ class InvitationEndpoint(Endpoint):
 
 
 class MembershipAccept(InvitationEndpoint, route="memberships/accept"):
+    """Accepts an invitation: with its `token` (no Bearer), or with Bearer and the `id` of the caller's
+    own invited membership, which becomes `active` (CONTRACT 15). Anything else is 404."""
+
     response_serializer = MembershipSerializer
 
     def handle(self, request: Request, data: dict) -> dict:
@@ -63,6 +66,9 @@ class MembershipAccept(InvitationEndpoint, route="memberships/accept"):
 
 
 class MembershipDecline(InvitationEndpoint, route="memberships/decline"):
+    """Declines an invitation, with the same inputs as `memberships/accept`: the membership is deleted.
+    Answers its `id`."""
+
     response_serializer = Deleted
 
     def handle(self, request: Request, data: dict) -> dict:

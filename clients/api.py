@@ -10,8 +10,7 @@ from iam import metrics, parsers
 from iam.api import JSON_RENDERER, Endpoint, envelope
 from iam.errors import ApiError
 from iam.fields import PERMISSION_NAME_MAX, PERMISSION_NAME_RE
-from iam.list_endpoint import ListEndpoint
-from rbac.api import RecordEndpoint
+from rbac.api import RecordEndpoint, RecordList
 
 from . import catchup, services, validation
 from .models import Client
@@ -88,19 +87,21 @@ class ClientValidate(Endpoint, route="clients/validate"):
 
 
 class ClientEndpoint(RecordEndpoint):
-    workspace_scoped = True
-    request_serializer = ClientRef
-    response_serializer = ClientSerializer
+    """A client of the workspace, named by `id`, answered with its workspace embedded (SPEC 2)."""
 
-    def get_queryset(self, request: Request) -> QuerySet:
-        return Client.objects.in_workspace(request.workspace).select_related("workspace")
+    model = Client
+    ref = ClientRef
+    response_serializer = ClientSerializer
 
     def find(self, request: Request, data: dict) -> Client:
         return services.get_client(request.workspace, id=data["id"])  # its own 404 names the field
 
 
 class ClientCreate(ClientEndpoint, route="clients/create"):
-    permission = "clients:create"
+    """A new client of the `X-Workspace` workspace with its secret, which is answered here and by
+    `clients/regenerate-secret` only and never stored in plaintext (CONTRACT 7). With an `endpoint`, the
+    client gets the workspace's push events (CONTRACT 8)."""
+
     request_serializer = ClientCreateRequest
     response_serializer = ClientWithSecret
 
@@ -111,35 +112,43 @@ class ClientCreate(ClientEndpoint, route="clients/create"):
 
 
 class ClientDescribe(ClientEndpoint, route="clients/describe"):
+    """A client of the `X-Workspace` workspace by `id`, with its workspace embedded (SPEC 2) and never its
+    secret, which only create and regenerate-secret answer (CONTRACT 7)."""
+
     read_only = True
-    permission = "clients:describe"
 
 
-class ClientList(ListEndpoint, route="clients/list"):
-    permission = "clients:list"
-    workspace_scoped = True
+class ClientList(RecordList, route="clients/list"):
+    """The clients of the `X-Workspace` workspace, without their secrets."""
+
+    model = Client
     list_key = "clients"
     filter_fields = {"id": "id", "workspace_id": "workspace", "name": "name", "description": "description"}
     response_serializer = ClientSerializer
 
     def get_queryset(self, request: Request) -> QuerySet:
-        return Client.objects.in_workspace(request.workspace).select_related("workspace")
+        return super().get_queryset(request).select_related("workspace")  # embedded in each
 
 
 class ClientUpdate(ClientEndpoint, route="clients/update"):
-    permission = "clients:update"
+    """Changes a client named by `id`: its name, description, push `endpoint`, tags and meta. Its secret
+    stays (`clients/regenerate-secret` replaces it)."""
+
     request_serializer = ClientUpdateRequest
     service = services.update_client
 
 
 class ClientDelete(ClientEndpoint, route="clients/delete"):
-    permission = "clients:delete"
+    """Deletes a client named by `id`: its secret stops validating at once. Answers its `id`."""
+
     response_serializer = ClientDeleted
     service = services.delete_client
 
 
 class ClientRegenerateSecret(ClientEndpoint, route="clients/regenerate-secret"):
-    permission = "clients:regenerate-secret"
+    """A new secret for a client named by `id`, answered once; the old one stops validating at once
+    (`invalid_client`, CONTRACT 7)."""
+
     response_serializer = SecretRegenerated
 
     def handle(self, request: Request, data: dict) -> dict:
@@ -161,7 +170,7 @@ def answer(data: dict) -> dict:
 
 
 class ClientEvents(Endpoint, route="clients/events"):
-    """The workspace's events after a cursor, in commit order (see clients/catchup.py). Public: the client
+    """The workspace's events after a cursor, in commit order (clients/catchup.py). Public: the client
     authenticates itself with its id and secret in the body, as in `clients/validate`; a wrong pair is 401
     `invalid client`. A cursor older than IAM_EVENT_RETENTION_DAYS is 410 `cursor expired`."""
 

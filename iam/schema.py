@@ -1,6 +1,8 @@
 """OpenAPI generation (drf-spectacular) for `iam.api` endpoints: request and response shapes come from
 the endpoint's declarations, responses are wrapped in CONTRACT 1's envelope, and errors share one schema."""
 
+import inspect
+
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.utils import OpenApiParameter, inline_serializer
@@ -40,7 +42,17 @@ class EndpointSchema(AutoSchema):
         return ["application/json"]
 
     def get_description(self) -> str:
-        return type(self.view).__dict__.get("__doc__") or ""
+        """The endpoint's own docstring, then what its declarations say: the permission it needs and, for
+        a list, the fields it filters and orders by."""
+        endpoint = self._endpoint()
+        lines = [inspect.cleandoc(type(self.view).__dict__.get("__doc__") or "")]
+        if endpoint is not None and endpoint.permission:
+            lines.append(f"Permission: `{endpoint.permission}` (CONTRACT 4).")
+        if endpoint is not None and issubclass(endpoint, ListEndpoint):
+            fields = ", ".join(f"`{name}`" for name in endpoint.filter_fields)
+            more = ", ".join(f"`{name}`" for name in endpoint.order_fields)
+            lines.append(f"`filter.fields` and `options.order_bys` take {fields}; `order_bys` also {more}.")
+        return "\n\n".join(line for line in lines if line)
 
     def get_operation_id(self) -> str:
         return self.path.strip("/").replace("/", "_").replace("-", "_") or "index"

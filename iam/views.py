@@ -61,8 +61,8 @@ class AuditEntrySerializer(serializers.ModelSerializer):
 
 
 class AuditList(ListEndpoint, route="audit/list"):
-    """`POST /audit/list` (issue 16): the entries of the `X-Workspace` workspace; the root workspace's
-    callers also see the global ones (accounts, logins, sessions). Append-only: no other audit endpoint."""
+    """The audit entries of the `X-Workspace` workspace, newest first; in the root workspace also the
+    global ones (accounts, logins, sessions). Append-only: no other audit endpoint."""
 
     permission = "audit:list"
     workspace_scoped = True

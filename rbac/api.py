@@ -5,21 +5,23 @@ every endpoint acting on one record shares (STYLE "Authorization is decided in o
 decisions in the one path every request takes: `policy.EndpointPermission` (the declared permission,
 before the body; named here, not only in settings) and `RecordEndpoint.get_object` (the record, once
 loaded), so no endpoint checks a project, a self access or a workspace's grants by hand. An endpoint that
-loads a record, calls its service and answers the result is a declaration only (`service`, `lookup`,
-`get_queryset`, the serializers): `RecordEndpoint.handle` is written once, here."""
+loads a record, calls its service and answers the result is a declaration only (`model`, `ref`, the
+serializers, `service`): its permission and its workspace scoping follow from its route and its model
+(`Records`), and `RecordEndpoint.handle` is written once, here."""
 
 from collections.abc import Callable
 from typing import Any, ClassVar
 
 from django.db.models import Model, QuerySet
 from rest_framework.request import Request
+from rest_framework.serializers import Serializer
 
 from accounts.models import Account
 from iam.api import Endpoint, first_match, not_found
 from iam.errors import ApiError
 from iam.list_endpoint import ListEndpoint
 from iam.serializers import prefetch
-from tenancy.models import Project
+from tenancy.models import Project, WorkspaceScopedQuerySet
 
 from . import policy, services
 from .models import Membership, Permission, Role
@@ -49,9 +51,35 @@ def changes_of(data: dict, *identifiers: str) -> dict:
     return {key: value for key, value in data.items() if key not in identifiers}
 
 
-class RecordEndpoint(Endpoint):
-    """An endpoint acting on one record. Declares `get_queryset(request)` (already scoped to the
-    workspace) and `lookup` (the body's keys naming the record); `get_object(request, data)` loads the
+class Records:
+    """What an endpoint reaches and what it needs. The records of its `model`, each loaded with its
+    `related` relations (`iam.serializers.prefetch` paths, a query each whatever the count). Declaring a
+    model whose records belong to a workspace (`WorkspaceScopedQuerySet`) makes the endpoint
+    workspace-scoped: it acts in the `X-Workspace` workspace (CONTRACT 2) and reaches only that
+    workspace's records, so no endpoint of a tenant's records can be declared unscoped. Its route names
+    the permission it needs (`policy.route_permission`, CONTRACT 4), so none can be declared amiss."""
+
+    model: ClassVar[type[Model]]
+    related: ClassVar[tuple[str, ...]] = ()
+    workspace_scoped: ClassVar[bool]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "model" in vars(cls):
+            cls.workspace_scoped = isinstance(cls.model.objects.none(), WorkspaceScopedQuerySet)
+        if cls.route is not None:
+            assert "permission" not in vars(cls), f"{cls.__name__}: the route names the permission"
+            cls.permission = policy.route_permission(cls.route)
+
+    def get_queryset(self, request: Request) -> QuerySet:
+        records = self.model.objects.prefetch_related(*map(prefetch, self.related))
+        return records.in_workspace(request.workspace) if self.workspace_scoped else records
+
+
+class RecordEndpoint(Records, Endpoint):
+    """An endpoint acting on one record. Declares its `model` (`Records`) and `ref`, the serializer of
+    the body's keys that name the record (`id` by default): the request of the routes that only name
+    one (describe, delete) and, by its fields, the `lookup`. `get_object(request, data)` loads the
     record and asks `policy.authorize` with it: its project (`project_aware`), its account (self
     access), the workspace it is (a workspace's own endpoints). A refusal that does not depend on the
     record comes before the lookup's 404, as CONTRACT 1 orders them.
@@ -67,14 +95,19 @@ class RecordEndpoint(Endpoint):
     to the body)."""
 
     permission_classes: ClassVar[list] = [EndpointPermission]
+    ref: ClassVar[type[Serializer]] = IdRequest
     lookup: ClassVar[tuple[str, ...]] = ("id",)
+    request_serializer = IdRequest
     per_record: ClassVar[bool] = False
     service: ClassVar[Callable[..., Any] | None] = None
     creates: ClassVar[bool] = False
     reload: ClassVar[bool] = False
 
-    def get_queryset(self, request: Request) -> QuerySet:
-        raise NotImplementedError
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "ref" in vars(cls):
+            cls.request_serializer = cls.ref
+            cls.lookup = tuple(cls.ref._declared_fields)
 
     def find(self, request: Request, data: dict) -> Any | None:
         """The record the body names, or None. Override for a lookup that is more than equal keys."""
@@ -119,62 +152,75 @@ class RecordEndpoint(Endpoint):
         return service(target, **changes, actor=request.user)
 
 
-class ProjectScopedList(ListEndpoint):
-    """A list whose records belong to projects: a project-scope grant of `permission` lets the caller
-    in, and `visible_projects` narrows the list to the projects where it holds it."""
+class RecordList(Records, ListEndpoint):
+    """A list of `model`'s records (`Records`)."""
 
     permission_classes: ClassVar[list] = [EndpointPermission]
-    project_aware = True
 
-    def visible_projects(self, request: Request) -> list[str] | None:
-        return policy.visible_projects(request.user, request.workspace, self.permission)
+
+class ProjectScopedList(RecordList):
+    """A list whose records belong to projects (`project_field`): a project-scope grant of `permission`
+    lets the caller in, and the list shows the records of the projects where it holds it."""
+
+    project_aware = True
+    project_field: ClassVar[str] = "project_id"
+
+    def get_queryset(self, request: Request) -> QuerySet:
+        records = super().get_queryset(request)
+        visible = policy.visible_projects(request.user, request.workspace, self.permission)
+        return records if visible is None else records.filter(**{f"{self.project_field}__in": visible})
 
 
 # Permissions
 
 
 class PermissionEndpoint(RecordEndpoint):
-    workspace_scoped = True
-    lookup = ("id", "code")
-    request_serializer = PermissionRef
-    response_serializer = PermissionSerializer
+    """A permission of the workspace, named by `id` or `code` (both must match when both are given)."""
 
-    def get_queryset(self, request: Request) -> QuerySet:
-        return Permission.objects.in_workspace(request.workspace)
+    model = Permission
+    ref = PermissionRef
+    response_serializer = PermissionSerializer
 
 
 class PermissionCreate(PermissionEndpoint, route="permissions/create"):
-    permission = "permissions:create"
+    """A new permission of the `X-Workspace` workspace: `name` is `*` or `resource:action`, either side
+    `*` or a word (CONTRACT 12). The caller's own grants must cover the name (CONTRACT 4: nobody grants
+    what it does not hold)."""
+
     creates = True
     request_serializer = PermissionCreateRequest
     service = services.create_permission
 
 
 class PermissionDescribe(PermissionEndpoint, route="permissions/describe"):
+    """A permission of the `X-Workspace` workspace by `id` or `code`; one of another workspace is not
+    found (CONTRACT 2)."""
+
     read_only = True
-    permission = "permissions:describe"
 
 
-class PermissionList(ListEndpoint, route="permissions/list"):
-    permission = "permissions:list"
-    workspace_scoped = True
+class PermissionList(RecordList, route="permissions/list"):
+    """The permissions of the `X-Workspace` workspace."""
+
+    model = Permission
     list_key = "permissions"
     response_serializer = PermissionSerializer
     filter_fields = {name: name for name in ("id", "workspace_id", "name", "code", "description")}
 
-    def get_queryset(self, request: Request) -> QuerySet:
-        return Permission.objects.in_workspace(request.workspace)
-
 
 class PermissionUpdate(PermissionEndpoint, route="permissions/update"):
-    permission = "permissions:update"
-    lookup = ("id",)  # `code` is a change here
+    """Changes a permission named by `id` (`code` is a change here). A new `name` must be covered by the
+    caller's own grants (CONTRACT 4); the roles holding the permission keep it."""
+
+    lookup = ("id",)
     request_serializer = PermissionUpdateRequest
     service = services.update_permission
 
 
 class PermissionDelete(PermissionEndpoint, route="permissions/delete"):
-    permission = "permissions:delete"
+    """Deletes a permission named by `id`; the roles that held it lose it, and so do their holders, at
+    once (CONTRACT 6)."""
+
     request_serializer = IdRequest
     response_serializer = Deleted
     service = services.delete_permission
@@ -183,18 +229,14 @@ class PermissionDelete(PermissionEndpoint, route="permissions/delete"):
 # Roles
 
 
-def roles_of(workspace) -> QuerySet:
-    return Role.objects.in_workspace(workspace).prefetch_related(prefetch("permissions"))
-
-
 class RoleEndpoint(RecordEndpoint):
-    workspace_scoped = True
-    reload = True  # the answer lists the role's permissions as they are now
-    request_serializer = IdRequest
-    response_serializer = RoleSerializer
+    """A role of the workspace, named by `id`, with its permissions: a change that touches them answers
+    them as they are now (`reload`). `permission_ids` name permissions of the workspace."""
 
-    def get_queryset(self, request: Request) -> QuerySet:
-        return roles_of(request.workspace)
+    model = Role
+    related = ("permissions",)
+    reload = True
+    response_serializer = RoleSerializer
 
     def changes(self, request: Request, data: dict) -> dict:
         changes = changes_of(super().changes(request, data), "permission_ids")
@@ -207,58 +249,61 @@ class RoleEndpoint(RecordEndpoint):
 
 
 class RoleCreate(RoleEndpoint, route="roles/create"):
-    permission = "roles:create"
+    """A new role of the `X-Workspace` workspace holding `permission_ids`: permissions of this workspace,
+    each covered by the caller's own grants (CONTRACT 4)."""
+
     creates = True
     request_serializer = RoleCreateRequest
     service = services.create_role
 
 
 class RoleDescribe(RoleEndpoint, route="roles/describe"):
+    """A role of the `X-Workspace` workspace by `id`, with each of its permissions whole (CONTRACT 6:
+    nested objects are whole)."""
+
     read_only = True
-    permission = "roles:describe"
 
 
-class RoleList(ListEndpoint, route="roles/list"):
-    permission = "roles:list"
-    workspace_scoped = True
+class RoleList(RecordList, route="roles/list"):
+    """The roles of the `X-Workspace` workspace, each with its permissions."""
+
+    model = Role
+    related = RoleEndpoint.related
     list_key = "roles"
     response_serializer = RoleSerializer
     filter_fields = {name: name for name in ("id", "workspace_id", "name", "description")}
 
-    def get_queryset(self, request: Request) -> QuerySet:
-        return roles_of(request.workspace)
-
 
 class RoleUpdate(RoleEndpoint, route="roles/update"):
-    permission = "roles:update"
+    """Changes a role named by `id`; `permission_ids` replaces its permissions, each of this workspace and
+    covered by the caller's own grants (CONTRACT 4). Its holders' grants change at once."""
+
     request_serializer = RoleUpdateRequest
     service = services.update_role
 
 
 class RoleDelete(RoleEndpoint, route="roles/delete"):
-    permission = "roles:delete"
+    """Deletes a role named by `id`; the memberships that held it lose it, and their accounts its
+    permissions, at once (CONTRACT 6)."""
+
     response_serializer = Deleted
     service = services.delete_role
 
 
-# Memberships: a project-scope grant of `memberships:<action>` reaches the memberships of its project
-# (CONTRACT 4).
-
-
-def memberships_of(workspace) -> QuerySet:
-    roles = Role.objects.prefetch_related(prefetch("permissions"))
-    return Membership.objects.in_workspace(workspace).prefetch_related(prefetch("roles", roles))
+# Memberships
 
 
 class MembershipEndpoint(RecordEndpoint):
-    workspace_scoped = True
-    project_aware = True
-    reload = True  # the answer lists the membership's roles as they are now
-    request_serializer = IdRequest
-    response_serializer = MembershipSerializer
+    """A membership of the workspace, named by `id`, with its roles as they are after a change
+    (`reload`). A project-scope grant of `memberships:<action>` reaches the memberships of its project
+    (CONTRACT 4), and the project a membership is created in or moved to is authorized like one of its
+    records (`get_project`)."""
 
-    def get_queryset(self, request: Request) -> QuerySet:
-        return memberships_of(request.workspace)
+    model = Membership
+    related = ("roles", "roles__permissions")
+    project_aware = True
+    reload = True
+    response_serializer = MembershipSerializer
 
     def get_project(self, request: Request, project_id) -> Project | None:
         """The project a membership is created in or moved to, authorized like a record of it; None
@@ -292,40 +337,49 @@ class MembershipEndpoint(RecordEndpoint):
 
 
 class MembershipCreate(MembershipEndpoint, route="memberships/create"):
-    permission = "memberships:create"
+    """Adds an account to the `X-Workspace` workspace, workspace-wide or in one project, with `role_ids`:
+    roles of this workspace, covered by the caller's own grants (CONTRACT 4). For another account, unless
+    the caller is an operator, the membership is `invited` whatever `status` says and the account is
+    e-mailed a link to accept it (CONTRACT 15). A project-scope grant reaches its own project."""
+
     creates = True
     request_serializer = MembershipCreateRequest
     service = services.create_membership
 
 
 class MembershipDescribe(MembershipEndpoint, route="memberships/describe"):
+    """A membership of the `X-Workspace` workspace by `id`, with its roles; a project-scope grant of
+    `memberships:describe` reaches the memberships of its own project."""
+
     read_only = True
-    permission = "memberships:describe"
 
 
 class MembershipList(ProjectScopedList, route="memberships/list"):
-    permission = "memberships:list"
-    workspace_scoped = True
+    """The memberships of the `X-Workspace` workspace, each with its roles; a caller whose grant is
+    project-scope sees those of its own projects."""
+
+    model = Membership
+    related = MembershipEndpoint.related
     list_key = "memberships"
     response_serializer = MembershipSerializer
     filter_fields = {
         name: name for name in ("id", "account_id", "workspace_id", "scope", "status", "project_id")
     }
 
-    def get_queryset(self, request: Request) -> QuerySet:
-        memberships = memberships_of(request.workspace)
-        visible = self.visible_projects(request)
-        return memberships if visible is None else memberships.filter(project_id__in=visible)
-
 
 class MembershipUpdate(MembershipEndpoint, route="memberships/update"):
-    permission = "memberships:update"
+    """Changes a membership named by `id`: its scope and project, status, `role_ids` (replaces its roles,
+    CONTRACT 4's escalation rule applies) and meta. Only the invited account can make an invited
+    membership `active` (CONTRACT 15); an accepted one may be suspended and reactivated."""
+
     request_serializer = MembershipUpdateRequest
     service = services.update_membership
 
 
 class MembershipDelete(MembershipEndpoint, route="memberships/delete"):
-    permission = "memberships:delete"
+    """Removes a membership named by `id`: the account loses its roles there at once. A project-scope
+    grant reaches the memberships of its own project."""
+
     response_serializer = Deleted
     service = services.delete_membership
 

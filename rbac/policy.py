@@ -212,6 +212,16 @@ def require_activation(account: Account | None, membership: Membership) -> None:
         raise ApiError(403, ONLY_INVITED_CAN_ACCEPT)
 
 
+def route_permission(route: str) -> str:
+    """CONTRACT 4: `POST /<resource>/<action>` needs `<resource>:<action>` with the resource in plural:
+    `roles/update` needs `roles:update`, `workspace/update` `workspaces:update`."""
+    resource, _, action = route.rpartition("/")
+    return f"{PLURAL.get(resource, resource)}:{action}"
+
+
+PLURAL = {"workspace": "workspaces"}  # SPEC's one singular path
+
+
 def has_global_permission(account: Account, permission: str) -> bool:
     """Permissions on global resources are granted by roles in the root workspace (CONTRACT 3)."""
     return has_permission(account, root_workspace(), permission)

@@ -31,17 +31,14 @@ from .services import create_workspace
 
 
 class WorkspaceEndpoint(RecordEndpoint):
-    """describe/update/delete need `workspaces:<action>` in the workspace itself or in the root workspace
-    (CONTRACT 4). To a caller who is not a member, another workspace does not exist
-    (`policy.require_in_workspace`)."""
+    """A workspace, named by `id` or `slug`. describe/update/delete need `workspaces:<action>` in the
+    workspace itself or in the root workspace (CONTRACT 4), decided on the record (`per_record`); to a
+    caller who is not a member, another workspace does not exist (`policy.require_in_workspace`)."""
 
+    model = Workspace
     per_record = True
-    lookup = ("id", "slug")
-    request_serializer = WorkspaceRef
+    ref = WorkspaceRef
     response_serializer = WorkspaceSerializer
-
-    def get_queryset(self, request: Request) -> QuerySet:
-        return Workspace.objects.all()
 
 
 class WorkspaceCreate(Endpoint, route="workspace/create"):
@@ -55,8 +52,10 @@ class WorkspaceCreate(Endpoint, route="workspace/create"):
 
 
 class WorkspaceDescribe(WorkspaceEndpoint, route="workspace/describe"):
+    """A workspace by `id` or `slug` (no `X-Workspace` header): needs `workspaces:describe` in that
+    workspace or in the root workspace. To a caller who is not a member it is 404 `workspace not found`."""
+
     read_only = True
-    permission = "workspaces:describe"
 
 
 class WorkspaceList(ListEndpoint, route="workspace/list"):
@@ -74,13 +73,18 @@ class WorkspaceList(ListEndpoint, route="workspace/list"):
 
 
 class WorkspaceUpdate(WorkspaceEndpoint, route="workspace/update"):
-    permission = "workspaces:update"
+    """Changes a workspace named by `id` or `slug`: needs `workspaces:update` in that workspace or in the
+    root workspace. The slug names the workspace in `X-Workspace` headers and does not change."""
+
     request_serializer = WorkspaceUpdateRequest
     service = services.update_workspace
 
 
 class WorkspaceDelete(WorkspaceEndpoint, route="workspace/delete"):
-    permission = "workspaces:delete"
+    """Deletes a workspace with its projects, roles, permissions, memberships, credentials and clients
+    (CONTRACT 6): needs `workspaces:delete` in that workspace or in the root workspace, which itself
+    cannot be deleted."""
+
     response_serializer = WorkspaceDeleted
     service = services.delete_workspace
 
@@ -89,18 +93,19 @@ class WorkspaceDelete(WorkspaceEndpoint, route="workspace/delete"):
 
 
 class ProjectEndpoint(RecordEndpoint):
-    workspace_scoped = True
-    project_aware = True
-    lookup = ("id", "code")
-    request_serializer = ProjectRef
-    response_serializer = ProjectSerializer
+    """A project, named by `id` or `code` (both must match when both are given); a project-scope grant
+    reaches its own project."""
 
-    def get_queryset(self, request: Request) -> QuerySet:
-        return Project.objects.in_workspace(request.workspace)
+    model = Project
+    project_aware = True
+    ref = ProjectRef
+    response_serializer = ProjectSerializer
 
 
 class ProjectCreate(ProjectEndpoint, route="projects/create"):
-    permission = "projects:create"
+    """A new project of the `X-Workspace` workspace: needs `projects:create` workspace-wide (a
+    project-scope grant cannot make a new project)."""
+
     project_aware = False  # a project-scope grant cannot make a new project
     creates = True
     request_serializer = ProjectCreateRequest
@@ -108,37 +113,36 @@ class ProjectCreate(ProjectEndpoint, route="projects/create"):
 
 
 class ProjectDescribe(ProjectEndpoint, route="projects/describe"):
+    """A project of the `X-Workspace` workspace by `id` or `code`; a project-scope grant reaches its own
+    project only."""
+
     read_only = True
-    permission = "projects:describe"
 
 
 class ProjectList(ProjectScopedList, route="projects/list"):
-    permission = "projects:list"
-    workspace_scoped = True
+    """The projects of the `X-Workspace` workspace; a caller whose grant is project-scope sees its own
+    projects only."""
+
+    model = Project
+    project_field = "pk"
     list_key = "projects"
     response_serializer = ProjectSerializer
     filter_fields = {
-        "id": "id",
-        "workspace_id": "workspace_id",
-        "name": "name",
-        "code": "code",
-        "description": "description",
-        "created_by": "created_by",
+        name: name for name in ("id", "workspace_id", "name", "code", "description", "created_by")
     }
-
-    def get_queryset(self, request: Request) -> QuerySet:
-        projects = Project.objects.in_workspace(request.workspace)
-        visible = self.visible_projects(request)
-        return projects if visible is None else projects.filter(pk__in=visible)
 
 
 class ProjectUpdate(ProjectEndpoint, route="projects/update"):
-    permission = "projects:update"
+    """Changes a project named by `id` or `code`; `new_code` gives it a new code. A project-scope grant of
+    `projects:update` reaches its own project only."""
+
     request_serializer = ProjectUpdateRequest
     service = services.update_project
 
 
 class ProjectDelete(ProjectEndpoint, route="projects/delete"):
-    permission = "projects:delete"
+    """Deletes a project named by `id` or `code` with its project-scope memberships (CONTRACT 6); answers
+    its `id`, `name` and `code`."""
+
     response_serializer = ProjectDeleted
     service = services.delete_project

@@ -2,6 +2,7 @@
 DRF's own gives, for records made by the factories and for the same records read back from the database."""
 
 from datetime import UTC, datetime, timedelta
+from types import SimpleNamespace
 
 import pytest
 from django.test import override_settings
@@ -171,7 +172,9 @@ def test_other_datetime_format_goes_drf_way():
     [
         lambda workspace: Membership.objects.prefetch_related("roles__permissions").get(),
         # The endpoints' querysets: the rows in plain lists (`iam.serializers.prefetch`), no manager each.
-        lambda workspace: rbac.api.memberships_of(workspace).get(),
+        lambda workspace: (
+            rbac.api.MembershipEndpoint().get_queryset(SimpleNamespace(workspace=workspace)).get()
+        ),
     ],
     ids=["prefetch_related", "prefetch"],
 )

@@ -1,0 +1,85 @@
+"""CONTRACT 4: `POST /<resource>/<action>` needs `<resource>:<action>`, the resource in plural. A record
+endpoint or list does not declare its permission: its route names it (`rbac.policy.route_permission`)."""
+
+import pytest
+
+from rbac import policy
+from rbac.api import RecordEndpoint, RecordList
+from rbac.models import Role
+from tests.conftest import err
+from tests.endpoints import ENDPOINTS
+
+# CONTRACT 4's resources, by the first segment of their paths (SPEC's workspace paths are singular).
+PLURAL = {
+    "accounts": "accounts",
+    "workspace": "workspaces",
+    "projects": "projects",
+    "roles": "roles",
+    "permissions": "permissions",
+    "memberships": "memberships",
+    "credentials": "credentials",
+    "clients": "clients",
+}
+# What needs no permission: the public and self-service endpoints (SPEC 4, CONTRACT 4 and 15).
+NO_PERMISSION = {
+    *(path for path in ENDPOINTS if path.startswith("/auth/")),
+    "/clients/validate",
+    "/clients/events",
+    "/workspace/create",
+    "/workspace/list",
+    "/memberships/accept",
+    "/memberships/decline",
+}
+
+
+def contract_4(path: str) -> str | None:
+    if path in NO_PERMISSION:
+        return None
+    resource, action = path.strip("/").split("/")
+    return f"{PLURAL.get(resource, resource)}:{action}"
+
+
+@pytest.mark.parametrize("path", sorted(ENDPOINTS))
+def test_every_endpoint_needs_the_permission_contract_4_names(path):
+    assert ENDPOINTS[path].permission == contract_4(path)
+
+
+@pytest.mark.parametrize(
+    ("route", "permission"),
+    [
+        ("roles/update", "roles:update"),
+        ("workspace/delete", "workspaces:delete"),
+        ("clients/regenerate-secret", "clients:regenerate-secret"),
+    ],
+)
+def test_route_permission(route, permission):
+    assert policy.route_permission(route) == permission
+
+
+def test_a_record_endpoint_cannot_declare_another_permission():
+    with pytest.raises(AssertionError, match="the route names the permission"):
+
+        class Misdeclared(RecordEndpoint, route="roles/update"):
+            model = Role
+            permission = "roles:describe"
+
+
+def test_a_model_of_a_workspace_makes_the_endpoint_workspace_scoped():
+    class Roles(RecordList):
+        model = Role
+
+    assert Roles.workspace_scoped
+    assert not ENDPOINTS["/accounts/list"].workspace_scoped
+
+
+@pytest.mark.parametrize(
+    "path",
+    sorted(
+        path
+        for path, endpoint in ENDPOINTS.items()
+        if issubclass(endpoint, RecordEndpoint | RecordList) and endpoint.workspace_scoped
+    ),
+)
+def test_a_member_without_the_permission_is_refused_naming_it(member_of, workspace, path):
+    _, member = member_of(workspace, "nothing:here")
+    err(member.call(path, {}), 403, f"missing permission {contract_4(path)}")
