@@ -21,11 +21,11 @@ from django.utils.safestring import SafeString
 
 from iam.admin import RESOURCE_READONLY, ReadOnlyInline, ServiceAdmin, ServiceForm, ViewOnly, api_fields
 from iam.errors import ApiError
-from tenancy.admin import InWorkspaceAdmin
+from rbac.admin import EndpointAdmin
 
-from . import push, services
+from . import api, push, services
 from .models import Client, Delivery, DeliveryAttempt
-from .serializers import ClientCreateRequest, ClientSerializer, ClientUpdateRequest
+from .serializers import ClientCreateRequest, ClientSerializer
 
 RECENT_DELIVERIES = 20
 
@@ -82,17 +82,14 @@ def secrets_page(
 
 
 @admin.register(Client)
-class ClientAdmin(InWorkspaceAdmin):
+class ClientAdmin(EndpointAdmin):
     form = ClientForm
     list_display = ("name", "workspace", "endpoint", "created_at")
     search_fields = ("name", "=id")
     fields = (*api_fields(ClientSerializer), "secret_version", "created_by", "recent_deliveries")
     readonly_fields = (*RESOURCE_READONLY, "secret_version", "created_by", "recent_deliveries")
     actions = ("regenerate_secrets",)
-    create_request = ClientCreateRequest
-    update_request = ClientUpdateRequest
-    update_service = staticmethod(services.update_client)
-    delete_service = staticmethod(services.delete_client)
+    endpoints = (api.ClientCreate, api.ClientUpdate, api.ClientDelete)
 
     def get_fields(self, request: HttpRequest, obj=None):
         # The add page: what the create request takes, in the workspace chosen by id.

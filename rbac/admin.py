@@ -1,7 +1,8 @@
-"""Admin for permissions, roles and memberships, through `rbac.services`: a role's permissions or a
-membership's roles changed here purge the workspace's cached grants and record the push event, exactly as
-over the API. Also registers workspaces (`tenancy/admin.py`), adding what needs RBAC: the owner set-up of
-a new workspace and its roles on its page."""
+"""Admin for permissions, roles and memberships, written through their API endpoints' request
+serializers and services (`EndpointAdmin`): a role's permissions or a membership's roles changed here
+purge the workspace's cached grants and record the push event, exactly as over the API. Also registers
+workspaces (`tenancy/admin.py`), adding what needs RBAC: the owner set-up of a new workspace and its roles
+on its page."""
 
 from collections.abc import Callable
 from typing import Any
@@ -14,18 +15,13 @@ from tenancy.admin import InWorkspaceAdmin, WorkspaceAdmin
 from tenancy.models import Workspace
 from tenancy.serializers import WorkspaceCreateRequest
 
-from . import services
+from . import api, services
+from .api import RecordEndpoint
 from .models import Membership, Permission, Role
 from .serializers import (
-    MembershipCreateRequest,
     MembershipSerializer,
-    MembershipUpdateRequest,
-    PermissionCreateRequest,
     PermissionSerializer,
-    PermissionUpdateRequest,
-    RoleCreateRequest,
     RoleSerializer,
-    RoleUpdateRequest,
 )
 
 
@@ -37,6 +33,23 @@ class RoleInline(ReadOnlyInline):
 class PermissionInline(ReadOnlyInline):
     model = Permission
     fields = ("name", "code", "description", "created_at")
+
+
+class EndpointAdmin(InWorkspaceAdmin):
+    """A workspace's record the admin writes exactly as the API does: `endpoints` are its API create,
+    update and delete endpoints, whose request serializers validate the add and change forms
+    (`ServiceForm`) and whose services the admin's hooks call (`ServiceAdmin`)."""
+
+    endpoints: tuple[type[RecordEndpoint], ...] = ()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        by_action = {endpoint.route.rpartition("/")[2]: endpoint for endpoint in cls.endpoints}
+        if by_action:
+            create, update, delete = by_action["create"], by_action["update"], by_action["delete"]
+            cls.create_request, cls.create_service = create.request_serializer, staticmethod(create.service)
+            cls.update_request, cls.update_service = update.request_serializer, staticmethod(update.service)
+            cls.delete_service = staticmethod(delete.service)
 
 
 class RbacWorkspaceAdmin(WorkspaceAdmin):
@@ -52,15 +65,11 @@ admin.site.register(Workspace, RbacWorkspaceAdmin)
 
 
 @admin.register(Permission)
-class PermissionAdmin(InWorkspaceAdmin):
+class PermissionAdmin(EndpointAdmin):
     list_display = ("name", "code", "workspace", "created_at", "id")
     search_fields = ("name", "code", "=id", "workspace__slug")
     fields = api_fields(PermissionSerializer)
-    create_request = PermissionCreateRequest
-    update_request = PermissionUpdateRequest
-    create_service = staticmethod(services.create_permission)
-    update_service = staticmethod(services.update_permission)
-    delete_service = staticmethod(services.delete_permission)
+    endpoints = (api.PermissionCreate, api.PermissionUpdate, api.PermissionDelete)
 
 
 def names_column(relation: str) -> Callable[[Any, Any], str]:
@@ -75,20 +84,16 @@ def names_column(relation: str) -> Callable[[Any, Any], str]:
 
 
 @admin.register(Role)
-class RoleAdmin(InWorkspaceAdmin):
+class RoleAdmin(EndpointAdmin):
     list_display = ("name", "workspace", "permission_names", "created_at", "id")
     permission_names = names_column("permissions")
     search_fields = ("name", "=id", "workspace__slug")
     fields = api_fields(RoleSerializer)
-    create_request = RoleCreateRequest
-    update_request = RoleUpdateRequest
-    create_service = staticmethod(services.create_role)
-    update_service = staticmethod(services.update_role)
-    delete_service = staticmethod(services.delete_role)
+    endpoints = (api.RoleCreate, api.RoleUpdate, api.RoleDelete)
 
 
 @admin.register(Membership)
-class MembershipAdmin(InWorkspaceAdmin):
+class MembershipAdmin(EndpointAdmin):
     list_display = ("account", "workspace", "project", "scope", "status", "role_names", "created_at")
     role_names = names_column("roles")
     list_filter = ("status", "scope", "workspace")
@@ -99,8 +104,4 @@ class MembershipAdmin(InWorkspaceAdmin):
     fields = api_fields(MembershipSerializer)
     readonly_fields = (*RESOURCE_READONLY, "accepted_at")
     fixed_on_change = ("account", "workspace")
-    create_request = MembershipCreateRequest
-    update_request = MembershipUpdateRequest
-    create_service = staticmethod(services.create_membership)
-    update_service = staticmethod(services.update_membership)
-    delete_service = staticmethod(services.delete_membership)
+    endpoints = (api.MembershipCreate, api.MembershipUpdate, api.MembershipDelete)
