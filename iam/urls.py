@@ -1,5 +1,6 @@
 from django.contrib import admin
 from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from iam import metrics, views
 from iam.api import routes
@@ -11,6 +12,9 @@ urlpatterns = [
     path("", views.Index.as_view()),
     path("health-check", views.HealthCheck.as_view()),
     path("metrics", metrics.metrics_view),
+    # The API reference: Swagger UI over the OpenAPI schema that the endpoints' declarations generate.
+    path("docs", SpectacularSwaggerView.as_view(url_name="openapi-schema", title="IAM service API")),
+    path("docs/schema", SpectacularAPIView.as_view(), name="openapi-schema"),
     *routes(views),
     path("admin/", admin.site.urls),
     path("", include("authn.urls")),
