@@ -15,6 +15,7 @@ least once.
 """
 
 import argparse
+import contextlib
 import json
 import sys
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -67,10 +68,8 @@ def main() -> None:
         args.port_file.with_suffix(".tmp").write_text(str(port))
         args.port_file.with_suffix(".tmp").replace(args.port_file)
     print(f"receiver: listening on http://127.0.0.1:{port}/", file=sys.stderr, flush=True)
-    try:
+    with contextlib.suppress(KeyboardInterrupt):
         server.serve_forever()
-    except KeyboardInterrupt:
-        pass
 
 
 if __name__ == "__main__":
