@@ -1,8 +1,7 @@
 from django.contrib import admin
 from django.urls import include, path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from iam import metrics, views
+from iam import docs, metrics, views
 from iam.api import routes
 
 # Patterns are tried in order: `clients/validate`, which every client service calls on every request it
@@ -13,8 +12,8 @@ urlpatterns = [
     path("health-check", views.HealthCheck.as_view()),
     path("metrics", metrics.metrics_view),
     # The API reference: Swagger UI over the OpenAPI schema that the endpoints' declarations generate.
-    path("docs", SpectacularSwaggerView.as_view(url_name="openapi-schema", title="IAM service API")),
-    path("docs/schema", SpectacularAPIView.as_view(), name="openapi-schema"),
+    path("docs", docs.ApiReference.as_view()),
+    path("docs/schema", docs.ApiSchema.as_view(), name="openapi-schema"),
     *routes(views),
     path("admin/", admin.site.urls),
     path("", include("authn.urls")),

@@ -12,6 +12,7 @@ from django.core.management import call_command
 from django.test import Client, override_settings
 from drf_spectacular.generators import SchemaGenerator
 
+from iam import docs
 from tests.endpoints import ENDPOINTS
 
 
@@ -79,6 +80,27 @@ def test_the_schema_is_served(db):
     assert document["openapi"].startswith("3.")
     assert "/workspace/create" in document["paths"]
     assert Client().get("/docs/schema").status_code == 200  # YAML by default
+
+
+def test_the_schema_is_generated_once_per_process_and_format(db, monkeypatch):
+    """Generating the document takes most of a second of CPU: anonymous callers must not be able to make
+    the service spend it on every request."""
+    calls = []
+    original = docs.ApiSchema.generator_class.get_schema
+
+    def counting(self, *args, **kwargs):
+        calls.append(1)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(docs.ApiSchema.generator_class, "get_schema", counting)
+    monkeypatch.setattr(docs.ApiSchema, "_rendered", {})
+    first = Client().get("/docs/schema")
+    assert Client().get("/docs/schema").content == first.content
+    assert len(calls) == 1
+    assert Client().get("/docs/schema?format=json").json()["info"]["title"] == "IAM service"
+    assert len(calls) == 2
+    assert Client().get("/docs/schema?format=json").status_code == 200
+    assert len(calls) == 2
 
 
 def test_docs_render_with_debug_off_after_collectstatic(db, tmp_path, settings):
