@@ -95,7 +95,10 @@ PASSWORD="correct-horse-battery-$RUN"
 
 step "0. The service answers at $IAM_URL"
 curl -fsS "$IAM_URL/health-check" >/dev/null || fail "no service at $IAM_URL (start it with make run)"
-echo "   healthy; e-mails are read from $MAIL_DIR"
+echo "   healthy. E-mails: this script reads them from $MAIL_DIR, where the service writes them with"
+echo "   Django's file backend (EMAIL_BACKEND=django.core.mail.backends.filebased.EmailBackend): the web"
+echo "   process does in the embedded mode, the worker when REDIS_URL is set. With the default console"
+echo "   backend they appear in make run's terminal (embedded mode) or in the worker's (REDIS_URL set)."
 
 step "1. Alice and Bob sign up"
 call auth/register "{\"email\": \"$ALICE\", \"password\": \"$PASSWORD\", \"name\": \"Alice\"}"
