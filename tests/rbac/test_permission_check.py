@@ -16,6 +16,8 @@ from tests.factories import (
 )
 from tests.rbac.test_policy import WILDCARDS
 
+PERMISSION_FORM = "permission must have the form resource:action (each side a name or *), or *"
+
 pytestmark = pytest.mark.django_db
 VALIDATE_FIELDS = {"authorized", "reason", "account", "workspace_id", "roles", "permissions", "allowed"}
 
@@ -148,8 +150,11 @@ def test_permission_denied_and_cross_tenant(workspace, checker, member_of):
             "account_id must name an existing account",
         ),
         ({"account_id": "ACCOUNT"}, "permission required"),
-        ({"account_id": "ACCOUNT", "permission": "not a permission"}, "permission must have the form resource:action (each side a name or *), or *"),
-        ({"account_id": "ACCOUNT", "permission": "projects:list", "project_id": 5}, "project_id must be a UUID string"),
+        ({"account_id": "ACCOUNT", "permission": "not a permission"}, PERMISSION_FORM),
+        (
+            {"account_id": "ACCOUNT", "permission": "projects:list", "project_id": 5},
+            "project_id must be a UUID string",
+        ),
     ],
 )
 def test_validation(checker, body, message):
