@@ -135,7 +135,16 @@ class CredentialInline(ReadOnlyInline):
 class AccountAdmin(ServiceAdmin):
     form = AccountChangeForm
     add_form = AccountCreationForm
-    list_display = ("email", "name", "enabled", "verified", "is_superuser", "password_state", "created_at")
+    list_display = (
+        "email",
+        "name",
+        "enabled",
+        "verified",
+        "is_superuser",
+        "password_state",
+        "last_login",
+        "created_at",
+    )
     list_filter = ("enabled", "verified", "is_superuser")
     search_fields = ("email", "name")
     ordering = ("email",)
