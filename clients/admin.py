@@ -19,7 +19,15 @@ from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
-from iam.admin import RESOURCE_READONLY, ReadOnlyInline, ServiceAdmin, ServiceForm, ViewOnly, api_fields
+from iam.admin import (
+    RESOURCE_READONLY,
+    ReadOnlyInline,
+    ServiceAdmin,
+    ServiceForm,
+    ViewOnly,
+    api_fields,
+    audit_subject,
+)
 from iam.errors import ApiError
 from rbac.admin import EndpointAdmin
 
@@ -223,3 +231,6 @@ class DeliveryAdmin(ViewOnly, ServiceAdmin):
             self.message_user(
                 request, f"{skipped} delivery(ies) skipped: only failed ones are retried.", messages.WARNING
             )
+
+
+audit_subject("client", Client.objects.select_related("workspace"))
