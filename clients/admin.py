@@ -96,7 +96,7 @@ class ClientAdmin(EndpointAdmin):
     search_fields = ("name", "=id")
     fields = (*api_fields(ClientSerializer), "secret_version", "created_by", "recent_deliveries")
     readonly_fields = (*RESOURCE_READONLY, "secret_version", "created_by", "recent_deliveries")
-    actions = ("regenerate_secrets",)
+    actions = ("regenerate_secrets", "send_test_events")
     endpoints = (api.ClientCreate, api.ClientUpdate, api.ClientDelete)
 
     def get_fields(self, request: HttpRequest, obj=None):
@@ -165,6 +165,39 @@ class ClientAdmin(EndpointAdmin):
         for client, _ in secrets:
             self.log_change(request, client, [{"changed": {"fields": ["secret"]}}])
         return secrets_page(self.admin_site, request, secrets, reverse("admin:clients_client_changelist"))
+
+    @admin.action(description="Send test event")
+    def send_test_events(self, request: HttpRequest, queryset) -> None:
+        """A signed `client.test` event to each selected client's endpoint, delivered (and retried) as
+        real events are; its delivery appears under the client's recent deliveries."""
+        selected = list(queryset.select_related("workspace").order_by("name", "id"))
+        reachable = [client for client in selected if client.endpoint]
+        with transaction.atomic():
+            sent = [(client, services.send_test_event(client, actor=request.user)) for client in reachable]
+        for client, delivery in sent:
+            self.log_change(request, client, f"Sent test event {delivery.event_id}.")
+        if sent:
+            links = format_html_join(
+                ", ",
+                '<a href="{}">{}</a>',
+                (
+                    (reverse("admin:clients_delivery_change", args=[delivery.pk]), client.name)
+                    for client, delivery in sent
+                ),
+            )
+            self.message_user(
+                request,
+                format_html("Test event sent to {} client(s): {}.", len(sent), links),
+                messages.SUCCESS,
+            )
+        skipped = [client.name for client in selected if not client.endpoint]
+        if skipped:
+            self.message_user(
+                request,
+                f"No test event for {len(skipped)} client(s) without an endpoint: {', '.join(skipped)}. "
+                "Set the client's endpoint first.",
+                messages.ERROR,
+            )
 
 
 class DeliveryAttemptInline(ReadOnlyInline):
