@@ -9,10 +9,11 @@ import pytest
 from django.test import Client as WebClient
 from django.urls import reverse
 
-from clients import egress
+from clients import egress, services
 from clients.models import Client, Delivery, DeliveryAttempt
 from clients.services import create_client
 from iam import crypto
+from iam.errors import ApiError
 from iam.models import AuditEntry, Event
 from tests.clients.test_push import Receiver, run_due_retry, verify
 from tests.factories import AccountFactory, WorkspaceFactory
@@ -179,3 +180,11 @@ def test_the_action_needs_the_csrf_token(operator, workspace, receiver, django_c
     with django_capture_on_commit_callbacks(execute=True):
         assert web.post(CHANGELIST, {**body, "csrfmiddlewaretoken": str(token)}).status_code == 302
     assert len(receiver.requests) == 1
+
+
+def test_the_service_refuses_a_client_without_an_endpoint(workspace, operator):
+    quiet, _ = make_client(workspace, "quiet", None)
+    with pytest.raises(ApiError) as refused:
+        services.send_test_event(quiet, actor=operator)
+    assert (refused.value.status, refused.value.message) == (400, "client has no endpoint")
+    assert not Delivery.objects.exists()
