@@ -585,3 +585,36 @@ def test_initiate_is_throttled_per_ip(api, configured, monkeypatch):
     assert OAuthState.objects.count() == 3
     other = api.call(INITIATE, {"redirect_url": APP}, REMOTE_ADDR="203.0.113.9")
     assert ok(other)["auth_url"]
+
+
+@pytest.mark.parametrize("claim", ["sub", "email", "name", "picture", "email_verified"])
+@pytest.mark.parametrize(
+    "bad", ["\x00", chr(0xD800), chr(0xDFFF)], ids=["nul", "high-surrogate", "low-surrogate"]
+)
+def test_user_info_with_nul_or_a_lone_surrogate_fails_cleanly(api, configured, claim, bad):
+    """JSON carries "\\u0000" and a lone "\\ud800" (json.dumps writes them so), which no column can hold: the
+    callback redirects with `oauth_failed` instead of failing on the query or the insert."""
+    value = {
+        "sub": f"idp-{bad}-1",
+        "email": f"alice{bad}@example.com",
+        "name": f"Alice {bad}",
+        "picture": f"https://cdn.example.com/a{bad}.png",
+        "email_verified": f"true{bad}",
+    }[claim]
+    configured.claims = {**configured.claims, claim: value}
+    assert sign_in(api) == {"error": "oauth_failed"}
+    assert not Account.objects.exists() and not Credential.objects.exists()
+
+
+@pytest.mark.parametrize("bad", ["\x00", chr(0xD800)], ids=["nul", "surrogate"])
+def test_returning_account_with_a_bad_claim_fails_cleanly(api, configured, bad):
+    sign_in(api)
+    configured.claims = {**configured.claims, "sub": f"idp-user-1{bad}"}
+    assert sign_in(api) == {"error": "oauth_failed"}
+    configured.claims = {
+        **configured.claims,
+        "sub": "idp-user-1",
+        "picture": f"https://cdn.example.com/{bad}",
+    }
+    assert sign_in(api) == {"error": "oauth_failed"}
+    assert Credential.objects.count() == 1
