@@ -4,7 +4,7 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 
 from iam import context, metrics
-from iam.errors import STATUS_MESSAGES, error_response
+from iam.errors import STATUS_MESSAGES, error_response, method_not_allowed
 
 
 class SecurityHeadersMiddleware:
@@ -47,6 +47,9 @@ class JsonErrorsMiddleware:
         if response.get("Content-Type", "").startswith("application/json"):
             return response
         status = response.status_code
+        if status == 405 and response.get("Allow"):  # a view of Django's (`require_GET`): says what to use
+            error = method_not_allowed([method.strip() for method in response["Allow"].split(",")])
+            return error_response(error.status, error.message, headers=error.headers)
         rendered = error_response(status, STATUS_MESSAGES.get(status, "error"))
         for header in ("Allow", "Retry-After", "WWW-Authenticate"):
             if header in response:

@@ -15,7 +15,7 @@ from urllib.parse import parse_qs, parse_qsl, urlencode, urlsplit
 
 import pytest
 import requests
-from django.test import override_settings
+from django.test import Client, override_settings
 from django.utils import timezone
 
 from accounts.models import Account
@@ -448,7 +448,12 @@ def test_redirect_url_removed_from_the_allowlist_meanwhile_is_not_used(api, conf
 
 
 def test_callback_answers_only_get(api, configured):
-    err(api.post(CALLBACK), 405)
+    """CSRF protection (for the admin's cookie session) once answered a POST here 403: it is enforced, as
+    for a browser, and the answer is 405 all the same."""
+    for client in (api, Client(enforce_csrf_checks=True)):
+        response = client.post(CALLBACK)
+        err(response, 405, "use GET")
+        assert response["Allow"] == "GET"
 
 
 # the provider fails

@@ -260,8 +260,8 @@ def test_a_verified_token_is_verified_afresh_after_a_while(client, user, monkeyp
 
 
 def test_other_methods_than_post_are_refused(api):
-    err(api.call("/clients/validate", method="GET"), 405, "method not allowed")
-    err(api.call("/clients/validate", method="PUT"), 405, "method not allowed")
+    err(api.call("/clients/validate", method="GET"), 405, "use POST")
+    err(api.call("/clients/validate", method="PUT"), 405, "use POST")
 
 
 def test_a_field_the_fast_path_does_not_know_goes_through_the_serializer(client, user, monkeypatch):

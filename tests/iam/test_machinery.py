@@ -40,10 +40,16 @@ def test_json_that_is_not_an_object_is_400(any_api, path, body):
 
 
 @pytest.mark.parametrize("path", PATHS)
-def test_wrong_method_is_405_json(any_api, path):
-    err(any_api(path).get(path), 405, "method not allowed")
-    for method in ("PUT", "PATCH", "DELETE"):
-        err(any_api(path).call(path, {}, method=method), 405, "method not allowed")
+def test_wrong_method_is_405_json(any_api, api, path):
+    """Whoever asks, signed in or not: the method is answered first, and says which one to use."""
+    for client in (any_api(path), api):
+        response = client.get(path)
+        err(response, 405, "use POST")
+        assert response["Allow"] == "POST"
+        for method in ("PUT", "PATCH", "DELETE", "OPTIONS"):
+            response = client.call(path, {}, method=method)
+            err(response, 405, "use POST")
+            assert response["Allow"] == "POST"
 
 
 @pytest.mark.parametrize("path", PATHS)
