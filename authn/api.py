@@ -3,6 +3,7 @@ from typing import ClassVar
 from django.http import HttpRequest, HttpResponseRedirect
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET
+from rest_framework import exceptions
 from rest_framework.request import Request
 
 from accounts.services import end_sessions
@@ -29,6 +30,15 @@ from .serializers import (
     UpdatePasswordRequest,
 )
 from .tokens import TokenError
+
+
+def _body_names(request: Request, field: str) -> bool:
+    """Whether the body is a JSON object holding `field` (a body that does not parse holds nothing)."""
+    try:
+        body = request.data
+    except (ApiError, exceptions.APIException):  # the parser's 400 or 413: the 401 is answered
+        return False
+    return isinstance(body, dict) and field in body
 
 
 def session_payload(account, session: dict) -> dict:
@@ -70,12 +80,25 @@ class Login(Endpoint, route="auth/login"):
         return session_payload(account, session)
 
 
+REFRESH_TOKEN_IN_BODY = "refresh_token goes in the Authorization header as a Bearer token"
+
+
 class Refresh(Endpoint, route="auth/refresh"):
-    """A new session for the Bearer refresh token, which is spent: presenting it again ends every session
-    of the account (reuse detection, CONTRACT 5)."""
+    """A new session for the refresh token, sent as `Authorization: Bearer <refresh_token>` (not in the
+    body). The token is spent: presenting it again ends every session of the account (reuse detection,
+    CONTRACT 5)."""
 
     authentication_classes = [SessionTokenAuthentication]
     response_serializer = SessionSerializer
+
+    def initial(self, request: Request, *args, **kwargs) -> None:
+        try:
+            super().initial(request, *args, **kwargs)
+        except (exceptions.NotAuthenticated, exceptions.AuthenticationFailed):
+            # The usual mistake, OAuth's token endpoint style: say where the token goes.
+            if _body_names(request, "refresh_token"):
+                raise ApiError(400, REFRESH_TOKEN_IN_BODY, "refresh_token") from None
+            raise
 
     def handle(self, request: Request, data: dict) -> dict:
         try:
