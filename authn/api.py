@@ -133,13 +133,14 @@ class EmailLink(Endpoint):
     message: ClassVar[str]
 
     def handle(self, request: Request, data: dict) -> dict:
-        services.request_email(self.kind, email=data["email"])
+        services.request_email(self.kind, email=data["email"], ip=client_ip(request))
         return {"message": self.message}
 
 
 class ResetPassword(EmailLink, route="auth/reset-password"):
     """E-mails a password reset link when an account has this address; the answer is the same either way,
-    so it tells nobody which addresses exist."""
+    so it tells nobody which addresses exist. An address gets at most 3 e-mails an hour; past 20 requests
+    an hour from one client address, 429 with `Retry-After`."""
 
     kind = RESET
     message = "If an account exists for this address, a password reset link has been sent."
@@ -147,7 +148,8 @@ class ResetPassword(EmailLink, route="auth/reset-password"):
 
 class ResendConfirm(EmailLink, route="auth/resend-confirm"):
     """E-mails a new confirmation link when an unconfirmed account has this address; the answer is the
-    same either way, so it tells nobody which addresses exist."""
+    same either way, so it tells nobody which addresses exist. An address gets at most 3 e-mails an hour;
+    past 20 requests an hour from one client address, 429 with `Retry-After`."""
 
     kind = CONFIRM
     message = "If an unconfirmed account exists for this address, a confirmation link has been sent."
