@@ -623,3 +623,20 @@ def test_returning_account_with_a_bad_claim_fails_cleanly(api, configured, bad):
     }
     assert sign_in(api) == {"error": "oauth_failed"}
     assert Credential.objects.count() == 1
+
+
+@pytest.mark.parametrize("bad", ["%00", "%ED%A0%80", "%FF"], ids=["nul", "encoded-surrogate", "not-utf8"])
+def test_callback_query_with_nul_or_bad_utf8_fails_cleanly(api, configured, bad):
+    """The other provider-controlled strings, the callback's `state` and `code`, reach no column: the
+    state is looked up by its digest and the code goes back to the provider."""
+    assert callback(api, f"{CALLBACK}?code=abc&state={bad}") == (
+        "https://app.example.com",
+        {"error": "invalid_state"},
+    )
+    state = parse_qs(urlsplit(initiate(api)).query)["state"][0]
+    assert callback(api, f"{CALLBACK}?code={bad}&state={state}") == (APP, {"error": "oauth_failed"})
+    assert callback(api, f"{CALLBACK}?code=abc&state={state}{bad}") == (
+        "https://app.example.com",
+        {"error": "invalid_state"},
+    )
+    assert not Account.objects.exists()
