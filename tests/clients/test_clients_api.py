@@ -76,7 +76,8 @@ def test_create_validation(admin):
     err(admin.call("/clients/create", {**BODY, "meta": {}}), 400, "meta.schema_version required")
     message = "endpoint must start with http:// or https://"
     err(admin.call("/clients/create", {**BODY, "endpoint": "ftp://x.example"}), 400, message)
-    err(admin.call("/clients/create", {**BODY, "name": 5}), 400, "invalid name")
+    err(admin.call("/clients/create", {**BODY, "endpoint": 5}), 400, "endpoint must be a string")
+    err(admin.call("/clients/create", {**BODY, "name": 5}), 400, "name must be a string")
 
 
 def test_name_is_unique_per_workspace(admin, member_of):
