@@ -85,8 +85,7 @@ REFRESH_TOKEN_IN_BODY = "refresh_token goes in the Authorization header as a Bea
 
 class Refresh(Endpoint, route="auth/refresh"):
     """A new session for the refresh token, sent as `Authorization: Bearer <refresh_token>` (not in the
-    body). The token is spent: presenting it again ends every session of the account (reuse detection,
-    CONTRACT 5)."""
+    body). The token is spent: presenting it again ends every session of the account (reuse detection)."""
 
     authentication_classes = [SessionTokenAuthentication]
     response_serializer = SessionSerializer
