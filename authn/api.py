@@ -1,7 +1,9 @@
 from typing import ClassVar
 
 from django.http import HttpRequest, HttpResponseRedirect
+from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET
+from rest_framework import exceptions
 from rest_framework.request import Request
 
 from accounts.services import end_sessions
@@ -28,6 +30,15 @@ from .serializers import (
     UpdatePasswordRequest,
 )
 from .tokens import TokenError
+
+
+def _body_names(request: Request, field: str) -> bool:
+    """Whether the body is a JSON object holding `field` (a body that does not parse holds nothing)."""
+    try:
+        body = request.data
+    except (ApiError, exceptions.APIException):  # the parser's 400 or 413: the 401 is answered
+        return False
+    return isinstance(body, dict) and field in body
 
 
 def session_payload(account, session: dict) -> dict:
@@ -80,15 +91,27 @@ class Login(Endpoint, route="auth/login"):
         return session_payload(account, session)
 
 
+REFRESH_TOKEN_IN_BODY = "refresh_token goes in the Authorization header as a Bearer token"
+
+
 class Refresh(Endpoint, route="auth/refresh"):
-    """A new session for the Bearer refresh token, which is spent: presenting it again ends every session of
-    the account (reuse detection). An access token as Bearer works too. The token goes in the `Authorization:
-    Bearer` header, never in the body; a session ends 30 days after its login whatever refreshes happen."""
+    """A new session for the refresh token, sent as `Authorization: Bearer <refresh_token>` (not in the
+    body). The token is spent: presenting it again ends every session of the account (reuse detection). An
+    access token as Bearer works too; a session ends 30 days after its login whatever refreshes happen."""
 
     example_request = {}
 
     authentication_classes = [SessionTokenAuthentication]
     response_serializer = SessionSerializer
+
+    def initial(self, request: Request, *args, **kwargs) -> None:
+        try:
+            super().initial(request, *args, **kwargs)
+        except (exceptions.NotAuthenticated, exceptions.AuthenticationFailed):
+            # The usual mistake, OAuth's token endpoint style: say where the token goes.
+            if _body_names(request, "refresh_token"):
+                raise ApiError(400, REFRESH_TOKEN_IN_BODY, "refresh_token") from None
+            raise
 
     def handle(self, request: Request, data: dict) -> dict:
         try:
@@ -125,13 +148,14 @@ class EmailLink(Endpoint):
     message: ClassVar[str]
 
     def handle(self, request: Request, data: dict) -> dict:
-        services.request_email(self.kind, email=data["email"])
+        services.request_email(self.kind, email=data["email"], ip=client_ip(request))
         return {"message": self.message}
 
 
 class ResetPassword(EmailLink, route="auth/reset-password"):
     """E-mails a password reset link when an account has this address; the answer is the same either way,
-    so it tells nobody which addresses exist."""
+    so it tells nobody which addresses exist. An address gets at most 3 e-mails an hour; past 20 requests
+    an hour from one client address, 429 with `Retry-After`."""
 
     example_request = {"email": "ada@example.com"}
 
@@ -141,7 +165,8 @@ class ResetPassword(EmailLink, route="auth/reset-password"):
 
 class ResendConfirm(EmailLink, route="auth/resend-confirm"):
     """E-mails a new confirmation link when an unconfirmed account has this address; the answer is the
-    same either way, so it tells nobody which addresses exist."""
+    same either way, so it tells nobody which addresses exist. An address gets at most 3 e-mails an hour;
+    past 20 requests an hour from one client address, 429 with `Retry-After`."""
 
     example_request = {"email": "ada@example.com"}
 
@@ -211,6 +236,7 @@ class OAuthInitiate(Endpoint, route="auth/oauth/idp_a/initiate"):
         return self.serialize({"auth_url": auth_url})
 
 
+@csrf_exempt  # no cookie session to protect: without it, a POST got CSRF's 403 instead of 405
 @require_GET
 def oauth_callback(request: HttpRequest) -> HttpResponseRedirect:
     """Not JSON: the browser comes back from the provider and goes on to the client app (SPEC 4 rule 6).

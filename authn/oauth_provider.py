@@ -18,6 +18,7 @@ from oauthlib.oauth2 import WebApplicationClient
 from requests_oauthlib import OAuth2Session
 
 from accounts.models import normalize_email
+from iam.parsers import unstorable
 
 from .models import Credential
 
@@ -160,9 +161,18 @@ def fetch_profile(config: ProviderConfig, *, code: str, code_verifier: str) -> P
     return _profile(claims)
 
 
+# The claims this service reads: each may reach a column (the credential's `provider_id` and e-mail, the
+# account's e-mail, name and avatar).
+READ_CLAIMS = ("sub", "email", "email_verified", "name", "picture")
+
+
 def _profile(claims: object) -> Profile:
     if not isinstance(claims, dict):
         raise OAuthFailure(OAUTH_FAILED, "user-info is not an object")
+    # JSON lets a provider send "\u0000" or a lone "\ud800": no column can hold either (the query or the
+    # insert would fail), so the answer is refused like any other malformed one.
+    if any(isinstance(claims.get(name), str) and unstorable(claims[name]) for name in READ_CLAIMS):
+        raise OAuthFailure(OAUTH_FAILED, "user-info holds NUL or a lone surrogate")
     sub = claims.get("sub")
     if not isinstance(sub, str) or not sub or len(sub) > 255:
         raise OAuthFailure(OAUTH_FAILED, "user-info without a usable sub")

@@ -156,11 +156,16 @@ def _login_refused(outcome: str, email: str, account: Account | None = None, *, 
 # E-mail flows (SPEC 4 rules 1-2, CONTRACT 5, 9, 13)
 
 
-def request_email(kind: str, *, email: str) -> None:
-    """`reset-password` and `resend-confirm`. Known and unknown addresses take the same path: one account
-    lookup, one throttle hit and one outbox row in one transaction (a row with no account sends nothing).
-    The e-mail itself goes out after commit, in the worker, so neither answer waits for SMTP and the two
-    cannot be told apart by timing. Over CONTRACT 13's limit nothing is sent and the answer is the same."""
+def request_email(kind: str, *, email: str, ip: str) -> None:
+    """`reset-password` and `resend-confirm`. Past CONTRACT 13's limit of requests from one client
+    address, 429 before anything else. Otherwise known and unknown addresses take the same path: one
+    account lookup, one throttle hit and one outbox insert in one transaction, which for an unknown,
+    unmailable or throttled address is rolled back (`emails.enqueue`): no row, no task, the same time.
+    The e-mail itself goes out after commit, in the worker, so neither answer waits for SMTP. Over the
+    per-address limit nothing is sent and the answer is the same."""
+    if retry_after := throttling.email_requests_by_ip.retry_after(ip):
+        raise ApiError(429, "too many requests", headers={"Retry-After": str(retry_after)})
+    throttling.email_requests_by_ip.hit(ip)
     email = normalize_email(email)
     throttled = throttling.emails_by_address.retry_after(email) is not None
     throttling.emails_by_address.hit(email)

@@ -47,6 +47,10 @@ login_failures_by_ip = Window(
     "login-ip", settings.IAM_LOGIN_FAILURES_PER_IP, settings.IAM_LOGIN_FAILURE_WINDOW
 )
 emails_by_address = Window("emails", settings.IAM_EMAILS_PER_ADDRESS_PER_HOUR, timedelta(hours=1))
+# reset-password and resend-confirm requests per client address, whatever e-mail address they name.
+email_requests_by_ip = Window(
+    "email-requests-ip", settings.IAM_EMAIL_REQUESTS_PER_IP_PER_HOUR, timedelta(hours=1)
+)
 # Invitations are sent on a tenant's say-so: no workspace may flood an address with them.
 invitations_by_address = Window(
     "invitations", settings.IAM_INVITATIONS_PER_ADDRESS_PER_HOUR, timedelta(hours=1)

@@ -5,4 +5,4 @@ class ClientsConfig(AppConfig):
     name = "clients"
 
     def ready(self) -> None:
-        from . import push  # noqa: F401  registers the outbox handlers
+        from . import client_cache, push  # noqa: F401  register the outbox handlers and the workspace purge

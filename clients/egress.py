@@ -6,17 +6,105 @@ import contextlib
 import http.client
 import ipaddress
 import os
+import re
 import socket
 import ssl
 import threading
 import time
 from urllib.parse import urlsplit
 
+import ada_url
 from django.conf import settings
 
 
 class EndpointRefused(Exception):
     """The endpoint is not a public http(s) URL: retrying cannot help."""
+
+
+# One reading only (issue 23): an endpoint that two URL parsers read as different hosts is refused, at
+# create, update and delivery. `http://127.0.0.1:8197\@203.0.113.5/` was accepted: urllib (and so the
+# address check and the connection) read the host 203.0.113.5, a WHATWG parser (browsers, Node, most
+# receivers' proxies and logs) reads 127.0.0.1:8197. The rules below keep URLs to the form every parser
+# reads alike; then the reading of `ada_url` (the WHATWG parser Node uses) must equal urllib's.
+
+_SPACE_OR_CONTROL = re.compile(r"[\x00-\x20\x7f]")
+_SCHEME = re.compile(r"(?i)(https?)://")
+_NAME = re.compile(r"(?i)[a-z0-9_-]+(?:\.[a-z0-9_-]+)*\.?")
+# WHATWG reads a host whose last label is a number (decimal, or 0x hex) as an IPv4 address, in any of
+# inet_aton's forms (`2130706433`, `0x7f.1`, `127.1`, `0177.0.0.1`); urllib keeps the text.
+_NUMERIC_LABEL = re.compile(r"(?i)(?:0x[0-9a-f]*|[0-9]+)")
+ONE_READING = "is read differently by different URL parsers"
+BAD_HOST = "host must be a DNS name or an IP address"
+
+
+def check_form(url: str) -> None:
+    """Raises EndpointRefused, its message completing "endpoint ...", unless `url` is an http(s) URL that
+    urllib and a WHATWG parser read as the same scheme, host and port."""
+    if "\\" in url:
+        raise EndpointRefused("must not contain a backslash")
+    if _SPACE_OR_CONTROL.search(url):
+        raise EndpointRefused("must not contain spaces or control characters")
+    if not url.isascii():
+        raise EndpointRefused(
+            "must be ASCII: write an international host name in its xn-- form and percent-encode the rest"
+        )
+    scheme = _SCHEME.match(url)
+    if scheme is None:
+        raise EndpointRefused("must start with http:// or https://")
+    try:
+        netloc = urlsplit(url).netloc
+    except ValueError as exc:  # an unclosed "[" (or a "]" alone)
+        raise EndpointRefused(BAD_HOST) from exc
+    if "@" in netloc:
+        raise EndpointRefused("must not contain a user name or password")
+    host, port = _host_and_port(netloc)
+    scheme_name = scheme.group(1).lower()
+    port = port or (443 if scheme_name == "https" else 80)
+    try:
+        parts = urlsplit(url)
+        urllib_host = parts.hostname or ""
+        if host.startswith("["):  # urllib keeps an IPv6 address as written, without its brackets
+            urllib_host = f"[{ipaddress.IPv6Address(urllib_host).compressed}]"
+        urllib_reading = (parts.scheme.lower(), urllib_host, parts.port or port)
+        whatwg = ada_url.URL(url)
+        whatwg_reading = (whatwg.protocol.rstrip(":"), whatwg.hostname, int(whatwg.port or port))
+    except ValueError as exc:
+        raise EndpointRefused(ONE_READING) from exc
+    if not urllib_reading == whatwg_reading == (scheme_name, host, port):
+        raise EndpointRefused(ONE_READING)
+
+
+def _host_and_port(netloc: str) -> tuple[str, int | None]:
+    """The host as a WHATWG parser writes it (lower case; an IPv6 address compressed, in brackets) and the
+    port given, if any."""
+    if netloc.startswith("["):
+        literal, bracket, rest = netloc[1:].partition("]")
+        if not bracket or "%" in literal or (rest and not rest.startswith(":")):
+            raise EndpointRefused(BAD_HOST)
+        try:
+            host = f"[{ipaddress.IPv6Address(literal).compressed}]"
+        except ValueError as exc:
+            raise EndpointRefused(BAD_HOST) from exc
+        port_text = rest[1:] if rest else None
+    else:
+        host, colon, port_text = netloc.partition(":")
+        if not colon:
+            port_text = None
+        if not _NAME.fullmatch(host):
+            raise EndpointRefused(BAD_HOST)
+        host = host.lower()
+        if _NUMERIC_LABEL.fullmatch(host.rstrip(".").rsplit(".", 1)[-1]):
+            try:
+                host = str(ipaddress.IPv4Address(host))
+            except ValueError as exc:
+                raise EndpointRefused(
+                    "host must be written as four decimal numbers (a.b.c.d) when it is an IPv4 address"
+                ) from exc
+    if not port_text:
+        return host, None  # `host:` is the default port to both parsers
+    if not port_text.isdigit() or not 1 <= int(port_text) <= 65535:
+        raise EndpointRefused("port must be a number from 1 to 65535")
+    return host, int(port_text)
 
 
 # IPv6 forms that carry an IPv4 address, which a host, a relay or a translator may reach on our behalf.
@@ -90,6 +178,7 @@ def _resolve(host: str, port: int) -> list[str]:
 def vet(url: str, *, cached: bool = False) -> tuple[str, str, int, str, str]:
     """Returns (scheme, host, port, path, address to connect to) or raises EndpointRefused. `cached` takes
     the host's addresses from the last few seconds' answer (deliveries); the rules run on them anyway."""
+    check_form(url)  # an endpoint stored before the rule is refused at delivery
     try:
         parts = urlsplit(url)
         port = parts.port
@@ -113,8 +202,8 @@ def vet(url: str, *, cached: bool = False) -> tuple[str, str, int, str, str]:
 
 
 def is_allowed(url: str) -> bool:
-    """The create/update check. Development (private endpoints allowed) skips DNS: hosts there may only
-    resolve later, and delivery checks again anyway."""
+    """The create/update check of the address. Development (private endpoints allowed) skips DNS: hosts
+    there may only resolve later, and delivery checks again anyway. `check_form` runs before this."""
     if settings.IAM_WEBHOOK_ALLOW_PRIVATE:
         return True
     try:

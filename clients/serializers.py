@@ -5,6 +5,7 @@ from iam.fields import (
     Boolean,
     Description,
     Integer,
+    Invalid,
     Name,
     PermissionName,
     String,
@@ -15,6 +16,7 @@ from iam.serializers import RECORD_TAIL, Record, RecordRequest, UpdateRequest
 from rbac.serializers import Deleted, GrantPath
 from tenancy.serializers import WorkspaceSerializer
 
+from . import egress
 from .models import Client
 
 
@@ -49,9 +51,26 @@ class SecretRegenerated(serializers.Serializer):
     secret = serializers.CharField()
 
 
+class WebhookUrl(Url):
+    """A URL that every parser reads as the same host and port (`egress.check_form`), said in its own
+    words before the generic `invalid endpoint`."""
+
+    def to_internal_value(self, data):
+        if isinstance(data, str):
+            try:
+                egress.check_form(data)
+            except egress.EndpointRefused as exc:
+                raise Invalid(f"{self.field_name} {exc}") from exc
+        return super().to_internal_value(data)
+
+
 class ClientCreateRequest(RecordRequest):
     name = Name(min_length=1)
-    endpoint = Url(required=False, allow_null=True)
+    endpoint = WebhookUrl(
+        required=False,
+        allow_null=True,
+        help_text="http(s) URL that receives the push events; no user name, password or backslash",
+    )
     description = Description()
 
 

@@ -39,7 +39,13 @@ def get_client(workspace: Workspace, *, id: UUID) -> Client:
 
 
 def check_endpoint(endpoint: str | None) -> None:
-    if endpoint and not egress.is_allowed(endpoint):
+    if not endpoint:
+        return
+    try:
+        egress.check_form(endpoint)
+    except egress.EndpointRefused as exc:
+        raise ApiError(400, f"endpoint {exc}", "endpoint") from exc
+    if not egress.is_allowed(endpoint):
         raise ApiError(400, "endpoint not allowed", "endpoint")
 
 

@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 from django.db import transaction
 from django.db.models import QuerySet
 from django.urls import URLPattern, path
-from rest_framework import serializers
+from rest_framework import exceptions, serializers
 from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -181,6 +181,13 @@ class Endpoint(APIView):
 
     def get_authenticators(self):
         return [] if self.public else super().get_authenticators()
+
+    def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
+        # The method first, whoever asks: `GET /roles/list` answers 405 `use POST`, not 401, so a newcomer
+        # trying an endpoint in a browser or with a bare curl learns how to call it.
+        if request.method.lower() not in self.http_method_names:
+            raise exceptions.MethodNotAllowed(request.method)
+        super().initial(request, *args, **kwargs)
 
     def perform_content_negotiation(self, request: Request, force: bool = False):
         # CONTRACT 1: the answer is JSON whatever the Accept header says; no negotiation to pay for.

@@ -60,6 +60,11 @@ def error_response(
     return response
 
 
+def method_not_allowed(allowed: list[str]) -> ApiError:
+    """405 saying which method to use (`use POST`), with the `Allow` header (RFC 9110 15.5.6)."""
+    return ApiError(405, f"use {' or '.join(allowed)}", headers={"Allow": ", ".join(allowed)})
+
+
 def _from_drf(exc: exceptions.APIException) -> ApiError:
     if isinstance(exc, exceptions.NotAuthenticated | exceptions.AuthenticationFailed):
         return ApiError(401, AUTHENTICATION_REQUIRED, headers={"WWW-Authenticate": 'Bearer realm="iam"'})
@@ -82,6 +87,8 @@ def exception_handler(exc: Exception, context: dict) -> JsonResponse | None:
         error = ApiError(404, STATUS_MESSAGES[404])
     elif isinstance(exc, PermissionDenied):
         error = ApiError(403, STATUS_MESSAGES[403])
+    elif isinstance(exc, exceptions.MethodNotAllowed):
+        error = method_not_allowed(context["view"].allowed_methods)
     elif isinstance(exc, exceptions.APIException):
         error = _from_drf(exc)
     else:

@@ -13,6 +13,7 @@ from django.conf import settings
 from django.db.models import Count, Min
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
+from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram, multiprocess
 from prometheus_client.core import GaugeMetricFamily
@@ -123,6 +124,7 @@ def _authorized(request: HttpRequest) -> bool:
     return scheme.lower() == "bearer" and hmac.compare_digest(token.strip().encode(), expected.encode())
 
 
+@csrf_exempt  # no cookie session to protect: without it, a POST got CSRF's 403 instead of 405
 @require_GET
 def metrics_view(request: HttpRequest) -> HttpResponse:
     if not _authorized(request):

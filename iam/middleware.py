@@ -1,10 +1,12 @@
+import io
 import time
 
 from django.conf import settings
+from django.core.handlers.wsgi import LimitedStream
 from django.http import HttpRequest, HttpResponse
 
 from iam import context, metrics
-from iam.errors import STATUS_MESSAGES, error_response
+from iam.errors import STATUS_MESSAGES, error_response, method_not_allowed
 
 
 class SecurityHeadersMiddleware:
@@ -31,7 +33,11 @@ class SecurityHeadersMiddleware:
 class JsonErrorsMiddleware:
     """Renders every error that did not come from our exception handler (Django's 404 and 500 pages, a
     body over the size limit) as CONTRACT 1's flat JSON, so an API client never receives an HTML page.
-    The admin keeps its HTML."""
+    The admin keeps its HTML.
+
+    It also reads a chunked body (`Transfer-Encoding: chunked`, no `Content-Length`), which Django takes
+    for an empty one: whole, within the same 1 MiB limit (413 past it), so the view sees it as it would
+    the same body sent with a length. The server (gunicorn) has decoded the chunks."""
 
     def __init__(self, get_response):
         self.get_response = get_response
@@ -41,17 +47,36 @@ class JsonErrorsMiddleware:
     def __call__(self, request: HttpRequest) -> HttpResponse:
         if self._declared_length(request) > self.max_body:
             return error_response(413, STATUS_MESSAGES[413])
+        if self._chunked(request) and not self._read_chunked(request):
+            return error_response(413, STATUS_MESSAGES[413])
         response = self.get_response(request)
         if response.status_code < 400 or request.path.startswith(self.admin_prefix):
             return response
         if response.get("Content-Type", "").startswith("application/json"):
             return response
         status = response.status_code
+        if status == 405 and response.get("Allow"):  # a view of Django's (`require_GET`): says what to use
+            error = method_not_allowed([method.strip() for method in response["Allow"].split(",")])
+            return error_response(error.status, error.message, headers=error.headers)
         rendered = error_response(status, STATUS_MESSAGES.get(status, "error"))
         for header in ("Allow", "Retry-After", "WWW-Authenticate"):
             if header in response:
                 rendered[header] = response[header]
         return rendered
+
+    @staticmethod
+    def _chunked(request: HttpRequest) -> bool:
+        coding = request.META.get("HTTP_TRANSFER_ENCODING", "")
+        return "chunked" in coding.lower() and not request.META.get("CONTENT_LENGTH")
+
+    def _read_chunked(self, request: HttpRequest) -> bool:
+        """Reads the body into the request, as if it had come with its length; False when over the limit."""
+        body = request.META["wsgi.input"].read(self.max_body + 1)
+        if len(body) > self.max_body:
+            return False
+        request.META["CONTENT_LENGTH"] = str(len(body))
+        request._stream = LimitedStream(io.BytesIO(body), len(body))
+        return True
 
     @staticmethod
     def _declared_length(request: HttpRequest) -> int:

@@ -47,15 +47,21 @@ def enqueue(
 ) -> OutboxMessage:
     """`run_now` runs the handler at once, inside the caller's transaction, for work that must see the
     rows as they are before the change commits; a failure there is retried like any other."""
-    now = timezone.now()
-    message = OutboxMessage.objects.create(
-        topic=topic, payload=payload, next_attempt_at=now, deadline=now + within
-    )
+    message = record(topic, payload, within=within)
     if run_now:
         process(message.pk)
     else:
         transaction.on_commit(lambda: publish(message.pk))
     return message
+
+
+def record(topic: str, payload: dict, *, within: timedelta = timedelta(hours=24)) -> OutboxMessage:
+    """The message's row alone, published by nobody: `enqueue` publishes it after commit; a caller that
+    only needs the insert's cost rolls it back (authn.emails)."""
+    now = timezone.now()
+    return OutboxMessage.objects.create(
+        topic=topic, payload=payload, next_attempt_at=now, deadline=now + within
+    )
 
 
 def publish(message_id, *, countdown: float | None = None) -> None:

@@ -65,6 +65,12 @@ def too_deep(text: str, limit: int = MAX_DEPTH) -> bool:
     return False
 
 
+def unstorable(text: str) -> bool:
+    """Whether a string holds what PostgreSQL or a UTF-8 encoder cannot store (a lone surrogate, NUL): for
+    strings that arrive by another way than a request body (an OAuth provider's answer)."""
+    return _FORBIDDEN.search(text) is not None
+
+
 def _printable(text: str) -> str:
     return _FORBIDDEN.sub(lambda match: f"\\u{ord(match.group()):04x}", text)
 

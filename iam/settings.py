@@ -290,6 +290,8 @@ IAM_LOGIN_FAILURES_PER_EMAIL = env("IAM_LOGIN_FAILURES_PER_EMAIL", 5, int)
 IAM_LOGIN_FAILURES_PER_IP = env("IAM_LOGIN_FAILURES_PER_IP", 50, int)
 IAM_LOGIN_FAILURE_WINDOW = timedelta(minutes=15)
 IAM_EMAILS_PER_ADDRESS_PER_HOUR = env("IAM_EMAILS_PER_ADDRESS_PER_HOUR", 3, int)
+# reset-password and resend-confirm requests one client address may make per hour (CONTRACT 13); past it, 429.
+IAM_EMAIL_REQUESTS_PER_IP_PER_HOUR = env("IAM_EMAIL_REQUESTS_PER_IP_PER_HOUR", 20, int)
 # Invitation e-mails (CONTRACT 15) one address receives per hour, whoever invites; past it the invitation
 # still stands (the account sees it signed in, `memberships/accept` with Bearer and id), unmailed.
 IAM_INVITATIONS_PER_ADDRESS_PER_HOUR = env("IAM_INVITATIONS_PER_ADDRESS_PER_HOUR", 10, int)

@@ -12,7 +12,7 @@ from iam.errors import ApiError
 from iam.service_helpers import Described, NewResource, renamed, save_changes, save_new, strict
 
 from .models import Project, Workspace
-from .workspace_cache import forget_authorization, forget_workspace
+from .workspace_cache import forget_authorization, forget_records, forget_workspace
 
 WORKSPACE_FIELDS = ("name", "description", "config", "tags", "meta")
 PROJECT_FIELDS = ("name", "code", "description", "config", "tags", "meta")
@@ -56,6 +56,7 @@ def delete_workspace(workspace: Workspace, *, actor: Account | None) -> dict:
     events.emit_for(workspace, "deleted", account_ids=_member_ids(workspace.memberships.all()))
     forget_workspace(workspace)  # purged now and again after commit
     forget_authorization(workspace.pk)
+    forget_records(workspace)  # its clients stop validating at once, as `clients/delete` has them
     workspace.delete()
     return summary
 

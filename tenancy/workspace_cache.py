@@ -1,10 +1,12 @@
 """Workspace resolution for `X-Workspace` (CONTRACT 2), cached by id and by slug."""
 
 import uuid
+from collections.abc import Callable
 
 from django.conf import settings
 
 from iam import cache
+from iam.registry import Registry
 
 from .models import Workspace
 
@@ -75,3 +77,18 @@ def forget_authorization(workspace_id) -> None:
     drops every grant cached under it: the next read starts a new one."""
     key = generation_key(workspace_id)
     cache.around_commit(lambda: cache.delete_many([key]))
+
+
+# What the apps above cache of a workspace's records, which its delete takes with it in one cascade: each
+# registers, beside its cache, what purges one workspace's entries (`@purge_on_delete("clients")` in
+# clients/client_cache.py). `delete_workspace` runs every one inside its transaction, before the cascade,
+# as the records' own deletes do.
+WorkspacePurge = Callable[[Workspace], None]
+_purges: Registry[WorkspacePurge] = Registry()
+purge_on_delete = _purges.register
+
+
+def forget_records(workspace: Workspace) -> None:
+    """Call inside the transaction that deletes the workspace."""
+    for purge in _purges.values():
+        purge(workspace)

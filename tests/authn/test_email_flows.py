@@ -258,8 +258,9 @@ def test_email_request_validation(api, path, body, message):
 
 
 def test_requests_for_known_and_unknown_addresses_do_the_same_database_work(member):
-    # CONTRACT 13: no enumeration by timing. Both look the address up and write one outbox row in one
-    # transaction; the mail itself goes out in the worker.
+    """CONTRACT 13: no enumeration by timing. Both look the address up and run the outbox insert in one
+    transaction; for an unknown address it is rolled back to its savepoint, so no row stays. The mail
+    itself goes out in the worker."""
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
@@ -267,16 +268,67 @@ def test_requests_for_known_and_unknown_addresses_do_the_same_database_work(memb
 
     def shape(context):
         return [
-            re.sub(r"'[^']*'|\b[0-9a-f]{32}\b|\d+", "?", query["sql"]) for query in context.captured_queries
+            re.sub(r"'[^']*'|\b[0-9a-f]{32}\b|\d+", "?", query["sql"]).replace(
+                "ROLLBACK TO SAVEPOINT",
+                "RELEASE SAVEPOINT",  # the one statement that differs
+            )
+            for query in context.captured_queries
         ]
 
     with CaptureQueriesContext(connection) as known:
-        services.request_email("reset", email=member.email)
+        services.request_email("reset", email=member.email, ip="203.0.113.1")
     with CaptureQueriesContext(connection) as unknown:
-        services.request_email("reset", email="ghost@example.com")
+        services.request_email("reset", email="ghost@example.com", ip="203.0.113.1")
     assert shape(known) == shape(unknown)
     assert any(query.startswith("INSERT") for query in shape(known))
-    assert OutboxMessage.objects.filter(topic="email").count() == 2
+    assert any(query["sql"].startswith("ROLLBACK TO SAVEPOINT") for query in unknown.captured_queries)
+    assert OutboxMessage.objects.filter(topic="email").count() == 1
+
+
+@pytest.mark.parametrize("path", ["/auth/reset-password", "/auth/resend-confirm"])
+def test_only_a_mailable_address_writes_a_row_and_queues_a_task(
+    api, root, path, django_capture_on_commit_callbacks
+):
+    """Issue 23: every request wrote an outbox row and queued a task (600 requests, 600 rows). Now an
+    unknown address, one that gets no mail (a confirmed one asking for a confirmation) and one past its
+    hourly limit write nothing and queue nothing, and all get the same answer."""
+    known = AccountFactory(verified=False)
+    CredentialFactory(account=known, workspace=root, status=Credential.Status.PENDING)
+    confirmed = AccountFactory(verified=True)
+
+    def rows_and_tasks(email: str) -> tuple[int, int, dict]:
+        before = OutboxMessage.objects.count()
+        with django_capture_on_commit_callbacks() as tasks:
+            answer = ok(api.call(path, {"email": email}))
+        return OutboxMessage.objects.count() - before, len(tasks), answer
+
+    mailed = rows_and_tasks(known.email)
+    assert mailed[:2] == (1, 1)
+    assert rows_and_tasks("ghost@example.com") == (0, 0, mailed[2])
+    if path == "/auth/resend-confirm":
+        assert rows_and_tasks(confirmed.email) == (0, 0, mailed[2])
+    for _ in range(settings.IAM_EMAILS_PER_ADDRESS_PER_HOUR - 1):
+        assert rows_and_tasks(known.email) == (1, 1, mailed[2])
+    assert rows_and_tasks(known.email) == (0, 0, mailed[2])  # past 3 an hour
+
+
+def test_past_twenty_requests_an_hour_from_one_client_address_is_429(post, member):
+    """Both endpoints count together, known addresses or not; a refused request does nothing at all."""
+    answers = [
+        post(path, {"email": email})
+        for _ in range(5)
+        for path in ("/auth/reset-password", "/auth/resend-confirm")
+        for email in (member.email, "ghost@example.com")
+    ]
+    assert [answer.status_code for answer in answers] == [200] * settings.IAM_EMAIL_REQUESTS_PER_IP_PER_HOUR
+    rows = OutboxMessage.objects.count()
+    for path in ("/auth/reset-password", "/auth/resend-confirm"):
+        response = post(path, {"email": "someone.new@example.com"})
+        err(response, 429, "too many requests")
+        assert 3590 <= int(response["Retry-After"]) <= 3600
+    assert OutboxMessage.objects.count() == rows
+    other = ApiClient(REMOTE_ADDR="203.0.113.7")
+    assert ok(post("/auth/reset-password", {"email": member.email}, client=other))
 
 
 # CONTRACT 13: at most 3 e-mails per address per hour, and the answer does not change

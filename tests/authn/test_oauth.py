@@ -15,7 +15,7 @@ from urllib.parse import parse_qs, parse_qsl, urlencode, urlsplit
 
 import pytest
 import requests
-from django.test import override_settings
+from django.test import Client, override_settings
 from django.utils import timezone
 
 from accounts.models import Account
@@ -448,7 +448,12 @@ def test_redirect_url_removed_from_the_allowlist_meanwhile_is_not_used(api, conf
 
 
 def test_callback_answers_only_get(api, configured):
-    err(api.post(CALLBACK), 405)
+    """CSRF protection (for the admin's cookie session) once answered a POST here 403: it is enforced, as
+    for a browser, and the answer is 405 all the same."""
+    for client in (api, Client(enforce_csrf_checks=True)):
+        response = client.post(CALLBACK)
+        err(response, 405, "use GET")
+        assert response["Allow"] == "GET"
 
 
 # the provider fails
@@ -614,3 +619,53 @@ def test_a_refused_callback_leaves_last_login(api, configured):
     assert sign_in(api) == {"error": "oauth_failed"}
     account.refresh_from_db()
     assert account.last_login == first
+
+
+@pytest.mark.parametrize("claim", ["sub", "email", "name", "picture", "email_verified"])
+@pytest.mark.parametrize(
+    "bad", ["\x00", chr(0xD800), chr(0xDFFF)], ids=["nul", "high-surrogate", "low-surrogate"]
+)
+def test_user_info_with_nul_or_a_lone_surrogate_fails_cleanly(api, configured, claim, bad):
+    """JSON carries "\\u0000" and a lone "\\ud800" (json.dumps writes them so), which no column can hold: the
+    callback redirects with `oauth_failed` instead of failing on the query or the insert."""
+    value = {
+        "sub": f"idp-{bad}-1",
+        "email": f"alice{bad}@example.com",
+        "name": f"Alice {bad}",
+        "picture": f"https://cdn.example.com/a{bad}.png",
+        "email_verified": f"true{bad}",
+    }[claim]
+    configured.claims = {**configured.claims, claim: value}
+    assert sign_in(api) == {"error": "oauth_failed"}
+    assert not Account.objects.exists() and not Credential.objects.exists()
+
+
+@pytest.mark.parametrize("bad", ["\x00", chr(0xD800)], ids=["nul", "surrogate"])
+def test_returning_account_with_a_bad_claim_fails_cleanly(api, configured, bad):
+    sign_in(api)
+    configured.claims = {**configured.claims, "sub": f"idp-user-1{bad}"}
+    assert sign_in(api) == {"error": "oauth_failed"}
+    configured.claims = {
+        **configured.claims,
+        "sub": "idp-user-1",
+        "picture": f"https://cdn.example.com/{bad}",
+    }
+    assert sign_in(api) == {"error": "oauth_failed"}
+    assert Credential.objects.count() == 1
+
+
+@pytest.mark.parametrize("bad", ["%00", "%ED%A0%80", "%FF"], ids=["nul", "encoded-surrogate", "not-utf8"])
+def test_callback_query_with_nul_or_bad_utf8_fails_cleanly(api, configured, bad):
+    """The other provider-controlled strings, the callback's `state` and `code`, reach no column: the
+    state is looked up by its digest and the code goes back to the provider."""
+    assert callback(api, f"{CALLBACK}?code=abc&state={bad}") == (
+        "https://app.example.com",
+        {"error": "invalid_state"},
+    )
+    state = parse_qs(urlsplit(initiate(api)).query)["state"][0]
+    assert callback(api, f"{CALLBACK}?code={bad}&state={state}") == (APP, {"error": "oauth_failed"})
+    assert callback(api, f"{CALLBACK}?code=abc&state={state}{bad}") == (
+        "https://app.example.com",
+        {"error": "invalid_state"},
+    )
+    assert not Account.objects.exists()

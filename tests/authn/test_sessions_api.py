@@ -208,6 +208,28 @@ def test_refresh_without_a_token(api):
     err(api.call("/auth/refresh"), 401, AUTH)
 
 
+IN_THE_HEADER = "refresh_token goes in the Authorization header as a Bearer token"
+
+
+def test_a_refresh_token_in_the_body_is_told_where_it_goes(api, member):
+    session = ok(login(api, member))
+    body = {"refresh_token": session["refresh_token"]}
+    answer = err(api.call("/auth/refresh", body), 400, IN_THE_HEADER)
+    assert answer["field"] == "refresh_token"
+    err(ApiClient("not-a-token").call("/auth/refresh", body), 400, IN_THE_HEADER)
+    err(api.call("/auth/refresh", {"refresh_token": None}), 400, IN_THE_HEADER)
+    # the token in the body was not spent: in the header, it works once
+    assert set(ok(ApiClient(session["refresh_token"]).call("/auth/refresh", body))) == {
+        "access_token",
+        "refresh_token",
+    }
+
+
+@pytest.mark.parametrize("raw", ['{"token": "x"}', "{bad", "[]", '"refresh_token"'])
+def test_refresh_without_a_bearer_and_no_refresh_token_in_the_body_is_401(api, raw):
+    err(api.call("/auth/refresh", raw=raw), 401, AUTH)
+
+
 def test_revoke_ends_the_session_and_its_refresh_token(api, member):
     session = ok(login(api, member))
     access = ApiClient(session["access_token"])

@@ -74,7 +74,9 @@ def test_create_validation(admin):
     err(admin.call("/clients/create", {"name": "x", "meta": {"schema_version": "1"}}), 400, "tags required")
     err(admin.call("/clients/create", {"name": "x", "tags": []}), 400, "meta required")
     err(admin.call("/clients/create", {**BODY, "meta": {}}), 400, "meta.schema_version required")
-    err(admin.call("/clients/create", {**BODY, "endpoint": "ftp://x.example"}), 400, "invalid endpoint")
+    message = "endpoint must start with http:// or https://"
+    err(admin.call("/clients/create", {**BODY, "endpoint": "ftp://x.example"}), 400, message)
+    err(admin.call("/clients/create", {**BODY, "endpoint": 5}), 400, "endpoint must be a string")
     err(admin.call("/clients/create", {**BODY, "name": 5}), 400, "name must be a string")
 
 
@@ -261,6 +263,94 @@ def test_unresolvable_endpoint_is_refused(admin, monkeypatch):
         400,
         "endpoint not allowed",
     )
+
+
+BACKSLASH = "endpoint must not contain a backslash"
+USERINFO = "endpoint must not contain a user name or password"
+SPACE = "endpoint must not contain spaces or control characters"
+ASCII = (
+    "endpoint must be ASCII: write an international host name in its xn-- form and percent-encode the rest"
+)
+HOST = "endpoint host must be a DNS name or an IP address"
+PORT = "endpoint port must be a number from 1 to 65535"
+IPV4 = "endpoint host must be written as four decimal numbers (a.b.c.d) when it is an IPv4 address"
+SCHEME = "endpoint must start with http:// or https://"
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "message"),
+    [
+        # urllib reads the host 203.0.113.5, a WHATWG parser 127.0.0.1:8197 (issue 23)
+        ("http://127.0.0.1:8197\\@203.0.113.5/", BACKSLASH),
+        ("https://hooks.example.com\\@evil.example.com/", BACKSLASH),
+        ("https://hooks.example.com/a\\b", BACKSLASH),
+        ("https://user:pass@hooks.example.com/", USERINFO),
+        ("https://hooks.example.com@203.0.113.5/", USERINFO),
+        ("https://hooks.example.com:443@203.0.113.5/", USERINFO),
+        ("https://@hooks.example.com/", USERINFO),
+        ("https://hooks.example.com /x", SPACE),
+        ("https://hooks.example.com/x\t", SPACE),
+        ("https://hooks.example.com\r\n.evil/", SPACE),
+        ("https://hooks.example.com/\x7f", SPACE),
+        (" https://hooks.example.com/", SPACE),
+        ("https://bücher.example/", ASCII),
+        ("https://hooks.example.com/ü", ASCII),
+        ("https://hooks.example.com\uff0fevil/", ASCII),
+        ("https://hooks%2eexample.com/", HOST),
+        ("https://%31%32%37.0.0.1/", HOST),
+        ("http://[fe80::1%25eth0]/", HOST),
+        ("http://[::1/", HOST),
+        ("http://::1]/", HOST),
+        ("https://hooks.example.com:65536/", PORT),
+        ("https://hooks.example.com:0/", PORT),
+        ("https://hooks.example.com:-1/", PORT),
+        ("https://hooks.example.com:8o/", PORT),
+        ("https://hooks.example.com:80:80/", PORT),
+        ("http://0x7f.1/", IPV4),
+        ("http://2130706433/", IPV4),
+        ("http://127.1:8197/", IPV4),
+        ("http://0177.0.0.1/", IPV4),
+        ("http://127.0.0.1./", IPV4),
+        ("https:/hooks.example.com/", SCHEME),
+        ("https:hooks.example.com/", SCHEME),
+    ],
+)
+def test_endpoints_that_parsers_read_differently_are_refused(admin, endpoint, message):
+    """Refused whatever the address rules say (development allows private addresses, as here), at create
+    and at update. No request is sent anywhere."""
+    body = err(admin.call("/clients/create", {**BODY, "endpoint": endpoint}), 400, message)
+    assert body["field"] == "endpoint"
+    created = create(admin, endpoint="http://127.0.0.1:9/hook")
+    body = err(admin.call("/clients/update", {"id": created["id"], "endpoint": endpoint}), 400, message)
+    assert body["field"] == "endpoint"
+    assert Client.objects.get(pk=created["id"]).endpoint == "http://127.0.0.1:9/hook"
+
+
+@pytest.mark.parametrize(
+    "endpoint",
+    [
+        "http://127.0.0.1:8197/hook",
+        "http://[::1]:8080/hook",
+        "http://localhost:3000/x?a=1&b=%2F#top",
+        "HTTP://Hooks.Example.com:080/x",
+        "https://xn--bcher-kva.example/a%20b",
+    ],
+)
+def test_endpoints_every_parser_reads_alike_are_accepted(admin, endpoint):
+    assert create(admin, endpoint=endpoint)["endpoint"] == endpoint
+
+
+def test_an_endpoint_the_whatwg_reading_disagrees_with_is_refused(admin, monkeypatch):
+    """The last rule: whatever passed the others, urllib's host must be the WHATWG parser's."""
+    from clients import egress
+
+    class Elsewhere:
+        def __init__(self, url):
+            self.protocol, self.hostname, self.port = "https:", "elsewhere.example.com", ""
+
+    monkeypatch.setattr(egress.ada_url, "URL", Elsewhere)
+    message = "endpoint is read differently by different URL parsers"
+    err(admin.call("/clients/create", {**BODY, "endpoint": "https://hooks.example.com/"}), 400, message)
 
 
 def test_private_endpoints_allowed_in_development(admin):

@@ -17,6 +17,7 @@ from django.test import override_settings
 from django.utils import timezone
 
 from clients import egress, push
+from clients.client_cache import forget_client
 from clients.models import Client, Delivery, DeliveryAttempt
 from clients.push import fan_out, retry_delivery
 from clients.tasks import deliver_push
@@ -339,6 +340,21 @@ def test_a_private_address_is_refused_at_delivery(
     assert (delivery.status, delivery.attempts) == ("failed", 1)
     assert delivery.attempt_rows.get().error.startswith("endpoint not allowed")
     assert delivery.last_error.startswith("permanent: endpoint not allowed")  # not retried
+
+
+def test_an_endpoint_stored_before_the_one_reading_rule_is_refused_at_delivery(
+    client, workspace, receiver, monkeypatch, django_capture_on_commit_callbacks
+):
+    """urllib would connect to 203.0.113.5 (nothing connects here: the connection is stubbed)."""
+    connections = []
+    monkeypatch.setattr(egress, "_connect", lambda *args: connections.append(args) or 1 / 0)
+    Client.objects.filter(pk=client["id"]).update(endpoint=f"{receiver.url}\\@203.0.113.5/")
+    forget_client(client["id"])
+    emit_membership_created(workspace, django_capture_on_commit_callbacks)
+    delivery = Delivery.objects.get()
+    assert (delivery.status, delivery.attempts, connections) == ("failed", 1, [])
+    assert "must not contain a backslash" in delivery.attempt_rows.get().error
+    assert delivery.last_error.startswith("permanent: ")  # not retried
 
 
 def test_secret_rotation_is_pushed_signed_with_the_new_secret(

@@ -262,8 +262,8 @@ def test_a_verified_token_is_verified_afresh_after_a_while(client, user, monkeyp
 
 
 def test_other_methods_than_post_are_refused(api):
-    err(api.call("/clients/validate", method="GET"), 405, "method not allowed")
-    err(api.call("/clients/validate", method="PUT"), 405, "method not allowed")
+    err(api.call("/clients/validate", method="GET"), 405, "use POST")
+    err(api.call("/clients/validate", method="PUT"), 405, "use POST")
 
 
 def test_a_field_the_fast_path_does_not_know_goes_through_the_serializer(client, user, monkeypatch):
@@ -280,3 +280,28 @@ def test_a_field_the_fast_path_does_not_know_goes_through_the_serializer(client,
     monkeypatch.setattr(ClientValidate, "read_body", spy)
     assert validate(client, token, permission="projects:update") == expected and calls == []
     assert validate(client, token, permission="projects:update", unknown=1) == expected and len(calls) == 1
+
+
+@pytest.mark.admin("*")
+def test_a_deleted_workspace_s_clients_stop_at_once(
+    client, user, admin, workspace, django_capture_on_commit_callbacks
+):
+    """The workspace's cascade takes its clients: they stop validating, and reading their events, when the
+    delete commits, as after `clients/delete`, not when their cached records expire. Another workspace's
+    client is untouched."""
+    account, _ = user
+    token = tokens_of(account)
+    other = ClientFactory()
+    MembershipFactory(account=account, workspace=other.workspace)
+    events = {"client_id": str(client.pk), "client_secret": client.secret}
+    assert validate(client, token)["authorized"] is True
+    assert validate(client, token)["authorized"] is True  # cached, where there is a cache
+    assert validate(other, token)["authorized"] is True
+    ok(ApiClient().call("/clients/events", events))
+
+    with django_capture_on_commit_callbacks(execute=True):
+        ok(admin.call("/workspace/delete", {"id": str(workspace.pk)}))
+
+    assert validate(client, token)["reason"] == "invalid_client"
+    err(ApiClient().call("/clients/events", events), 401, "invalid client")
+    assert validate(other, token)["authorized"] is True

@@ -19,4 +19,7 @@ def test_health_check_is_503_when_the_database_is_down(api):
 
 
 def test_health_endpoints_take_get_only(api):
-    err(api.call("/health-check", {}), 405, "method not allowed")
+    for path in ("/health-check", "/"):
+        response = api.call(path, {})
+        err(response, 405, "use GET")
+        assert response["Allow"] == "GET"

@@ -1,5 +1,6 @@
 """CONTRACT 1 and 11 through HTTP: every failure is a flat JSON body, on every endpoint family."""
 
+import io
 import json
 
 import pytest
@@ -40,16 +41,46 @@ def test_json_that_is_not_an_object_is_400(any_api, path, body):
 
 
 @pytest.mark.parametrize("path", PATHS)
-def test_wrong_method_is_405_json(any_api, path):
-    err(any_api(path).get(path), 405, "method not allowed")
-    for method in ("PUT", "PATCH", "DELETE"):
-        err(any_api(path).call(path, {}, method=method), 405, "method not allowed")
+def test_wrong_method_is_405_json(any_api, api, path):
+    """Whoever asks, signed in or not: the method is answered first, and says which one to use."""
+    for client in (any_api(path), api):
+        response = client.get(path)
+        err(response, 405, "use POST")
+        assert response["Allow"] == "POST"
+        for method in ("PUT", "PATCH", "DELETE", "OPTIONS"):
+            response = client.call(path, {}, method=method)
+            err(response, 405, "use POST")
+            assert response["Allow"] == "POST"
 
 
 @pytest.mark.parametrize("path", PATHS)
 def test_body_over_one_mebibyte_is_413(any_api, path):
     body = json.dumps({"name": "x" * (1024 * 1024)})
     err(any_api(path).call(path, raw=body), 413, "request body too large")
+
+
+def chunked(api: ApiClient, path: str, body: bytes):
+    """A body as a server hands over a chunked one: decoded, with `Transfer-Encoding` and no length (the
+    test client cannot send chunks; tests/live/test_robustness.py sends real ones to gunicorn)."""
+    return api.generic("POST", path, "", HTTP_TRANSFER_ENCODING="chunked", **{"wsgi.input": io.BytesIO(body)})
+
+
+def test_a_chunked_body_is_read(api, member):
+    body = json.dumps({"email": member.email, "password": "a wrong password"}).encode()
+    err(chunked(api, "/auth/login", body), 401, "invalid credentials")  # not "email and password required"
+    err(chunked(api, "/auth/login", b"{bad"), 400, "Malformed JSON syntax.")
+    err(chunked(api, "/auth/login", b""), 400, "email and password required")
+
+
+def test_a_chunked_body_over_one_mebibyte_is_413(api):
+    body = json.dumps({"email": "x" * (1024 * 1024)}).encode()
+    err(chunked(api, "/auth/login", body), 413, "request body too large")
+    err(chunked(api, "/auth/login", b" " * (1024 * 1024) + b"{}"), 413, "request body too large")
+    ok(
+        chunked(
+            api, "/auth/reset-password", json.dumps({"email": "a@example.com"}).ljust(1024 * 1024).encode()
+        )
+    )
 
 
 @pytest.mark.parametrize("path", WITH_ID)

@@ -8,7 +8,7 @@ from datetime import timedelta
 
 import pytest
 from django.core.mail import EmailMultiAlternatives
-from django.test import override_settings
+from django.test import Client, override_settings
 from django.utils import timezone
 from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
@@ -75,7 +75,12 @@ def test_the_right_token_scrapes(api):
 
 
 def test_metrics_answer_get_only(api):
-    err(api.call("/metrics"), 405)
+    """CSRF protection (for the admin's cookie session) once answered a POST here 403: it is enforced, as
+    for a browser, and the answer is 405 all the same."""
+    for client in (api, Client(enforce_csrf_checks=True)):
+        response = client.post("/metrics")
+        err(response, 405, "use GET")
+        assert response["Allow"] == "GET"
 
 
 def test_logins_are_counted_by_outcome(api, root):

@@ -46,7 +46,7 @@ def not_found(api):
 
 
 def wrong_method(api):
-    response = err_response(api.get("/auth/login"), 405, "method not allowed")
+    response = err_response(api.get("/auth/login"), 405, "use POST")
     assert response["Allow"] == "POST"
     return response
 

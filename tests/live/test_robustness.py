@@ -4,8 +4,12 @@ that hits a database error counts a failed attempt instead of leaving its messag
 import json
 import uuid
 
+import pytest
+import requests
+
 from tests.endpoints import ENDPOINTS, LISTS
 from tests.live.api import create_client, create_workspace, err, ok
+from tests.live.conftest import PASSWORD
 
 
 def test_every_list_refuses_more_than_eight_order_keys(live):
@@ -74,3 +78,42 @@ def test_a_database_error_in_a_handler_is_a_failed_attempt_with_backoff(live, re
     assert row["status"] == "pending" and row["retry_in"] > 0, row
     assert "too long" in row["error"] or "value" in row["error"], row
     assert receiver.events == []
+
+
+def chunks(body: bytes, size: int = 1000):
+    """A generator: requests sends it with `Transfer-Encoding: chunked` and no `Content-Length`."""
+    for start in range(0, len(body), size):
+        yield body[start : start + size]
+
+
+def test_a_chunked_body_is_read_whole_within_the_limit(live):
+    """Django read a chunked body as empty (no `Content-Length`): the login below answered 400 `email and
+    password required`. gunicorn decodes the chunks; the service reads them, up to 1 MiB."""
+    account = live.register()["account"]
+    body = json.dumps({"email": account["email"], "password": PASSWORD}).encode()
+    response = requests.post(f"{live.url}/auth/login", data=chunks(body, 7), timeout=30)
+    assert response.request.headers["Transfer-Encoding"] == "chunked"
+    assert "Content-Length" not in response.request.headers
+    assert ok(response)["account"]["id"] == account["id"]
+    padded = json.dumps({"email": account["email"], "password": "wrong"}).ljust(1024 * 1024).encode()
+    err(requests.post(f"{live.url}/auth/login", data=chunks(padded), timeout=30), 401, "invalid credentials")
+    over = padded + b" "
+    err(requests.post(f"{live.url}/auth/login", data=chunks(over), timeout=30), 413, "request body too large")
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "allow"),
+    [
+        ("POST", "/metrics", "GET"),
+        ("POST", "/auth/oauth/idp_a/callback", "GET"),
+        ("POST", "/health-check", "GET"),
+        ("GET", "/roles/list", "POST"),
+        ("PUT", "/auth/login", "POST"),
+    ],
+)
+def test_a_wrong_method_is_405_saying_which_to_use(live, method, path, allow):
+    """POST /metrics and POST to the OAuth callback answered CSRF's 403; a GET on an endpoint without a
+    token answered 401."""
+    response = live.request(method, path)
+    err(response, 405, f"use {allow}")
+    assert response.headers["Allow"] == allow

@@ -86,6 +86,20 @@ def test_an_old_client_secret_fails_at_every_process_after_regeneration(live, ti
     assert validate(live, tenant, tiers[0], new)["authorized"] is True
 
 
+def test_a_deleted_workspace_s_client_is_invalid_at_every_process_at_once(live, tiers, tenant):
+    """The workspace's cascade takes its client: every process refuses it right after the delete answers,
+    though each had it cached, and `clients/events` no longer serves the workspace's log to it."""
+    pair = {"client_id": tenant["client"]["id"], "client_secret": tenant["client"]["secret"]}
+    for base in each(tiers, 6):
+        assert validate(live, tenant, base)["authorized"] is True
+        ok(live.post("/clients/events", pair, base=base))
+    ok(live.post("/workspace/delete", {"id": tenant["workspace"]}, token=tenant["operator"]))
+    for base in each(tiers):
+        answer = validate(live, tenant, base)
+        assert (answer["authorized"], answer["reason"]) == (False, "invalid_client"), answer
+        err(live.post("/clients/events", pair, base=base), 401, "invalid client")
+
+
 def login(live, email: str, password: str, **kwargs):
     return live.post("/auth/login", {"email": email, "password": password}, **kwargs)
 
