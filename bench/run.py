@@ -27,6 +27,7 @@ import multiprocessing
 import os
 import re
 import secrets
+import shlex
 import shutil
 import signal
 import socket
@@ -90,6 +91,56 @@ def admin_sql(url: str, statement: str) -> None:
 
 def database_name(url: str) -> str:
     return urlsplit(url).path.lstrip("/")
+
+
+# The web process: the Procfile's `web` command (the shape deployed), and plain sync gunicorn beside it
+
+
+def web_command() -> list[str]:
+    """The Procfile's `web` command (BENCH_WEB replaces it, to measure another shape), with its port and
+    worker count made the bench's, and no access log."""
+    line = os.environ.get("BENCH_WEB") or next(
+        command
+        for name, _, command in (line.partition(":") for line in (ROOT / "Procfile").read_text().splitlines())
+        if name.strip() == "web"
+    )
+    line = re.sub(
+        r"\$\{(\w+):-([^}]*)\}",
+        lambda match: str(WORKERS) if match[1] == "WEB_CONCURRENCY" else os.environ.get(match[1], match[2]),
+        line,
+    )
+    words = [word for word in shlex.split(line) if word != "--access-logfile"]
+    if "-" in words:
+        words.remove("-")  # the access log's target
+    if "--bind" in words:
+        bind = words.index("--bind")
+        del words[bind : bind + 2]
+    return words
+
+
+SYNC_COMMAND = ["gunicorn", "iam.wsgi:application", "--workers", str(WORKERS)]
+
+
+def serve(command: list[str], env: dict, processes: list) -> str:
+    """Starts `command` on a free loopback port; returns its base URL once the bare view answers."""
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    program = shutil.which(command[0], path=str(BIN)) or command[0]
+    server = subprocess.Popen(
+        [program, *command[1:], "--bind", f"127.0.0.1:{port}", "--log-level", "warning"],
+        cwd=ROOT,
+        env=env,
+    )  # gunicorn writes no access log unless --access-logfile is given
+    processes.append(server)
+    for _ in range(300):
+        if server.poll() is not None:
+            raise SystemExit(f"{command[0]} exited during start-up")
+        try:
+            urllib.request.urlopen(f"{base}/bench/ping", timeout=1).read()
+            return base
+        except OSError:
+            time.sleep(0.1)
+    raise SystemExit(f"{command[0]} did not answer within 30 s")
 
 
 # Load generators
@@ -370,37 +421,15 @@ def _bench(env: dict, workdir: Path, processes: list) -> None:
         account=member, workspace=push_space, scope="workspace", status="active"
     )
 
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
-    server = subprocess.Popen(
-        [
-            str(BIN / "gunicorn"),
-            "iam.wsgi",
-            "-w",
-            str(WORKERS),
-            "--bind",
-            f"127.0.0.1:{port}",
-            "--log-level",
-            "warning",
-        ],
-        cwd=ROOT,
-        env=env,
-    )  # gunicorn writes no access log unless --access-logfile is given
-    processes.append(server)
-    for _ in range(300):
-        if server.poll() is not None:
-            raise SystemExit("gunicorn exited during start-up")
-        try:
-            urllib.request.urlopen(f"{base}/bench/ping", timeout=1).read()
-            break
-        except OSError:
-            time.sleep(0.1)
+    base = serve(web_command(), env, processes)
     api = Api(base)
     answer, _ = api.post("/clients/validate", json.loads(validate_body))
     assert answer["authorized"] and answer["allowed"], answer
 
     if "validate" in PARTS:
-        _validate_figures(base, validate_body, workdir)
+        # Plain sync gunicorn beside the Procfile's shape: what reading requests whole costs.
+        sync_base = serve(SYNC_COMMAND, env, processes)
+        _validate_figures(base, sync_base, validate_body, workdir)
     if "login" in PARTS:
         _login_figures(base, api, workdir)
     if "lists" in PARTS:
@@ -434,18 +463,26 @@ def _bench(env: dict, workdir: Path, processes: list) -> None:
     _print(env)
 
 
-def _validate_figures(base: str, body: str, workdir: Path) -> None:
-    ping, validate = [], []
-    for _ in range(ROUNDS):  # alternate, so drifting load on a shared machine hits both alike
+def _validate_figures(base: str, sync_base: str, body: str, workdir: Path) -> None:
+    """`clients/validate` against the bare view under the Procfile's `web` command, and both under plain
+    sync gunicorn (whose workers read requests themselves: a slow client holds one) for the cost of the
+    Procfile's arrangement."""
+    ping, validate, sync_ping, sync_validate = [], [], [], []
+    for _ in range(ROUNDS):  # alternate, so drifting load on a shared machine hits all alike
         ping.append(load(f"{base}/bench/ping", None, workdir))
         validate.append(load(f"{base}/clients/validate", body, workdir))
+        sync_ping.append(load(f"{sync_base}/bench/ping", None, workdir))
+        sync_validate.append(load(f"{sync_base}/clients/validate", body, workdir))
     floor = statistics.median(result["rps"] for result in ping)
     rps = statistics.median(result["rps"] for result in validate)
+    sync_floor = statistics.median(result["rps"] for result in sync_ping)
+    sync_rps = statistics.median(result["rps"] for result in sync_validate)
     p99 = statistics.median(result["p99"] for result in validate)
-    errors = sum(result["errors"] for result in ping + validate)
+    errors = sum(result["errors"] for result in ping + validate + sync_ping + sync_validate)
+    shape = " ".join(web_command()[:4])
     rows.append(
         (
-            "bare Django view (floor), same gunicorn and middleware",
+            f"bare Django view (floor), same server and middleware (`{shape}`)",
             f"{floor:,.0f} req/s, p99 {statistics.median(r['p99'] for r in ping):.1f} ms",
             "-",
         )
@@ -455,6 +492,14 @@ def _validate_figures(base: str, body: str, workdir: Path) -> None:
             "`clients/validate` req/s / floor req/s",
             f"{rps:,.0f} / {floor:,.0f} = {rps / floor:.2f}, p99 {p99:.1f} ms",
             ">= 0.60, p99 <= 10 ms",
+        )
+    )
+    rows.append(
+        (
+            "slow-client arrangement's cost: `clients/validate` req/s, this shape / plain sync gunicorn",
+            f"{rps:,.0f} / {sync_rps:,.0f} = {rps / sync_rps:.2f} (bare view {floor:,.0f} / "
+            f"{sync_floor:,.0f} = {floor / sync_floor:.2f}; sync's own ratio {sync_rps / sync_floor:.2f})",
+            "-",
         )
     )
     # Under saturation a request's latency is mostly its wait in line: by Little's law the mean is the
@@ -479,8 +524,11 @@ def _validate_figures(base: str, body: str, workdir: Path) -> None:
     if errors:
         notes.append(f"{errors} non-2xx answers during the validate runs")
     notes.append(
-        "validate rounds (req/s): "
-        + ", ".join(f"{p['rps']:.0f}/{v['rps']:.0f}" for p, v in zip(ping, validate, strict=True))
+        "validate rounds (req/s, floor/validate, Procfile's shape then plain sync gunicorn): "
+        + ", ".join(
+            f"{p['rps']:.0f}/{v['rps']:.0f} {sp['rps']:.0f}/{sv['rps']:.0f}"
+            for p, v, sp, sv in zip(ping, validate, sync_ping, sync_validate, strict=True)
+        )
     )
 
 
@@ -725,7 +773,8 @@ def _print(env: dict) -> None:
     load_average = ", ".join(f"{value:.1f}" for value in os.getloadavg())
     generator = "wrk" if shutil.which("wrk") else "Python threads (wrk not found: ratios are lower bounds)"
     print(
-        f"\nmachine: {os.cpu_count()} cores, load average before printing {load_average}; gunicorn -w 2, "
+        f"\nmachine: {os.cpu_count()} cores, load average before printing {load_average}; "
+        f"`{' '.join(web_command())}`, "
         f"{CONNECTIONS} connections, {ROUNDS}x{SECONDS}s rounds, load by {generator}; PostgreSQL, "
         f"cache {'redis' if env.get('REDIS_URL') else 'locmem'}\n"
     )
