@@ -118,7 +118,7 @@ def web_command() -> list[str]:
     return words
 
 
-SYNC_COMMAND = ["gunicorn", "iam.wsgi:application", "--workers", str(WORKERS)]
+SYNC_COMMAND = ["gunicorn", "iam.wsgi:application", "-c", "iam/gunicorn.conf.py", "--workers", str(WORKERS)]
 
 
 def serve(command: list[str], env: dict, processes: list) -> str:
@@ -479,7 +479,7 @@ def _validate_figures(base: str, sync_base: str, body: str, workdir: Path) -> No
     sync_rps = statistics.median(result["rps"] for result in sync_validate)
     p99 = statistics.median(result["p99"] for result in validate)
     errors = sum(result["errors"] for result in ping + validate + sync_ping + sync_validate)
-    shape = " ".join(web_command()[:4])
+    shape = " ".join(word for word in web_command() if word not in ("-c", "iam/gunicorn.conf.py"))
     rows.append(
         (
             f"bare Django view (floor), same server and middleware (`{shape}`)",
