@@ -277,8 +277,8 @@ class ReadWhole:
         status, headers = started
         content = b"".join(chunks)
         encoded = [(name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in headers]
-        if not any(name == b"content-length" for name, _ in encoded):  # the body is whole: no chunking
-            encoded.append((b"content-length", str(len(content)).encode("ascii")))
+        if status[:3] not in ("204", "304") and not any(name == b"content-length" for name, _ in encoded):
+            encoded.append((b"content-length", str(len(content)).encode("ascii")))  # whole: no chunking
         return status, encoded, content
 
 

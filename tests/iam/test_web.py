@@ -3,9 +3,14 @@ application on it. (The server itself, slow connections and the 408 over a socke
 
 import asyncio
 import json
+import socket
+import threading
+import time
 
 import pytest
+import uvicorn
 
+from iam import web
 from iam.web import DEADLINE, ReadWhole
 
 LIMIT = 1024 * 1024
@@ -133,3 +138,70 @@ def test_the_environ_is_pep_3333s():
     assert environ["RAW_URI"] == "/caf%C3%A9"
     assert environ["CONTENT_TYPE"] == "application/json" and environ["HTTP_ACCEPT"] == "a,b"
     assert environ["SERVER_PROTOCOL"] == "HTTP/1.1" and environ["wsgi.url_scheme"] == "http"
+
+
+@pytest.fixture
+def server(monkeypatch):
+    """uvicorn with iam/web.py's protocol and application on a loopback port, in a thread; its deadline
+    made 0.5 s."""
+    monkeypatch.setattr(web, "REQUEST_TIMEOUT", 0.5)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    app = ReadWhole(App(), threads=1, max_body=LIMIT)
+    config = uvicorn.Config(
+        app,
+        host="127.0.0.1",
+        port=port,
+        http=web.HttpProtocol,
+        interface="asgi3",
+        lifespan="off",
+        loop="asyncio",
+        log_level="critical",
+    )
+    running = uvicorn.Server(config)
+    thread = threading.Thread(target=running.run, daemon=True)
+    thread.start()
+    while not running.started:
+        thread.join(0.05)
+    yield port
+    running.should_exit = True
+    thread.join(5)
+    app.executor.shutdown()
+
+
+def exchange(port: int, data: bytes) -> tuple[int, bytes, float]:
+    started = time.monotonic()
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+        sock.sendall(data)
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    head, _, body = answer.partition(b"\r\n\r\n")
+    return int(head.split(b" ")[1]), body, time.monotonic() - started
+
+
+def test_a_head_not_whole_by_the_deadline_is_answered_408_and_closed(server):
+    status, body, elapsed = exchange(server, b"POST /clients/validate HTTP/1.1\r\nHost: a\r\n")
+    assert status == 408 and json.loads(body)["message"] == "request timeout"
+    assert 0.4 < elapsed < 3
+
+
+@pytest.mark.parametrize(
+    "head",
+    [
+        b"GET /" + b"a" * 5000 + b" HTTP/1.1\r\nHost: a\r\n\r\n",  # request line over 4094
+        b"GET / HTTP/1.1\r\nHost: a\r\nX-Big: " + b"a" * 9000 + b"\r\n\r\n",  # a field over 8190
+        b"GET / HTTP/1.1\r\nHost: a\r\n" + b"X-Many: a\r\n" * 101 + b"\r\n",  # over 100 fields
+    ],
+)
+def test_gunicorns_limits_bound_a_requests_head(server, head):
+    status, body, _ = exchange(server, head)
+    assert status == 400
+    assert json.loads(body) == {"success": False, "status": 400, "message": "bad request"}
+
+
+def test_a_request_within_the_limits_and_the_deadline_is_served(server):
+    request = b"POST /x HTTP/1.1\r\nHost: a\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}"
+    status, body, _ = exchange(server, request)
+    assert status == 200 and body == b'{"ok":true}'
