@@ -2,10 +2,13 @@
 
 It makes a database of its own beside DATABASE_URL's (`<name>_bench`, PostgreSQL only), migrates it, seeds
 1M accounts and one workspace with 1M memberships (bench/seed.sql, generate_series), serves the project
-under gunicorn (2 workers, no access log) and measures, in the same run:
+with the Procfile's `web` command (2 workers, no access log; BENCH_WEB replaces it) and measures, in the
+same run:
 
 - `clients/validate` against a bare Django view behind the same middleware (the floor), with wrk (or a
-  Python load generator when wrk is missing, said in the output);
+  Python load generator when wrk is missing, said in the output), under the Procfile's `web` command and
+  under plain sync gunicorn beside it (what reading requests whole costs), and one at a time beside 50
+  connections that trickle their bodies;
 - password logins per second per core, and unknown e-mail against wrong password (enumeration timing);
 - the list cases (p50/p95 over sequential keep-alive requests), each with the `EXPLAIN ANALYZE` summary
   of its queries;
@@ -15,12 +18,13 @@ under gunicorn (2 workers, no access log) and measures, in the same run:
 
 The bench database is dropped at the end (BENCH_KEEP=1 keeps it). Knobs: BENCH_SECONDS (5), BENCH_ROUNDS
 (3: ping and validate alternate, the median counts), BENCH_CONNECTIONS (16), BENCH_BURST (2000),
-BENCH_LIST_REQUESTS (40), BENCH_ROWS (1000000),
-BENCH_PARTS (validate,login,lists,push). Needs REDIS_URL for the push figures (Celery's broker and the
-shared cache).
+BENCH_LIST_REQUESTS (40), BENCH_ROWS (1000000), BENCH_PARTS (validate,login,lists,push), BENCH_WEB (a web
+command to measure instead of the Procfile's). Needs REDIS_URL for the push figures (Celery's broker and
+the shared cache).
 """
 
 import concurrent.futures
+import contextlib
 import http.client
 import json
 import multiprocessing
@@ -55,6 +59,7 @@ LIST_REQUESTS = int(os.environ.get("BENCH_LIST_REQUESTS", "40"))
 LIST_WARMUP = 4
 WORKERS = 2  # gunicorn's
 PUSH_CLIENTS = 5
+SLOW_CLIENTS = 50
 PASSWORD = "bench-password-" + secrets.token_urlsafe(8)
 
 LUA = """
@@ -430,6 +435,7 @@ def _bench(env: dict, workdir: Path, processes: list) -> None:
         # Plain sync gunicorn beside the Procfile's shape: what reading requests whole costs.
         sync_base = serve(SYNC_COMMAND, env, processes)
         _validate_figures(base, sync_base, validate_body, workdir)
+        _slow_clients_figure(base, validate_body)
     if "login" in PARTS:
         _login_figures(base, api, workdir)
     if "lists" in PARTS:
@@ -528,6 +534,44 @@ def _validate_figures(base: str, sync_base: str, body: str, workdir: Path) -> No
         + ", ".join(
             f"{p['rps']:.0f}/{v['rps']:.0f} {sp['rps']:.0f}/{sv['rps']:.0f}"
             for p, v, sp, sv in zip(ping, validate, sync_ping, sync_validate, strict=True)
+        )
+    )
+
+
+def _slow_clients_figure(base: str, body: str) -> None:
+    """`clients/validate` one request at a time while SLOW_CLIENTS connections send their headers and then
+    one byte of their body every 0.25 s (under sync gunicorn each would hold a worker for 30 s)."""
+    parts = urlsplit(base)
+    head = b"POST /clients/validate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100\r\n\r\n"
+    slow = []
+    for _ in range(SLOW_CLIENTS):
+        sock = socket.create_connection((parts.hostname, parts.port), timeout=5)
+        sock.sendall(head)
+        slow.append(sock)
+    stop = threading.Event()
+
+    def trickle() -> None:
+        while not stop.wait(0.25):
+            for sock in slow:
+                with contextlib.suppress(OSError):
+                    sock.send(b" ")
+
+    thread = threading.Thread(target=trickle, daemon=True)
+    thread.start()
+    try:
+        time.sleep(1)
+        api = Api(base)
+        timings = [api.post("/clients/validate", json.loads(body))[1] for _ in range(100)]
+    finally:
+        stop.set()
+        thread.join()
+        for sock in slow:
+            sock.close()
+    rows.append(
+        (
+            f"`clients/validate` one at a time beside {SLOW_CLIENTS} connections trickling their bodies",
+            f"p95 {percentile(timings, 0.95):.1f} ms (p50 {percentile(timings, 0.5):.1f})",
+            "p95 < 1000 ms",
         )
     )
 
