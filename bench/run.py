@@ -2,10 +2,13 @@
 
 It makes a database of its own beside DATABASE_URL's (`<name>_bench`, PostgreSQL only), migrates it, seeds
 1M accounts and one workspace with 1M memberships (bench/seed.sql, generate_series), serves the project
-under gunicorn (2 workers, no access log) and measures, in the same run:
+with the Procfile's `web` command (2 workers, no access log; BENCH_WEB replaces it) and measures, in the
+same run:
 
 - `clients/validate` against a bare Django view behind the same middleware (the floor), with wrk (or a
-  Python load generator when wrk is missing, said in the output);
+  Python load generator when wrk is missing, said in the output), under the Procfile's `web` command and
+  under plain sync gunicorn beside it (what reading requests whole costs), and one at a time beside 50
+  connections that trickle their bodies;
 - password logins per second per core, and unknown e-mail against wrong password (enumeration timing);
 - the list cases (p50/p95 over sequential keep-alive requests), each with the `EXPLAIN ANALYZE` summary
   of its queries;
@@ -15,18 +18,20 @@ under gunicorn (2 workers, no access log) and measures, in the same run:
 
 The bench database is dropped at the end (BENCH_KEEP=1 keeps it). Knobs: BENCH_SECONDS (5), BENCH_ROUNDS
 (3: ping and validate alternate, the median counts), BENCH_CONNECTIONS (16), BENCH_BURST (2000),
-BENCH_LIST_REQUESTS (40), BENCH_ROWS (1000000),
-BENCH_PARTS (validate,login,lists,push). Needs REDIS_URL for the push figures (Celery's broker and the
-shared cache).
+BENCH_LIST_REQUESTS (40), BENCH_ROWS (1000000), BENCH_PARTS (validate,login,lists,push), BENCH_WEB (a web
+command to measure instead of the Procfile's). Needs REDIS_URL for the push figures (Celery's broker and
+the shared cache).
 """
 
 import concurrent.futures
+import contextlib
 import http.client
 import json
 import multiprocessing
 import os
 import re
 import secrets
+import shlex
 import shutil
 import signal
 import socket
@@ -54,6 +59,7 @@ LIST_REQUESTS = int(os.environ.get("BENCH_LIST_REQUESTS", "40"))
 LIST_WARMUP = 4
 WORKERS = 2  # gunicorn's
 PUSH_CLIENTS = 5
+SLOW_CLIENTS = 50
 PASSWORD = "bench-password-" + secrets.token_urlsafe(8)
 
 LUA = """
@@ -90,6 +96,81 @@ def admin_sql(url: str, statement: str) -> None:
 
 def database_name(url: str) -> str:
     return urlsplit(url).path.lstrip("/")
+
+
+# The web process: the Procfile's `web` command (the shape deployed), and plain sync gunicorn beside it
+
+
+def web_command() -> list[str]:
+    """The Procfile's `web` command (BENCH_WEB replaces it, to measure another shape), with its port and
+    worker count made the bench's, and no access log."""
+    line = os.environ.get("BENCH_WEB") or next(
+        command
+        for name, _, command in (line.partition(":") for line in (ROOT / "Procfile").read_text().splitlines())
+        if name.strip() == "web"
+    )
+    line = re.sub(
+        r"\$\{(\w+):-([^}]*)\}",
+        lambda match: str(WORKERS) if match[1] == "WEB_CONCURRENCY" else os.environ.get(match[1], match[2]),
+        line,
+    )
+    words = [word for word in shlex.split(line) if word != "--access-logfile"]
+    if "-" in words:
+        words.remove("-")  # the access log's target
+    if "--bind" in words:
+        bind = words.index("--bind")
+        del words[bind : bind + 2]
+    return words
+
+
+SERVERS: dict[str, int] = {}  # base URL -> gunicorn master's pid
+
+
+def server_cpu(base: str) -> float:
+    """CPU seconds used so far by the server at `base`: its master and worker processes."""
+    master = SERVERS[base]
+    children = Path(f"/proc/{master}/task/{master}/children").read_text().split()
+    total = 0
+    for pid in [master, *map(int, children)]:
+        with contextlib.suppress(OSError):
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])  # utime, stime
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def load_cpu(base: str, path: str, body: str | None, workdir: Path) -> dict:
+    """`load`, with the server's own CPU time per request (microseconds): unlike req/s, it hardly moves
+    when other processes take the machine's cores."""
+    before = server_cpu(base)
+    result = load(f"{base}{path}", body, workdir)
+    result["cpu_us"] = (server_cpu(base) - before) / max(result["rps"] * SECONDS, 1) * 1e6
+    return result
+
+
+SYNC_COMMAND = ["gunicorn", "iam.wsgi:application", "-c", "iam/gunicorn.conf.py", "--workers", str(WORKERS)]
+
+
+def serve(command: list[str], env: dict, processes: list) -> str:
+    """Starts `command` on a free loopback port; returns its base URL once the bare view answers."""
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    program = shutil.which(command[0], path=str(BIN)) or command[0]
+    server = subprocess.Popen(
+        [program, *command[1:], "--bind", f"127.0.0.1:{port}", "--log-level", "warning"],
+        cwd=ROOT,
+        env=env,
+    )  # gunicorn writes no access log unless --access-logfile is given
+    processes.append(server)
+    SERVERS[base] = server.pid
+    for _ in range(300):
+        if server.poll() is not None:
+            raise SystemExit(f"{command[0]} exited during start-up")
+        try:
+            urllib.request.urlopen(f"{base}/bench/ping", timeout=1).read()
+            return base
+        except OSError:
+            time.sleep(0.1)
+    raise SystemExit(f"{command[0]} did not answer within 30 s")
 
 
 # Load generators
@@ -370,37 +451,16 @@ def _bench(env: dict, workdir: Path, processes: list) -> None:
         account=member, workspace=push_space, scope="workspace", status="active"
     )
 
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
-    server = subprocess.Popen(
-        [
-            str(BIN / "gunicorn"),
-            "iam.wsgi",
-            "-w",
-            str(WORKERS),
-            "--bind",
-            f"127.0.0.1:{port}",
-            "--log-level",
-            "warning",
-        ],
-        cwd=ROOT,
-        env=env,
-    )  # gunicorn writes no access log unless --access-logfile is given
-    processes.append(server)
-    for _ in range(300):
-        if server.poll() is not None:
-            raise SystemExit("gunicorn exited during start-up")
-        try:
-            urllib.request.urlopen(f"{base}/bench/ping", timeout=1).read()
-            break
-        except OSError:
-            time.sleep(0.1)
+    base = serve(web_command(), env, processes)
     api = Api(base)
     answer, _ = api.post("/clients/validate", json.loads(validate_body))
     assert answer["authorized"] and answer["allowed"], answer
 
     if "validate" in PARTS:
-        _validate_figures(base, validate_body, workdir)
+        # Plain sync gunicorn beside the Procfile's shape: what reading requests whole costs.
+        sync_base = serve(SYNC_COMMAND, env, processes)
+        _validate_figures(base, sync_base, validate_body, workdir)
+        _slow_clients_figure(base, validate_body)
     if "login" in PARTS:
         _login_figures(base, api, workdir)
     if "lists" in PARTS:
@@ -434,18 +494,35 @@ def _bench(env: dict, workdir: Path, processes: list) -> None:
     _print(env)
 
 
-def _validate_figures(base: str, body: str, workdir: Path) -> None:
-    ping, validate = [], []
-    for _ in range(ROUNDS):  # alternate, so drifting load on a shared machine hits both alike
-        ping.append(load(f"{base}/bench/ping", None, workdir))
-        validate.append(load(f"{base}/clients/validate", body, workdir))
+def _validate_figures(base: str, sync_base: str, body: str, workdir: Path) -> None:
+    """`clients/validate` against the bare view under the Procfile's `web` command, and both under plain
+    sync gunicorn (whose workers read requests themselves: a slow client holds one) for the cost of the
+    Procfile's arrangement."""
+    ping, validate, sync_ping, sync_validate = [], [], [], []
+    for _ in range(ROUNDS):  # alternate, so drifting load on a shared machine hits all alike
+        ping.append(load_cpu(base, "/bench/ping", None, workdir))
+        validate.append(load_cpu(base, "/clients/validate", body, workdir))
+        sync_ping.append(load_cpu(sync_base, "/bench/ping", None, workdir))
+        sync_validate.append(load_cpu(sync_base, "/clients/validate", body, workdir))
     floor = statistics.median(result["rps"] for result in ping)
     rps = statistics.median(result["rps"] for result in validate)
+    sync_floor = statistics.median(result["rps"] for result in sync_ping)
+    sync_rps = statistics.median(result["rps"] for result in sync_validate)
     p99 = statistics.median(result["p99"] for result in validate)
-    errors = sum(result["errors"] for result in ping + validate)
+    cpu = {
+        name: statistics.median(result["cpu_us"] for result in results)
+        for name, results in (
+            ("ping", ping),
+            ("validate", validate),
+            ("sync_ping", sync_ping),
+            ("sync_validate", sync_validate),
+        )
+    }
+    errors = sum(result["errors"] for result in ping + validate + sync_ping + sync_validate)
+    shape = " ".join(word for word in web_command() if word not in ("-c", "iam/gunicorn.conf.py"))
     rows.append(
         (
-            "bare Django view (floor), same gunicorn and middleware",
+            f"bare Django view (floor), same server and middleware (`{shape}`)",
             f"{floor:,.0f} req/s, p99 {statistics.median(r['p99'] for r in ping):.1f} ms",
             "-",
         )
@@ -455,6 +532,23 @@ def _validate_figures(base: str, body: str, workdir: Path) -> None:
             "`clients/validate` req/s / floor req/s",
             f"{rps:,.0f} / {floor:,.0f} = {rps / floor:.2f}, p99 {p99:.1f} ms",
             ">= 0.60, p99 <= 10 ms",
+        )
+    )
+    rows.append(
+        (
+            "slow-client arrangement's cost: `clients/validate` req/s, this shape / plain sync gunicorn",
+            f"{rps:,.0f} / {sync_rps:,.0f} = {rps / sync_rps:.2f} (bare view {floor:,.0f} / "
+            f"{sync_floor:,.0f} = {floor / sync_floor:.2f}; sync's own ratio {sync_rps / sync_floor:.2f})",
+            "-",
+        )
+    )
+    rows.append(
+        (
+            "server CPU per request (steady on a busy machine): floor / `clients/validate`, this shape",
+            f"{cpu['ping']:.0f} / {cpu['validate']:.0f} us = {cpu['ping'] / cpu['validate']:.2f} (plain sync "
+            f"gunicorn {cpu['sync_ping']:.0f} / {cpu['sync_validate']:.0f} us = "
+            f"{cpu['sync_ping'] / cpu['sync_validate']:.2f})",
+            "-",
         )
     )
     # Under saturation a request's latency is mostly its wait in line: by Little's law the mean is the
@@ -479,8 +573,49 @@ def _validate_figures(base: str, body: str, workdir: Path) -> None:
     if errors:
         notes.append(f"{errors} non-2xx answers during the validate runs")
     notes.append(
-        "validate rounds (req/s): "
-        + ", ".join(f"{p['rps']:.0f}/{v['rps']:.0f}" for p, v in zip(ping, validate, strict=True))
+        "validate rounds (req/s, floor/validate, Procfile's shape then plain sync gunicorn): "
+        + ", ".join(
+            f"{p['rps']:.0f}/{v['rps']:.0f} {sp['rps']:.0f}/{sv['rps']:.0f}"
+            for p, v, sp, sv in zip(ping, validate, sync_ping, sync_validate, strict=True)
+        )
+    )
+
+
+def _slow_clients_figure(base: str, body: str) -> None:
+    """`clients/validate` one request at a time while SLOW_CLIENTS connections send their headers and then
+    one byte of their body every 0.25 s (under sync gunicorn each would hold a worker for 30 s)."""
+    parts = urlsplit(base)
+    head = b"POST /clients/validate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100\r\n\r\n"
+    slow = []
+    for _ in range(SLOW_CLIENTS):
+        sock = socket.create_connection((parts.hostname, parts.port), timeout=5)
+        sock.sendall(head)
+        slow.append(sock)
+    stop = threading.Event()
+
+    def trickle() -> None:
+        while not stop.wait(0.25):
+            for sock in slow:
+                with contextlib.suppress(OSError):
+                    sock.send(b" ")
+
+    thread = threading.Thread(target=trickle, daemon=True)
+    thread.start()
+    try:
+        time.sleep(1)
+        api = Api(base)
+        timings = [api.post("/clients/validate", json.loads(body))[1] for _ in range(100)]
+    finally:
+        stop.set()
+        thread.join()
+        for sock in slow:
+            sock.close()
+    rows.append(
+        (
+            f"`clients/validate` one at a time beside {SLOW_CLIENTS} connections trickling their bodies",
+            f"p95 {percentile(timings, 0.95):.1f} ms (p50 {percentile(timings, 0.5):.1f})",
+            "p95 < 1000 ms",
+        )
     )
 
 
@@ -725,7 +860,8 @@ def _print(env: dict) -> None:
     load_average = ", ".join(f"{value:.1f}" for value in os.getloadavg())
     generator = "wrk" if shutil.which("wrk") else "Python threads (wrk not found: ratios are lower bounds)"
     print(
-        f"\nmachine: {os.cpu_count()} cores, load average before printing {load_average}; gunicorn -w 2, "
+        f"\nmachine: {os.cpu_count()} cores, load average before printing {load_average}; "
+        f"`{' '.join(web_command())}`, "
         f"{CONNECTIONS} connections, {ROUNDS}x{SECONDS}s rounds, load by {generator}; PostgreSQL, "
         f"cache {'redis' if env.get('REDIS_URL') else 'locmem'}\n"
     )

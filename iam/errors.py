@@ -19,6 +19,7 @@ STATUS_MESSAGES = {
     403: "permission denied",
     404: "not found",
     405: "method not allowed",
+    408: "request timeout",
     413: "request body too large",
     415: "unsupported media type",
     429: "too many requests",

@@ -1,4 +1,8 @@
-"""Gunicorn settings for the web process (`gunicorn -c iam/gunicorn.conf.py iam.wsgi:application`).
+"""Gunicorn settings for the web process (the Procfile's `web`: `gunicorn iam.wsgi:application -c
+iam/gunicorn.conf.py -k iam.web.Worker --threads N`). The worker class (iam/web.py) reads each request
+whole on an event loop before one of the worker's N threads runs the application on it; gunicorn's master
+keeps what it did for sync workers: forking, restarts (HUP), the heartbeat `timeout`, these hooks, and the
+`limit_request_*` bounds on a request's head.
 
 prometheus-client's multiprocess mode: every worker writes its metrics to files in PROMETHEUS_MULTIPROC_DIR
 and `GET /metrics` adds them up. The variable is set here, before any worker imports the library, to a

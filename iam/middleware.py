@@ -8,25 +8,38 @@ from django.http import HttpRequest, HttpResponse
 from iam import context, metrics
 from iam.errors import STATUS_MESSAGES, error_response, method_not_allowed
 
+HSTS = "max-age=31536000"  # a year; no includeSubDomains: other hosts of the domain are not ours
+
+
+def security_headers() -> dict[str, str]:
+    """CONTRACT 14's headers, for responses made outside Django too (iam/web.py's 408)."""
+    headers = {
+        "X-Content-Type-Options": "nosniff",
+        "X-Frame-Options": "DENY",
+        "Referrer-Policy": "same-origin",
+    }
+    if settings.IAM_BEHIND_PROXY:  # TLS ends at the proxy; a browser ignores the header over plain http
+        headers["Strict-Transport-Security"] = HSTS
+    return headers
+
 
 class SecurityHeadersMiddleware:
     """CONTRACT 14: every response carries these headers, errors included. It wraps every other middleware,
     so the responses JsonErrorsMiddleware makes itself (the 413, the re-rendered 404/405/500) and those
     made where SecurityMiddleware never ran get them too."""
 
-    HSTS = "max-age=31536000"  # a year; no includeSubDomains: other hosts of the domain are not ours
-
     def __init__(self, get_response):
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
         response = self.get_response(request)
-        response["X-Content-Type-Options"] = "nosniff"
-        response["X-Frame-Options"] = "DENY"
-        # A view may only choose stricter: the OAuth callback, whose redirect carries tokens, sends none.
-        response.headers.setdefault("Referrer-Policy", "same-origin")
-        if settings.IAM_BEHIND_PROXY:  # TLS ends at the proxy; a browser ignores the header over plain http
-            response["Strict-Transport-Security"] = self.HSTS
+        for name, value in security_headers().items():
+            # A view may only choose a stricter Referrer-Policy: the OAuth callback, whose redirect
+            # carries tokens, sends none.
+            if name == "Referrer-Policy":
+                response.headers.setdefault(name, value)
+            else:
+                response[name] = value
         return response
 
 

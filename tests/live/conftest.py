@@ -1,8 +1,9 @@
 """The live layer: the service as it is deployed, driven over HTTP, with no test transaction.
 
 The session fixture `live` starts, once: a redis-server of its own on a free loopback port (outage tests
-stop and start it), a fresh PostgreSQL database migrated with `manage.py migrate`, gunicorn with 2
-workers and DEBUG off, and the Procfile's `worker` and `beat` commands. Everything is killed at the end,
+stop and start it), a fresh PostgreSQL database migrated with `manage.py migrate`, the Procfile's `web`
+command (gunicorn, its worker class and threads) with 2 workers and DEBUG off, and the Procfile's `worker`
+and `beat` commands. Everything is killed at the end,
 whatever the tests did (and by the kernel if this process dies: PR_SET_PDEATHSIG). The interface is
 described in the README's "Test layers" section; other test modules code against it."""
 
@@ -12,6 +13,7 @@ import email
 import email.policy
 import json
 import os
+import re
 import secrets
 import shlex
 import shutil
@@ -138,13 +140,37 @@ class SourceAddressAdapter(HTTPAdapter):
 
 
 def procfile() -> dict[str, list[str]]:
-    """The Procfile's commands: the live layer runs the worker and beat exactly as deployed."""
+    """The Procfile's commands: the live layer runs web, worker and beat exactly as deployed. A
+    `${NAME:-default}` takes its default (the live layer sets no such variable)."""
     commands = {}
     for line in (BASE_DIR / "Procfile").read_text().splitlines():
         name, _, command = line.partition(":")
         if command.strip():
-            commands[name.strip()] = shlex.split(command)
+            commands[name.strip()] = shlex.split(re.sub(r"\$\{\w+:-([^}]*)\}", r"\1", command))
     return commands
+
+
+def web_command(port: int, workers: int) -> list[str]:
+    """The Procfile's `web` command (its server, worker class and threads), on a loopback port, with
+    `workers` workers and an access log that names each line's worker process."""
+    command = procfile()["web"]
+    for option in ("--bind", "--workers", "--access-logfile"):
+        if option in command:
+            at = command.index(option)
+            del command[at : at + 2]
+    assert command[0] == "gunicorn", command
+    return [
+        str(BIN / "gunicorn"),
+        *command[1:],
+        "--bind",
+        f"127.0.0.1:{port}",
+        "--workers",
+        str(workers),
+        "--access-logfile",
+        "-",
+        "--access-logformat",
+        '%(p)s %(h)s "%(r)s" %(s)s',
+    ]
 
 
 class Web:
@@ -245,27 +271,13 @@ class LiveService:
         return self.web.url
 
     def start_web(self, workers: int = 2) -> Web:
-        """gunicorn (as the Procfile's `web`, on a loopback port); another call starts another web tier
-        that shares only PostgreSQL and Redis with the first."""
+        """The Procfile's `web` (gunicorn with its worker class, on a loopback port); another call starts
+        another web tier that shares only PostgreSQL and Redis with the first."""
         return self.wait_for_web(*self.spawn_web(workers))
 
     def spawn_web(self, workers: int) -> tuple[Process, str]:
         port = free_port()
-        command = [
-            str(BIN / "gunicorn"),
-            "iam.wsgi:application",
-            "-c",  # as the Procfile: multiprocess metrics, so a scrape adds up every worker's figures
-            str(BASE_DIR / "iam" / "gunicorn.conf.py"),
-            "--bind",
-            f"127.0.0.1:{port}",
-            "--workers",
-            str(workers),
-            "--access-logfile",
-            "-",
-            "--access-logformat",
-            '%(p)s %(h)s "%(r)s" %(s)s',
-        ]
-        return self.spawn(f"web-{port}", command), f"http://127.0.0.1:{port}"
+        return self.spawn(f"web-{port}", web_command(port, workers)), f"http://127.0.0.1:{port}"
 
     def wait_for_web(self, process: Process, url: str) -> Web:
         def healthy() -> bool:

@@ -34,8 +34,8 @@ def refused_health_checks(live) -> float:
 def test_a_scrape_sums_the_counts_of_both_gunicorn_workers(live):
     before = refused_health_checks(live)
 
-    # Four clients at once against two sync workers: while one worker answers, the other accepts the next
-    # connection, so both serve a share and neither serves all.
+    # Four clients at once against two worker processes, each connection new: both accept a share of
+    # them and neither serves all.
     def health_check(_: int) -> int:
         return requests.post(f"{live.url}/health-check", timeout=10).status_code
 

@@ -1,0 +1,327 @@
+"""The web process's server (the Procfile's `web`: `gunicorn -k iam.web.Worker`): gunicorn's master, as
+before, and in each worker process uvicorn's event loop in front of the project's WSGI application.
+
+A slow client must hold no worker (CONTRACT 13). gunicorn's sync worker reads a request on the worker
+itself, so a client that sends its headers, or its body, a byte at a time holds that worker until the
+30 s timeout: two such connections stopped the service. Here the event loop reads every request whole,
+headers and body, for any number of connections at once; only then does one of a fixed pool of threads
+(`--threads` per worker) run Django's WSGI application on it, exactly as it runs under a sync worker
+behind a buffering proxy, with its persistent database connection per thread. A request not received
+whole within `REQUEST_TIMEOUT` seconds of its first byte (of its connection's opening, for the first
+one) is answered 408 and its connection closed; a body past `DATA_UPLOAD_MAX_MEMORY_SIZE` is not read
+further (Django answers 413 from the length seen) and its connection is closed.
+
+Why not Django's own ASGI handler (`django.core.asgi`): it runs each request's sync code in a thread of
+its own, with a database connection of its own, and hops between the loop and that thread several times
+a request; `make bench` measured the bare view at a third of sync gunicorn's throughput and
+`clients/validate` at a seventh. This adapter costs one hop to the pool and back."""
+
+import asyncio
+import io
+import sys
+import time
+import urllib.parse
+from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
+
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from uvicorn_worker import UvicornWorker
+
+REQUEST_TIMEOUT = 10.0  # seconds: CONTRACT 13, "a request not received whole within 10 seconds is dropped"
+DEADLINE = "iam.deadline"  # scope["extensions"] key: the loop time by which the request must be whole
+
+
+def security_headers() -> list[tuple[bytes, bytes]]:
+    from iam.middleware import security_headers as headers
+
+    return [(name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in headers().items()]
+
+
+def error_head_and_body(status: int) -> tuple[list[tuple[bytes, bytes]], bytes]:
+    """CONTRACT 1's flat error body with CONTRACT 14's headers, for what is answered before Django runs;
+    the connection closes after it (the rest of the request is not read)."""
+    from iam.errors import STATUS_MESSAGES
+
+    body = b'{"success":false,"status":%d,"message":"%s"}' % (status, STATUS_MESSAGES[status].encode("ascii"))
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode("ascii")),
+        (b"connection", b"close"),
+        *security_headers(),
+    ]
+    return headers, body
+
+
+class HttpProtocol(HttpToolsProtocol):
+    """uvicorn's HTTP/1.1 protocol with a deadline on each request and gunicorn's limits on its head.
+
+    The deadline runs from the request's first byte (from the connection's opening, for its first
+    request): while the head is incomplete this protocol answers 408 itself; once it is complete, the
+    deadline travels in the scope and `ReadWhole` enforces it on the body. httptools sets no bound on a
+    request's head: gunicorn's `limit_request_line`, `limit_request_fields` and
+    `limit_request_field_size` (set by the worker) apply, as under its own workers."""
+
+    limit_request_line = 4094
+    limit_request_fields = 100
+    limit_request_field_size = 8190
+
+    def connection_made(self, transport) -> None:
+        super().connection_made(transport)
+        self.deadline_timer: asyncio.TimerHandle | None = None
+        self.head_too_large = False
+        self.start_deadline()
+
+    def start_deadline(self) -> None:
+        self.deadline = self.loop.time() + REQUEST_TIMEOUT
+        self.deadline_timer = self.loop.call_at(self.deadline, self.head_timed_out)
+
+    def stop_deadline(self) -> None:
+        if self.deadline_timer is not None:
+            self.deadline_timer.cancel()
+            self.deadline_timer = None
+
+    def connection_lost(self, exc) -> None:
+        self.stop_deadline()
+        super().connection_lost(exc)
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        if self.deadline_timer is None:  # a later request on a kept-alive connection: its first byte
+            self.start_deadline()
+        self.url_bytes = self.header_bytes = 0
+
+    def on_url(self, url: bytes) -> None:
+        self.url_bytes += len(url)
+        if self.url_bytes > self.limit_request_line:
+            self.head_too_large = True
+            return
+        super().on_url(url)
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        if (
+            len(self.headers) >= self.limit_request_fields
+            or len(name) + len(value) > self.limit_request_field_size
+        ):
+            self.head_too_large = True
+            return
+        super().on_header(name, value)
+
+    def on_headers_complete(self) -> None:
+        if self.head_too_large:
+            return  # data_received answers 400 and closes
+        self.stop_deadline()
+        self.scope.setdefault("extensions", {})[DEADLINE] = self.deadline
+        super().on_headers_complete()
+
+    def on_body(self, body: bytes) -> None:
+        if not self.head_too_large:
+            super().on_body(body)
+
+    def on_message_complete(self) -> None:
+        if not self.head_too_large:
+            super().on_message_complete()
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        if self.head_too_large and not self.transport.is_closing():
+            self.answer_and_close(400)
+
+    def head_timed_out(self) -> None:
+        self.deadline_timer = None
+        if self.transport.is_closing():
+            return
+        if self.cycle is not None and not self.cycle.response_complete:
+            # The connection's previous (pipelined) request is still being answered: no room for a 408.
+            self.cycle.keep_alive = False
+            return
+        self.answer_and_close(408)
+
+    def answer_and_close(self, status: int) -> None:
+        headers, body = error_head_and_body(status)
+        head = b"".join(b"%s: %s\r\n" % header for header in headers)
+        reason = {400: b"Bad Request", 408: b"Request Timeout"}[status]
+        self.transport.write(b"HTTP/1.1 %d %s\r\n%s\r\n%s" % (status, reason, head, body))
+        self.transport.close()
+
+
+class ReadWhole:
+    """The ASGI application each worker serves: reads the request's body whole, within the deadline, on
+    the event loop, then runs the WSGI application on it in one of `threads` threads."""
+
+    def __init__(self, wsgi_app, *, threads: int, max_body: int, log=None):
+        self.wsgi_app = wsgi_app
+        self.max_body = max_body
+        self.log = log  # gunicorn's logger: access lines in its configured format
+        self.executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="web")
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http":  # lifespan is off and WebSocket unsupported: nothing else comes
+            return
+        started = time.monotonic()
+        loop = asyncio.get_running_loop()
+        deadline = scope.get("extensions", {}).get(DEADLINE) or loop.time() + REQUEST_TIMEOUT
+        body = await self.read_body(scope, receive, deadline)
+        environ = self.environ(scope, body)
+        if body is TIMED_OUT:
+            headers, content = error_head_and_body(408)
+            status = "408 Request Timeout"
+        elif body is DISCONNECTED:
+            return
+        else:
+            status, headers, content = await loop.run_in_executor(self.executor, self.run, environ)
+            if body is TOO_LARGE:  # Django answered 413 from the length; the rest of the body is not read
+                headers = [*(h for h in headers if h[0] != b"connection"), (b"connection", b"close")]
+        await send({"type": "http.response.start", "status": int(status[:3]), "headers": headers})
+        await send({"type": "http.response.body", "body": content})
+        if self.log is not None:
+            self.log.access(
+                Sent(status, headers, len(content)),
+                [(name.decode("latin-1"), value.decode("latin-1")) for name, value in scope["headers"]],
+                environ,
+                timedelta(seconds=time.monotonic() - started),
+            )
+
+    async def read_body(self, scope, receive, deadline: float):
+        declared = self.declared_length(scope)
+        if declared is not None and declared > self.max_body:
+            return TOO_LARGE
+        chunks, size = [], 0
+        try:
+            async with asyncio.timeout_at(deadline):
+                while True:
+                    message = await receive()
+                    if message["type"] == "http.disconnect":
+                        return DISCONNECTED
+                    chunk = message.get("body", b"")
+                    size += len(chunk)
+                    if size > self.max_body:
+                        return TOO_LARGE
+                    chunks.append(chunk)
+                    if not message.get("more_body", False):
+                        return b"".join(chunks)
+        except TimeoutError:
+            return TIMED_OUT
+
+    @staticmethod
+    def declared_length(scope) -> int | None:
+        for name, value in scope["headers"]:
+            if name == b"content-length":
+                try:
+                    return int(value)
+                except ValueError:  # httptools refuses such a request before it gets here
+                    return None
+        return None
+
+    def environ(self, scope, body) -> dict:
+        """PEP 3333's environ, as gunicorn builds it. Header names holding `_` are dropped (gunicorn's
+        default): `X_Forwarded_For` must not pass for `X-Forwarded-For`."""
+        server = scope.get("server") or ("localhost", 80)
+        client = scope.get("client") or ("", 0)
+        query = scope["query_string"].decode("latin-1")
+        raw_path = scope.get("raw_path") or scope["path"].encode("utf-8")
+        content = body if isinstance(body, bytes) else b""
+        environ = {
+            "REQUEST_METHOD": scope["method"],
+            "SCRIPT_NAME": "",
+            "PATH_INFO": urllib.parse.unquote_to_bytes(raw_path).decode("latin-1"),
+            "QUERY_STRING": query,
+            "RAW_URI": raw_path.decode("latin-1") + (f"?{query}" if query else ""),
+            "SERVER_NAME": str(server[0]),
+            "SERVER_PORT": str(server[1]),
+            "SERVER_PROTOCOL": f"HTTP/{scope['http_version']}",
+            "REMOTE_ADDR": client[0],
+            "REMOTE_PORT": str(client[1]),
+            "wsgi.version": (1, 0),
+            "wsgi.url_scheme": scope.get("scheme", "http"),
+            "wsgi.input": io.BytesIO(content),
+            "wsgi.errors": sys.stderr,
+            "wsgi.multithread": True,
+            "wsgi.multiprocess": True,
+            "wsgi.run_once": False,
+        }
+        for raw_name, raw_value in scope["headers"]:
+            name = raw_name.decode("latin-1").upper()
+            if "_" in name:
+                continue
+            value = raw_value.decode("latin-1")
+            if name in ("CONTENT-TYPE", "CONTENT-LENGTH"):
+                key = name.replace("-", "_")
+            else:
+                key = "HTTP_" + name.replace("-", "_")
+            environ[key] = f"{environ[key]},{value}" if key in environ else value
+        # The body's own length: a chunked body is read like any other; one over the limit keeps the
+        # length seen (past the limit), which Django refuses with 413 without reading.
+        if body is TOO_LARGE:
+            environ["CONTENT_LENGTH"] = str(max(self.declared_length(scope) or 0, self.max_body + 1))
+        else:
+            environ["CONTENT_LENGTH"] = str(len(content))
+        return environ
+
+    def run(self, environ: dict) -> tuple[str, list[tuple[bytes, bytes]], bytes]:
+        """The WSGI application on one request, in a pool thread: its status, headers and whole body."""
+        started: list = []
+        chunks: list[bytes] = []
+
+        def start_response(status, headers, exc_info=None):
+            if exc_info and started:
+                raise exc_info[1].with_traceback(exc_info[2])
+            started[:] = [status, headers]
+            return chunks.append
+
+        result = self.wsgi_app(environ, start_response)
+        try:
+            chunks.extend(result)
+        finally:
+            if hasattr(result, "close"):
+                result.close()
+        status, headers = started
+        content = b"".join(chunks)
+        encoded = [(name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in headers]
+        if status[:3] not in ("204", "304") and not any(name == b"content-length" for name, _ in encoded):
+            encoded.append((b"content-length", str(len(content)).encode("ascii")))  # whole: no chunking
+        return status, encoded, content
+
+
+class Sent:
+    """What gunicorn's access log reads of a response."""
+
+    def __init__(self, status: str, headers: list[tuple[bytes, bytes]], sent: int):
+        self.status = status
+        self.sent = sent
+        self.headers = [(name.decode("latin-1"), value.decode("latin-1")) for name, value in headers]
+
+
+TIMED_OUT, DISCONNECTED, TOO_LARGE = object(), object(), object()
+
+
+class Worker(UvicornWorker):
+    """gunicorn's worker class for the web process: uvicorn's loop with `HttpProtocol`, serving the WSGI
+    application through `ReadWhole`. Client addresses are the connection's (no `X-Forwarded-*` rewriting
+    here: `IAM_NUM_PROXIES` decides, CONTRACT 13), and access lines keep gunicorn's format."""
+
+    CONFIG_KWARGS = {
+        "loop": "uvloop",
+        "http": HttpProtocol,
+        "interface": "asgi3",
+        "lifespan": "off",
+        "proxy_headers": False,
+        "server_header": False,
+        "access_log": False,
+    }
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        HttpProtocol.limit_request_line = self.cfg.limit_request_line or sys.maxsize
+        HttpProtocol.limit_request_fields = self.cfg.limit_request_fields or sys.maxsize
+        HttpProtocol.limit_request_field_size = self.cfg.limit_request_field_size or sys.maxsize
+
+    def load_wsgi(self) -> None:
+        super().load_wsgi()
+        from django.conf import settings
+
+        self.wsgi = ReadWhole(
+            self.wsgi,
+            threads=self.cfg.threads,
+            max_body=settings.DATA_UPLOAD_MAX_MEMORY_SIZE,
+            log=self.log,
+        )

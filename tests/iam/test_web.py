@@ -1,0 +1,207 @@
+"""iam/web.py: the web process reads each request whole, within its deadline, before a thread runs the WSGI
+application on it. (The server itself, slow connections and the 408 over a socket: tests/live.)"""
+
+import asyncio
+import json
+import socket
+import threading
+import time
+
+import pytest
+import uvicorn
+
+from iam import web
+from iam.web import DEADLINE, ReadWhole
+
+LIMIT = 1024 * 1024
+
+
+class App:
+    """A WSGI application that records the environ and the body it was given."""
+
+    def __init__(self):
+        self.environ = None
+        self.body = None
+
+    def __call__(self, environ, start_response):
+        self.environ = environ
+        self.body = environ["wsgi.input"].read()
+        start_response("200 OK", [("Content-Type", "application/json")])
+        return [b'{"ok":', b"true}"]
+
+
+def scope(headers=(), *, path="/clients/validate", raw_path=None, deadline=None) -> dict:
+    found = {
+        "type": "http",
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": path,
+        "raw_path": raw_path or path.encode(),
+        "query_string": b"",
+        "headers": [(name.encode(), value.encode()) for name, value in headers],
+        "server": ("127.0.0.1", 8000),
+        "client": ("127.0.0.9", 40000),
+    }
+    if deadline is not None:
+        found["extensions"] = {DEADLINE: deadline}
+    return found
+
+
+def serve(app, scope_, messages, *, delay: float = 0.0):
+    """Runs ReadWhole on one request whose body arrives as `messages`, `delay` seconds apart; returns the
+    response start, its body, and how many body messages were read."""
+    sent = []
+    read = [0]
+
+    async def receive():
+        if read[0] >= len(messages):
+            await asyncio.sleep(3600)  # the client sends nothing more
+        await asyncio.sleep(delay)
+        read[0] += 1
+        return messages[read[0] - 1]
+
+    async def send(message):
+        sent.append(message)
+
+    async def main():
+        server = ReadWhole(app, threads=1, max_body=LIMIT)
+        if scope_.get("extensions", {}).get(DEADLINE) == "soon":
+            scope_["extensions"][DEADLINE] = asyncio.get_running_loop().time() + 0.3
+        await server(scope_, receive, send)
+        server.executor.shutdown()
+
+    asyncio.run(main())
+    start, body = sent
+    return start, body["body"], read[0]
+
+
+def chunk(body: bytes, more: bool = True) -> dict:
+    return {"type": "http.request", "body": body, "more_body": more}
+
+
+def test_a_body_in_pieces_reaches_the_application_whole_with_its_length():
+    app = App()
+    pieces = [chunk(b'{"a":'), chunk(b"1}", False)]
+    start, body, _ = serve(app, scope([("transfer-encoding", "chunked")]), pieces)
+    assert start["status"] == 200 and body == b'{"ok":true}'
+    assert (b"content-length", b"11") in start["headers"]
+    assert app.body == b'{"a":1}' and app.environ["CONTENT_LENGTH"] == "7"
+
+
+def test_a_body_not_whole_by_the_deadline_is_answered_408_and_the_connection_closed():
+    app = App()
+    start, body, _ = serve(
+        app, scope([("content-length", "100")], deadline="soon"), [chunk(b"{")] * 100, delay=0.1
+    )
+    assert app.environ is None  # the application never ran
+    assert start["status"] == 408
+    assert json.loads(body) == {"success": False, "status": 408, "message": "request timeout"}
+    headers = dict(start["headers"])
+    assert headers[b"connection"] == b"close"
+    assert headers[b"x-content-type-options"] == b"nosniff" and headers[b"x-frame-options"] == b"DENY"
+
+
+def test_a_declared_length_over_the_limit_is_refused_without_reading_the_body():
+    app = App()
+    start, _, read = serve(app, scope([("content-length", str(LIMIT + 1))]), [chunk(b"x" * 1000)])
+    assert read == 0
+    assert app.body == b"" and app.environ["CONTENT_LENGTH"] == str(LIMIT + 1)  # Django answers 413
+    assert dict(start["headers"])[b"connection"] == b"close"
+
+
+def test_a_chunked_body_is_read_no_further_than_the_limit():
+    app = App()
+    messages = [chunk(b"x" * 256 * 1024)] * 8
+    start, _, read = serve(app, scope([("transfer-encoding", "chunked")]), messages)
+    assert read == 5  # the fifth piece passes 1 MiB: nothing more is read
+    assert app.body == b"" and int(app.environ["CONTENT_LENGTH"]) > LIMIT
+    assert dict(start["headers"])[b"connection"] == b"close"
+
+
+@pytest.mark.parametrize("name", ["X_Forwarded_For", "x_request_id"])
+def test_header_names_with_underscores_are_dropped(name):
+    """As gunicorn does: `X_Forwarded_For` would otherwise pass for `X-Forwarded-For` in the environ."""
+    app = App()
+    serve(app, scope([(name, "203.0.113.7"), ("x-forwarded-for", "198.51.100.1")]), [chunk(b"", False)])
+    assert app.environ["HTTP_X_FORWARDED_FOR"] == "198.51.100.1"
+    assert "HTTP_X_REQUEST_ID" not in app.environ
+    assert app.environ["REMOTE_ADDR"] == "127.0.0.9"
+
+
+def test_the_environ_is_pep_3333s():
+    app = App()
+    headers = [("content-type", "application/json"), ("accept", "a"), ("accept", "b")]
+    serve(app, scope(headers, raw_path=b"/caf%C3%A9"), [chunk(b"{}", False)])
+    environ = app.environ
+    assert environ["PATH_INFO"] == "/café".encode().decode("latin-1")
+    assert environ["RAW_URI"] == "/caf%C3%A9"
+    assert environ["CONTENT_TYPE"] == "application/json" and environ["HTTP_ACCEPT"] == "a,b"
+    assert environ["SERVER_PROTOCOL"] == "HTTP/1.1" and environ["wsgi.url_scheme"] == "http"
+
+
+@pytest.fixture
+def server(monkeypatch):
+    """uvicorn with iam/web.py's protocol and application on a loopback port, in a thread; its deadline
+    made 0.5 s."""
+    monkeypatch.setattr(web, "REQUEST_TIMEOUT", 0.5)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    app = ReadWhole(App(), threads=1, max_body=LIMIT)
+    config = uvicorn.Config(
+        app,
+        host="127.0.0.1",
+        port=port,
+        http=web.HttpProtocol,
+        interface="asgi3",
+        lifespan="off",
+        loop="asyncio",
+        log_level="critical",
+    )
+    running = uvicorn.Server(config)
+    thread = threading.Thread(target=running.run, daemon=True)
+    thread.start()
+    while not running.started:
+        thread.join(0.05)
+    yield port
+    running.should_exit = True
+    thread.join(5)
+    app.executor.shutdown()
+
+
+def exchange(port: int, data: bytes) -> tuple[int, bytes, float]:
+    started = time.monotonic()
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+        sock.sendall(data)
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    head, _, body = answer.partition(b"\r\n\r\n")
+    return int(head.split(b" ")[1]), body, time.monotonic() - started
+
+
+def test_a_head_not_whole_by_the_deadline_is_answered_408_and_closed(server):
+    status, body, elapsed = exchange(server, b"POST /clients/validate HTTP/1.1\r\nHost: a\r\n")
+    assert status == 408 and json.loads(body)["message"] == "request timeout"
+    assert 0.4 < elapsed < 3
+
+
+@pytest.mark.parametrize(
+    "head",
+    [
+        b"GET /" + b"a" * 5000 + b" HTTP/1.1\r\nHost: a\r\n\r\n",  # request line over 4094
+        b"GET / HTTP/1.1\r\nHost: a\r\nX-Big: " + b"a" * 9000 + b"\r\n\r\n",  # a field over 8190
+        b"GET / HTTP/1.1\r\nHost: a\r\n" + b"X-Many: a\r\n" * 101 + b"\r\n",  # over 100 fields
+    ],
+)
+def test_gunicorns_limits_bound_a_requests_head(server, head):
+    status, body, _ = exchange(server, head)
+    assert status == 400
+    assert json.loads(body) == {"success": False, "status": 400, "message": "bad request"}
+
+
+def test_a_request_within_the_limits_and_the_deadline_is_served(server):
+    request = b"POST /x HTTP/1.1\r\nHost: a\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}"
+    status, body, _ = exchange(server, request)
+    assert status == 200 and body == b'{"ok":true}'
