@@ -526,6 +526,7 @@ def create_invitation(
         tags=tags or [],
         meta=meta or {"schema_version": "1"},
         invited_by=actor,
+        created_at=now,
         expires_at=now + INVITATION_LIFETIME,
     )
     save_new(
