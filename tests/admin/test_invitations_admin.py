@@ -65,7 +65,8 @@ def test_resend_and_revoke_go_through_the_services(admin_web, operator):
     entry = AuditEntry.objects.get(action="invitation.resend")
     assert (entry.actor_id, entry.workspace_id, entry.resource_id) == (operator.pk, workspace.pk, pending.pk)
 
-    admin_web.post(reverse(CHANGELIST), {"action": "revoke_invitations", "_selected_action": [str(pending.pk)]})
+    revoke = {"action": "revoke_invitations", "_selected_action": [str(pending.pk)]}
+    admin_web.post(reverse(CHANGELIST), revoke)
     pending.refresh_from_db()
     assert pending.status == "revoked"
     assert AuditEntry.objects.get(action="invitation.revoke").actor_id == operator.pk
