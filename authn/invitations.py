@@ -182,7 +182,10 @@ class EmailInvitationEndpoint(InviteeEndpoint):
         its verified address, else an invited membership of its own) by `id`. Anything else: 404."""
         if "token" in data:
             claims, invitation_id = self.claims(data, "iid")
-            invitation = rbac.open_invitations(Invitation.objects).filter(pk=invitation_id).first()
+            # Locked for the request's transaction: two uses of one link take turns, and the second finds
+            # it used (before an account is made for it).
+            opened = rbac.open_invitations(Invitation.objects.select_for_update())
+            invitation = opened.filter(pk=invitation_id).first()
             if invitation is None or claims["sub"] != invitation.pk:
                 raise ApiError(404, INVITATION_NOT_FOUND)
             return invitation, claims

@@ -410,7 +410,8 @@ def accept_invitation(membership: Membership, *, roles: Iterable[Role] = ()) -> 
         membership.updated_at = membership.accepted_at
         membership.save(update_fields=["status", "accepted_at", "updated_at"])
         changes = {"status": {"before": Membership.Status.INVITED, "after": Membership.Status.ACTIVE}}
-        added = [role for role in roles if role.pk not in set(membership.roles.values_list("pk", flat=True))]
+        held = set(membership.roles.values_list("pk", flat=True))
+        added = [role for role in roles if role.pk not in held]
         if added:
             changes |= _ids_change(membership.roles, [*membership.roles.all(), *added], "role_ids")
             membership.roles.add(*added)

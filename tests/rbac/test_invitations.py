@@ -624,3 +624,31 @@ def test_names_in_mails(api, member_of, name, shown, django_capture_on_commit_ca
         assert f"<strong>{shown}</strong>" in html_invitation or "&" in shown
     for body in (confirm.body, invitation.body, html_confirm, html_invitation):
         assert "evil" not in body.lower() and "locked.\n" not in body
+
+
+def test_accepting_where_an_invited_membership_waits_accepts_that_membership(tenant):
+    """An account invited by id (`memberships/create`) and by address to the same place: accepting the
+    invitation by address accepts the membership, with the roles of both (`membership.updated`)."""
+    a, _, _, owner_api, _, role = tenant
+    invitee = verified("invitee@example.com")
+    first = RoleFactory(workspace=a)
+    body = {
+        "account_id": str(invitee.pk),
+        "scope": "workspace",
+        "status": "active",
+        "role_ids": [str(first.pk)],
+    }
+    membership = ok(owner_api.call("/memberships/create", {**body, "tags": [], "meta": META}))
+    invitation = invite(owner_api, role)
+    answer = ok(client_for(invitee).call("/invitations/accept", {"id": invitation["id"]}))
+    assert answer["membership"]["id"] == membership["id"] == answer["invitation"]["membership_id"]
+    assert {r["id"] for r in answer["membership"]["roles"]} == {str(first.pk), str(role.pk)}
+    assert events("membership.updated", invitee)
+    assert Membership.objects.filter(account=invitee).count() == 1
+    err(
+        owner_api.call(
+            "/invitations/create", {"email": "invitee@example.com", "scope": "workspace", "role_ids": []}
+        ),
+        409,
+        "already a member",
+    )
