@@ -24,7 +24,7 @@ from datetime import timedelta
 from django.conf import settings
 from django.core.cache import cache
 from django.db import transaction
-from django.db.models import F, Q
+from django.db.models import F, Min, Q
 from django.utils import timezone
 
 from iam import audit, crypto, metrics, outbox
@@ -45,9 +45,10 @@ _decrypt = functools.lru_cache(maxsize=1024)(crypto.decrypt)
 
 
 def sign(secret: str, event_id: str, timestamp: int, body: bytes) -> str:
-    """Standard Webhooks `v1` signature, keyed with the UTF-8 bytes of the client secret."""
+    """Standard Webhooks `v1` signature, keyed with the client secret's signing key (the decoded bytes of a
+    `whsec_` secret)."""
     signed = f"{event_id}.{timestamp}.".encode() + body
-    mac = hmac.new(secret.encode(), signed, hashlib.sha256).digest()
+    mac = hmac.new(crypto.webhook_signing_key(secret), signed, hashlib.sha256).digest()
     return f"v1,{base64.b64encode(mac).decode()}"
 
 
@@ -259,9 +260,10 @@ def sweep(limit: int = outbox.SWEEP_BATCH) -> int:
     due = Delivery.objects.filter(status=Delivery.Status.PENDING, next_attempt_at__lte=cutoff)
     clients = list(
         due.filter(client__isnull=False)
+        .values("client_id")
+        .annotate(oldest=Min("id"))
         .order_by("client_id")
-        .distinct("client_id")
-        .values_list("client_id", "id")[:limit]
+        .values_list("client_id", "oldest")[:limit]
     )
     orphans = list(due.filter(client__isnull=True).order_by("id").values_list("client_id", "id")[:limit])
     for client_id, delivery_id in clients + orphans:

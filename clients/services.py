@@ -41,7 +41,7 @@ def check_endpoint(endpoint: str | None) -> None:
 
 
 def _set_secret(client: Client) -> str:
-    secret = crypto.new_secret()
+    secret = crypto.new_client_secret()
     client.secret_encrypted = crypto.encrypt(secret)
     client.secret_digest = crypto.digest(secret)
     return secret

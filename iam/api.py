@@ -55,6 +55,12 @@ _MESSAGES = {
     "min_value": "{field} must be at least {limit}",
     "not_a_list": "{field} must be an array",
     "not_a_dict": "{field} must be an object",
+    # A value of the wrong JSON type says which type the field takes.
+    "not_a_string": "{field} must be a string",
+    "not_a_uuid_string": "{field} must be a UUID string",
+    "not_a_boolean": "{field} must be true or false",
+    "not_an_integer": "{field} must be an integer",
+    "not_a_permission_name": "{field} must have the form resource:action (each side a name or *), or *",
 }
 
 

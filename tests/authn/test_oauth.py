@@ -508,7 +508,7 @@ def test_user_info_without_an_email_creates_nothing(api, configured):
 def test_redirect_url_required(api, configured):
     err(api.call(INITIATE, {}), 400, "redirect_url required")
     err(api.call(INITIATE, {"redirect_url": ""}), 400, "redirect_url required")
-    err(api.call(INITIATE, {"redirect_url": 5}), 400, "invalid redirect_url")
+    err(api.call(INITIATE, {"redirect_url": 5}), 400, "redirect_url must be a string")
 
 
 @pytest.mark.parametrize(
