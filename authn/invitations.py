@@ -147,7 +147,7 @@ def _time(value: Any) -> str | None:
     return serializers.DateTimeField().to_representation(value) if value is not None else None
 
 
-def _invitations(request: Request) -> QuerySet:
+def _invitations() -> QuerySet:
     return Invitation.objects.prefetch_related(*map(prefetch, RELATED))
 
 
@@ -199,7 +199,7 @@ class EmailInvitationEndpoint(InviteeEndpoint):
         return membership, None
 
     def invitation_payload(self, invitation: Invitation) -> dict:
-        return InvitationSerializer(_invitations(self.request).get(pk=invitation.pk)).data
+        return InvitationSerializer(_invitations().get(pk=invitation.pk)).data
 
 
 class InvitationAccept(EmailInvitationEndpoint, route="invitations/accept"):
@@ -295,7 +295,7 @@ class InvitationMine(ListEndpoint, route="invitations/mine"):
         account = request.user
         invitations = [
             (InvitationSerializer(invitation).data, invitation.updated_at)
-            for invitation in _invitations(request).filter(pk__in=_addressed_to(account).values("pk"))
+            for invitation in _invitations().filter(pk__in=_addressed_to(account).values("pk"))
         ]
         memberships = [
             (membership_as_invitation(membership), membership.updated_at)
