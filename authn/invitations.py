@@ -90,6 +90,8 @@ class MembershipAccept(MembershipInvitationEndpoint, route="memberships/accept")
     the account becomes verified, its earlier password and other credentials are revoked and every
     session it had ends (whoever registered the address without its mailbox is shut out)."""
 
+    example_request = {"token": "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJlNGI4ZDJmNiJ9.c2lnbmF0dXJl"}
+
     response_serializer = MembershipSerializer
 
     def handle(self, request: Request, data: dict) -> dict:
@@ -108,6 +110,8 @@ class MembershipAccept(MembershipInvitationEndpoint, route="memberships/accept")
 class MembershipDecline(MembershipInvitationEndpoint, route="memberships/decline"):
     """Declines an invitation, with the same inputs as `memberships/accept`: the membership is deleted.
     Answers its `id`."""
+
+    example_request = {"token": "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJlNGI4ZDJmNiJ9.c2lnbmF0dXJl"}
 
     response_serializer = Deleted
 
@@ -215,6 +219,11 @@ class InvitationAccept(EmailInvitationEndpoint, route="invitations/accept"):
     `access_token` and `refresh_token` of a new session. A disabled account accepts nothing (403).
     Answers the invitation and the membership."""
 
+    example_request = {
+        "token": "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJlNGI4ZDJmNiJ9.c2lnbmF0dXJl",
+        "password": "correct-horse-battery-staple",
+        "name": "Bob",
+    }
     response_serializer = InvitationAccepted
 
     def handle(self, request: Request, data: dict) -> dict:
@@ -249,6 +258,7 @@ class InvitationDecline(EmailInvitationEndpoint, route="invitations/decline"):
     """Declines an invitation, with the same inputs as `invitations/accept` (no password or name): it
     becomes `declined` (an invited membership is deleted). Answers the invitation."""
 
+    example_request = {"token": "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJlNGI4ZDJmNiJ9.c2lnbmF0dXJl"}
     response_serializer = InvitationSerializer
 
     def handle(self, request: Request, data: dict) -> dict:
@@ -267,6 +277,7 @@ class InvitationMine(ListEndpoint, route="invitations/mine"):
     in the shape of an invitation (an invited membership's `id` is the membership's). Accept or decline
     them with `invitations/accept` and `invitations/decline` and the `id`."""
 
+    example_request = {"filter": {"fields": {"scope": "workspace"}}, "options": {"limit": 100}}
     list_key = "invitations"
     response_serializer = InvitationSerializer
     filter_fields: ClassVar[dict[str, str]] = {

@@ -28,7 +28,7 @@ from tenancy.workspace_cache import root_workspace
 
 from . import emails, keys, throttling, tokens
 from .models import Credential, SigningKey
-from .sessions import issue_session
+from .sessions import start_session
 from .tokens import TokenError
 
 INVALID_CREDENTIALS = "invalid credentials"  # SPEC 7
@@ -91,7 +91,7 @@ def register(*, email: str, password: str, name: str | None) -> tuple[Account, d
             name=name or normalize_email(email).split("@", 1)[0],
             conflict_status=400,  # SPEC 7 keeps 400 for register
         )
-        session = issue_session(account)
+        session = start_session(account)
         emails.enqueue(emails.CONFIRM, account.pk)  # SPEC 4 rule 2
     throttling.emails_by_address.hit(account.email)  # counts towards CONTRACT 13's 3 e-mails an hour
     return account, session
@@ -129,7 +129,7 @@ def login(*, email: str, password: str, ip: str) -> tuple[Account, dict]:
     throttling.login_failures_by_email.reset(email)
     with transaction.atomic():
         touch_credential(credential)
-        session = issue_session(account)
+        session = start_session(account)
         audit.record("account.login", resource=("account", account.pk), actor=account)
     metrics.LOGINS.labels("ok").inc()
     return account, session
@@ -263,7 +263,7 @@ def invited_account(email: str, *, password: str | None, name: str | None) -> tu
     else:
         check_password_rules(password, account)
         reclaim_account(account, password=password, actor=account)
-    return account, issue_session(account)
+    return account, start_session(account)
 
 
 @transaction.atomic

@@ -79,7 +79,17 @@ class Membership(AccountInWorkspace):
         ]
 
     def __str__(self) -> str:
-        return f"{self.account_id} in {self.workspace_id} ({self.scope}, {self.status})"
+        """`alice@example.com in Acme (admin, owner)`; a project's membership names its project
+        (`in Acme / Website`), one not active its status (`(editor; invited)`). Reads the account, the
+        workspace, the project and the roles: a list selects and prefetches them."""
+        place = self.workspace.name
+        if self.project_id is not None:
+            place = f"{place} / {self.project.name}"
+        roles = [] if self._state.adding else sorted(role.name for role in self.roles.all())
+        details = ", ".join(roles) or "no roles"
+        if self.status != self.Status.ACTIVE:
+            details = f"{details}; {self.status}"
+        return f"{self.account.email} in {place} ({details})"
 
 
 class Invitation(InWorkspace):
@@ -138,7 +148,8 @@ class Invitation(InWorkspace):
         ]
 
     def __str__(self) -> str:
-        return f"{self.email} to {self.workspace_id} ({self.current_status})"
+        """`bob@example.com to Acme (pending)`. Reads the workspace: a list selects it."""
+        return f"{self.email} to {self.workspace.name} ({self.current_status})"
 
     @property
     def current_status(self) -> str:
