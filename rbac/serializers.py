@@ -117,8 +117,8 @@ class PermissionCheckResult(serializers.Serializer):
 
 
 class InvitationSerializer(Record):
-    """An invitation by e-mail (CONTRACT 15): `status` is what it is now (`expired` once past
-    `expires_at`)."""
+    # CONTRACT 15 (a comment: docstrings become the OpenAPI descriptions). `status` is what it is now:
+    # `expired` once past `expires_at`.
 
     roles = RoleSerializer(many=True, read_only=True)
     status = Choice(Invitation.Status.choices, source="current_status", read_only=True)
