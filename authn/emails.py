@@ -5,7 +5,9 @@ sent, so the database never stores a usable link. A reset token carries the acco
 and `update-password` bumps that version, so a reset link works once (CONTRACT 5)."""
 
 import logging
+import re
 import smtplib
+import unicodedata
 from uuid import UUID
 
 from django.conf import settings
@@ -16,8 +18,8 @@ from django.template.loader import render_to_string
 from accounts.models import Account
 from iam import metrics, outbox
 from iam.models import OutboxMessage
-from rbac.models import Membership
-from rbac.services import INVITATION_LIFETIME
+from rbac.models import Invitation, Membership
+from rbac.services import INVITATION_LIFETIME, open_invitations
 
 from . import throttling, tokens
 
@@ -27,6 +29,7 @@ TOPIC = "email"
 CONFIRM = "confirm"
 RESET = "reset"
 INVITE = "invite"
+INVITATION = "invitation"
 
 _KINDS = {
     CONFIRM: {
@@ -48,8 +51,39 @@ _KINDS = {
         "template": "emails/invite",
         "subject": "You are invited to a workspace",
     },
+    # CONTRACT 15 (revised 2026-11-24): recorded by `rbac.services.create_invitation`, sent to an address.
+    INVITATION: {
+        "type": tokens.MEMBERSHIP_INVITE,
+        "path": "accept-invitation",
+        "template": "emails/invitation",
+        "subject": "You are invited to a workspace",
+    },
 }
-LIFETIMES = {INVITE: INVITATION_LIFETIME}
+LIFETIMES = {INVITE: INVITATION_LIFETIME, INVITATION: INVITATION_LIFETIME}
+
+# Names in mails (issue 23): a registration's `name` goes to any address it names, a workspace's `name`
+# to anyone its owner invites. Neither may pass for a link or a paragraph of ours: a name is shown on one
+# line (every run of spaces, line breaks and control characters becomes one space), at most
+# MAIL_NAME_MAX characters, and a name holding anything a mail reader could take for an address (a
+# scheme, `www.`, a domain or an IP address, an e-mail address) is left out altogether.
+MAIL_NAME_MAX = 64
+_URL_LIKE = re.compile(
+    r"://|\bwww\.|@|\b\d{1,3}(\.\d{1,3}){3}\b|[a-z0-9-]\.[a-z][a-z0-9-]*[a-z0-9]\b|\b[a-z][a-z0-9+.-]*:/?/?[a-z0-9]",
+    re.IGNORECASE,
+)
+_BREAKS = re.compile(r"[\s\u200b-\u200f\u2028-\u202e\u2060-\u2064\ufeff]+")
+
+
+def mail_name(name: str | None) -> str | None:
+    """The name as a mail may show it, or None when it must be left out (see above)."""
+    if not name:
+        return None
+    text = unicodedata.normalize("NFKC", name)  # fullwidth dots and slashes read as ASCII ones
+    text = "".join(" " if unicodedata.category(char)[0] == "C" else char for char in text)
+    text = _BREAKS.sub(" ", text).strip()
+    if not text or _URL_LIKE.search(text):
+        return None
+    return text if len(text) <= MAIL_NAME_MAX else text[: MAIL_NAME_MAX - 1].rstrip() + "\u2026"
 
 
 @transaction.atomic(savepoint=False)  # the caller's transaction, or one of its own
@@ -79,25 +113,46 @@ def should_send(kind: str, account: Account | None) -> bool:
     return not (kind == CONFIRM and account.verified)
 
 
-def link(kind: str, account: Account, *, membership: Membership | None = None) -> str:
+def link(
+    kind: str,
+    account: Account | None,
+    *,
+    membership: Membership | None = None,
+    invitation: Invitation | None = None,
+) -> str:
     spec = _KINDS[kind]
+    if invitation is not None:
+        # An address, not an account: the token names the invitation (`sub` and `iid`), which is single
+        # use by its status; no session version applies.
+        subject, session_version, extra = invitation.pk, 0, {"iid": str(invitation.pk)}
+    else:
+        assert account is not None
+        subject, session_version = account.pk, account.session_version
+        extra = {"mid": str(membership.pk)} if membership is not None else None
     token, _ = tokens.issue(
-        account.pk,
+        subject,
         type=spec["type"],
-        session_version=account.session_version,
+        session_version=session_version,
         lifetime=LIFETIMES.get(kind, settings.IAM_EMAIL_TOKEN_LIFETIME),
-        extra={"mid": str(membership.pk)} if membership is not None else None,
+        extra=extra,
     )
     return f"{settings.IAM_FRONTEND_URL}/{spec['path']}?token={token}"
 
 
-def build(kind: str, account: Account, *, membership: Membership | None = None) -> EmailMultiAlternatives:
+def build(
+    kind: str,
+    account: Account | None,
+    *,
+    membership: Membership | None = None,
+    invitation: Invitation | None = None,
+) -> EmailMultiAlternatives:
     spec = _KINDS[kind]
     lifetime = LIFETIMES.get(kind, settings.IAM_EMAIL_TOKEN_LIFETIME)
+    workspace = (invitation or membership).workspace if (invitation or membership) else None
     context = {
-        "account": account,
-        "membership": membership,
-        "link": link(kind, account, membership=membership),
+        "name": mail_name(account.name) if account is not None else None,
+        "workspace_name": mail_name(workspace.name) if workspace is not None else None,
+        "link": link(kind, account, membership=membership, invitation=invitation),
         "hours": int(lifetime.total_seconds() // 3600),
         "days": lifetime.days,
     }
@@ -105,7 +160,7 @@ def build(kind: str, account: Account, *, membership: Membership | None = None) 
         subject=spec["subject"],
         body=render_to_string(f"{spec['template']}.txt", context),
         from_email=settings.DEFAULT_FROM_EMAIL,
-        to=[account.email],
+        to=[invitation.email if invitation is not None else account.email],
     )
     message.attach_alternative(render_to_string(f"{spec['template']}.html", context), "text/html")
     return message
@@ -116,6 +171,9 @@ def send(message: OutboxMessage) -> None:
     kind = message.payload.get("kind")
     if kind not in _KINDS:
         raise outbox.Undeliverable(f"unknown e-mail kind {kind!r}")
+    if kind == INVITATION:
+        _send_invitation(message)
+        return
     account_id = message.payload.get("account_id")
     # Re-read at send time: the account may have been confirmed, disabled or deleted since.
     account = Account.objects.filter(pk=account_id).first() if account_id else None
@@ -135,9 +193,32 @@ def send(message: OutboxMessage) -> None:
             logger.warning("email: invitation %s not mailed: address over its hourly limit", membership.pk)
             return
         throttling.invitations_by_address.hit(account.email)
+    _deliver(build(kind, account, membership=membership))
+    logger.info("email: sent %s to account %s", kind, account.pk)
+
+
+def _send_invitation(message: OutboxMessage) -> None:
+    """An invitation by e-mail: to its address, while it is still open, within the address's hourly
+    limit (a throttled one stands, unmailed: the invitee finds it in `invitations/mine`)."""
+    invitation = (
+        open_invitations(Invitation.objects.select_related("workspace"))
+        .filter(pk=message.payload.get("invitation_id"))
+        .first()
+    )
+    if invitation is None:
+        return
+    if throttling.invitations_by_address.retry_after(invitation.email) is not None:
+        logger.warning("email: invitation %s not mailed: address over its hourly limit", invitation.pk)
+        return
+    throttling.invitations_by_address.hit(invitation.email)
+    _deliver(build(INVITATION, None, invitation=invitation))
+    logger.info("email: sent invitation %s", invitation.pk)
+
+
+def _deliver(email: EmailMultiAlternatives) -> None:
     try:
         try:
-            build(kind, account, membership=membership).send()
+            email.send()
         except Exception:
             metrics.EMAILS.labels("failed").inc()
             raise
@@ -153,4 +234,3 @@ def send(message: OutboxMessage) -> None:
     except (smtplib.SMTPException, OSError) as exc:  # connection refused, timeouts, TLS failures
         raise outbox.RetryLater(f"{type(exc).__name__}: {exc}") from exc
     metrics.EMAILS.labels("sent").inc()
-    logger.info("email: sent %s to account %s", kind, account.pk)

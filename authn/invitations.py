@@ -1,74 +1,113 @@
-"""Accepting and declining an invitation (CONTRACT 15): the invited account's own act, by the link of
-the invitation e-mail (`{"token"}`, no Bearer) or signed in (`Bearer` + `{"id"}`). No `X-Workspace`, no
-permission: the membership must be the caller's own and still `invited`, else 404."""
+"""The invitee's side of invitations (CONTRACT 15): accepting and declining, by the link of the invitation
+e-mail (`{"token"}`, no Bearer) or signed in (`Bearer` + `{"id"}`), and the caller's own open invitations
+(`invitations/mine`). No `X-Workspace`, no permission: what is accepted must be the caller's own and still
+open, else 404.
 
+Two kinds: an invited membership (`memberships/create` of an existing account, accepted through
+`memberships/*`), and an invitation by e-mail address (`invitations/create`, accepted through
+`invitations/*`, which also accept a caller's invited membership by its id, as `invitations/mine` lists
+both)."""
+
+from typing import Any, ClassVar
 from uuid import UUID
 
+from django.db.models import QuerySet
 from rest_framework import serializers
 from rest_framework.request import Request
 
+from accounts.models import Account
 from iam.api import Endpoint
 from iam.errors import AUTHENTICATION_REQUIRED, ApiError
-from iam.fields import String, Uuid
+from iam.fields import Name, String, Uuid
+from iam.list_endpoint import ListEndpoint
+from iam.serializers import prefetch
 from rbac import services as rbac
-from rbac.models import Membership
-from rbac.serializers import Deleted, MembershipSerializer
+from rbac.models import Invitation, Membership
+from rbac.serializers import Deleted, InvitationSerializer, MembershipSerializer, RoleSerializer
 
-from . import tokens
+from . import services, tokens
 from .authentication import BearerAuthentication
 from .tokens import TokenError
+
+INVITATION_NOT_FOUND = "invitation not found"
+RELATED = ("roles", "roles__permissions")
 
 
 class InvitationRequest(serializers.Serializer):
     token = String(required=False, max_length=4096)
     id = Uuid(required=False)
+    # Asked only when the link's holder has no verified account yet (CONTRACT 15).
+    password = String(required=False, max_length=1024, trim_whitespace=False)
+    name = Name(required=False)
 
 
-class InvitationEndpoint(Endpoint):
+class InviteeEndpoint(Endpoint):
     public = True  # the e-mailed token is the credential; a Bearer token is optional
     request_serializer = InvitationRequest
 
     def get_authenticators(self):
         return [BearerAuthentication()]
 
+    def claims(self, data: dict, claim: str) -> tuple[dict, UUID]:
+        """The claims of the e-mailed token, and the id it names under `claim`."""
+        try:
+            claims = tokens.decode(data["token"], types={tokens.MEMBERSHIP_INVITE})
+            return claims, UUID(str(claims.get(claim)))
+        except (TokenError, ValueError) as exc:
+            raise ApiError(401, AUTHENTICATION_REQUIRED) from exc
+
+    def signed_in_id(self, request: Request, data: dict) -> UUID:
+        if request.user is None:
+            raise ApiError(400, "token required", "token")
+        if "id" not in data:
+            raise ApiError(400, "id required", "id")
+        return data["id"]
+
+
+# Invited memberships
+
+
+class MembershipInvitationEndpoint(InviteeEndpoint):
     def invitation(self, request: Request, data: dict) -> Membership:
-        invited = Membership.objects.filter(status=Membership.Status.INVITED)
+        invited = Membership.objects.filter(status=Membership.Status.INVITED).select_related("account")
         if "token" in data:
-            try:
-                claims = tokens.decode(data["token"], types={tokens.MEMBERSHIP_INVITE})
-                membership_id = UUID(str(claims.get("mid")))
-            except (TokenError, ValueError) as exc:
-                raise ApiError(401, AUTHENTICATION_REQUIRED) from exc
+            claims, membership_id = self.claims(data, "mid")
             # Single use: a link names one invitation, which it can accept or decline only while it is
             # open and was never accepted.
             found = invited.filter(pk=membership_id, account_id=claims["sub"], accepted_at__isnull=True)
-        elif request.user is not None:
-            if "id" not in data:
-                raise ApiError(400, "id required", "id")
-            found = invited.filter(pk=data["id"], account_id=request.user.pk)
         else:
-            raise ApiError(400, "token required", "token")
+            found = invited.filter(pk=self.signed_in_id(request, data), account_id=request.user.pk)
         membership = found.first()
         if membership is None:
             raise ApiError(404, "membership not found")
         return membership
 
 
-class MembershipAccept(InvitationEndpoint, route="memberships/accept"):
-    """Accepts an invitation: with its `token` (no Bearer), or with Bearer and the `id` of the caller's own
-    invited membership, which becomes `active`. Anything else (another account's membership, one not
-    `invited`, a used token) is 404."""
+class MembershipAccept(MembershipInvitationEndpoint, route="memberships/accept"):
+    """Accepts an invitation: with its `token` (no Bearer), or with Bearer and the `id` of the caller's
+    own invited membership, which becomes `active`. Anything else is 404. A disabled account accepts
+    nothing (403). An account that was never verified accepting by its link also sends a new `password`:
+    the account becomes verified, its earlier password and other credentials are revoked and every
+    session it had ends (whoever registered the address without its mailbox is shut out)."""
 
     example_request = {"token": "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJlNGI4ZDJmNiJ9.c2lnbmF0dXJl"}
 
     response_serializer = MembershipSerializer
 
     def handle(self, request: Request, data: dict) -> dict:
-        membership = rbac.accept_invitation(self.invitation(request, data))
+        membership = self.invitation(request, data)
+        account = membership.account
+        services.require_enabled(account)
+        if "token" in data and not account.verified:
+            if not data.get("password"):
+                raise ApiError(400, "password required", "password")
+            services.check_password_rules(data["password"], account)
+            services.reclaim_account(account, password=data["password"], actor=account)
+        membership = rbac.accept_invitation(membership)
         return self.serialize(Membership.objects.prefetch_related("roles__permissions").get(pk=membership.pk))
 
 
-class MembershipDecline(InvitationEndpoint, route="memberships/decline"):
+class MembershipDecline(MembershipInvitationEndpoint, route="memberships/decline"):
     """Declines an invitation, with the same inputs as `memberships/accept`: the membership is deleted.
     Answers its `id`."""
 
@@ -78,3 +117,227 @@ class MembershipDecline(InvitationEndpoint, route="memberships/decline"):
 
     def handle(self, request: Request, data: dict) -> dict:
         return rbac.decline_invitation(self.invitation(request, data))
+
+
+# Invitations by e-mail
+
+
+def membership_as_invitation(membership: Membership) -> dict:
+    """An invited membership in the shape of an invitation (`invitations/mine`, `invitations/accept`):
+    its own id, the account's address, `pending`, accepted by id (its link, if any, by
+    `memberships/accept`)."""
+    return {
+        "id": str(membership.pk),
+        "workspace_id": str(membership.workspace_id),
+        "email": membership.account.email,
+        "scope": membership.scope,
+        "project_id": str(membership.project_id) if membership.project_id else None,
+        "roles": RoleSerializer(_roles(membership), many=True).data,
+        "status": Invitation.Status.PENDING if membership.status == Membership.Status.INVITED else "accepted",
+        "invited_by": None,
+        "membership_id": str(membership.pk),
+        "created_at": _time(membership.created_at),
+        "expires_at": None,
+        "accepted_at": _time(membership.accepted_at),
+    }
+
+
+def _roles(record: Any) -> list:
+    rows = getattr(record, "prefetched_roles", None)
+    return list(record.roles.all()) if rows is None else rows
+
+
+def _time(value: Any) -> str | None:
+    return serializers.DateTimeField().to_representation(value) if value is not None else None
+
+
+def _invitations() -> QuerySet:
+    return Invitation.objects.prefetch_related(*map(prefetch, RELATED))
+
+
+def _invited_memberships(account: Account) -> QuerySet:
+    return (
+        Membership.objects.filter(account=account, status=Membership.Status.INVITED)
+        .select_related("account")
+        .prefetch_related(*map(prefetch, RELATED))
+    )
+
+
+def _addressed_to(account: Account) -> QuerySet:
+    """The open invitations to the account's address, when the account has proved it owns it."""
+    if not account.verified:
+        return Invitation.objects.none()
+    return rbac.open_invitations(Invitation.objects.filter(email=account.email))
+
+
+class InvitationAccepted(serializers.Serializer):
+    """Documentation only: `access_token` and `refresh_token` come when the account was created or
+    reclaimed by the acceptance."""
+
+    invitation = InvitationSerializer()
+    membership = MembershipSerializer()
+    access_token = serializers.CharField(required=False)
+    refresh_token = serializers.CharField(required=False)
+
+
+class EmailInvitationEndpoint(InviteeEndpoint):
+    def find(self, request: Request, data: dict) -> tuple[Invitation | Membership, dict | None]:
+        """The open invitation the token names (and its claims), or the caller's own (an invitation to
+        its verified address, else an invited membership of its own) by `id`. Anything else: 404."""
+        if "token" in data:
+            claims, invitation_id = self.claims(data, "iid")
+            # Locked for the request's transaction: two uses of one link take turns, and the second finds
+            # it used (before an account is made for it).
+            opened = rbac.open_invitations(Invitation.objects.select_for_update())
+            invitation = opened.filter(pk=invitation_id).first()
+            if invitation is None or claims["sub"] != invitation.pk:
+                raise ApiError(404, INVITATION_NOT_FOUND)
+            return invitation, claims
+        record_id = self.signed_in_id(request, data)
+        invitation = _addressed_to(request.user).filter(pk=record_id).first()
+        if invitation is not None:
+            return invitation, None
+        membership = _invited_memberships(request.user).filter(pk=record_id).first()
+        if membership is None:
+            raise ApiError(404, INVITATION_NOT_FOUND)
+        return membership, None
+
+    def invitation_payload(self, invitation: Invitation) -> dict:
+        return InvitationSerializer(_invitations().get(pk=invitation.pk)).data
+
+
+class InvitationAccept(EmailInvitationEndpoint, route="invitations/accept"):
+    """Accepts an invitation, with its e-mailed `token` (no Bearer), or signed in with the `id` of an
+    invitation to the caller's verified address (or of the caller's own invited membership, as
+    `invitations/mine` lists it). The membership it describes becomes active.
+
+    With the token: an account holding the address with it verified needs nothing more; when no account
+    holds it, the body also carries `password` and `name`, and the account is created verified; when an
+    account holds it that was never verified (anyone can register an address they do not own), the body
+    carries a new `password`: the account becomes verified, its earlier password and other credentials
+    are revoked and every session it had ends. In these two cases the answer also carries the
+    `access_token` and `refresh_token` of a new session. A disabled account accepts nothing (403).
+    Answers the invitation and the membership."""
+
+    example_request = {
+        "token": "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJlNGI4ZDJmNiJ9.c2lnbmF0dXJl",
+        "password": "correct-horse-battery-staple",
+        "name": "Bob",
+    }
+    response_serializer = InvitationAccepted
+
+    def handle(self, request: Request, data: dict) -> dict:
+        found, claims = self.find(request, data)
+        if isinstance(found, Membership):
+            membership = rbac.accept_invitation(found)
+            membership = Membership.objects.select_related("account").get(pk=membership.pk)
+            return {
+                "invitation": membership_as_invitation(membership),
+                "membership": self._membership(membership),
+            }
+        session = None
+        if claims is not None:
+            account, session = services.invited_account(
+                found.email, password=data.get("password"), name=data.get("name")
+            )
+        else:
+            account = request.user
+        invitation, membership = rbac.accept_email_invitation(found, account=account)
+        answer = {
+            "invitation": self.invitation_payload(invitation),
+            "membership": self._membership(membership),
+        }
+        return answer if session is None else answer | session
+
+    def _membership(self, membership: Membership) -> dict:
+        records = Membership.objects.prefetch_related(*map(prefetch, RELATED))
+        return MembershipSerializer(records.get(pk=membership.pk)).data
+
+
+class InvitationDecline(EmailInvitationEndpoint, route="invitations/decline"):
+    """Declines an invitation, with the same inputs as `invitations/accept` (no password or name): it
+    becomes `declined` (an invited membership is deleted). Answers the invitation."""
+
+    example_request = {"token": "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJlNGI4ZDJmNiJ9.c2lnbmF0dXJl"}
+    response_serializer = InvitationSerializer
+
+    def handle(self, request: Request, data: dict) -> dict:
+        found, claims = self.find(request, data)
+        if isinstance(found, Membership):
+            shaped = membership_as_invitation(found)
+            rbac.decline_invitation(found)
+            return shaped | {"status": Invitation.Status.DECLINED}
+        # The link's holder: the account of the address, when there is one.
+        account = Account.objects.filter(email=found.email).first() if claims is not None else request.user
+        return self.invitation_payload(rbac.decline_email_invitation(found, account=account))
+
+
+class InvitationMine(ListEndpoint, route="invitations/mine"):
+    """The caller's open invitations: those to its verified address, and its invited memberships, each
+    in the shape of an invitation (an invited membership's `id` is the membership's). Accept or decline
+    them with `invitations/accept` and `invitations/decline` and the `id`."""
+
+    example_request = {"filter": {"fields": {"scope": "workspace"}}, "options": {"limit": 100}}
+    list_key = "invitations"
+    response_serializer = InvitationSerializer
+    filter_fields: ClassVar[dict[str, str]] = {
+        name: name for name in ("id", "workspace_id", "status", "scope", "project_id")
+    }
+
+    def handle(self, request: Request, data: dict) -> dict:
+        """The list contract over two tables: both sets are the caller's own (a few records), read in a
+        fixed number of queries, then filtered, ordered and paged here by the same rules."""
+        filters = data.get("filter", {})
+        options = data.get("options", {})
+        limit, offset = options.get("limit", 100), options.get("offset", 0)
+        wanted = {}
+        for name, value in filters.get("fields", {}).items():
+            if name not in self.filter_fields:
+                raise ApiError(400, f"unknown filter field: {name}", name)
+            if value is not None and not isinstance(value, str):
+                raise ApiError(400, f"invalid value for filter field: {name}", name)
+            wanted[name] = value
+        order_bys = options.get("order_bys") or [self.default_order]
+        for item in order_bys:
+            name = item.removeprefix("!")
+            if name not in self.filter_fields and name not in self.order_fields:
+                raise ApiError(400, f"unknown filter field: {name}", "options.order_bys")
+
+        account = request.user
+        invitations = [
+            (InvitationSerializer(invitation).data, invitation.updated_at)
+            for invitation in _invitations().filter(pk__in=_addressed_to(account).values("pk"))
+        ]
+        memberships = [
+            (membership_as_invitation(membership), membership.updated_at)
+            for membership in _invited_memberships(account)
+        ]
+        records = []
+        for record, updated_at in invitations + memberships:
+            if filters.get("tags"):
+                continue  # neither kind is filtered by tags here: none matches
+            if all(
+                str(record.get(name)) == str(value) if value is not None else record.get(name) is None
+                for name, value in wanted.items()
+            ):
+                records.append({**record, "updated_at": _time(updated_at)})
+        records.sort(key=lambda record: record["id"], reverse=order_bys[-1].startswith("!"))
+        for item in reversed(order_bys):
+            name = item.removeprefix("!")
+            records.sort(
+                key=lambda record, name=name: (record[name] is not None, record[name] or ""),
+                reverse=item.startswith("!"),
+            )
+        page = records[offset : offset + limit]
+        return {
+            self.list_key: [
+                {key: value for key, value in record.items() if key != "updated_at"} for record in page
+            ],
+            "metadata": {
+                "total": len(records),
+                "count": len(page),
+                "offset": offset,
+                "limit": limit,
+                "order_bys": order_bys,
+            },
+        }

@@ -6,7 +6,7 @@ import logging
 from django.db import IntegrityError, transaction
 
 from accounts.models import Account
-from accounts.services import clear_password, create_account, update_account
+from accounts.services import create_account
 from iam import audit, crypto
 
 from . import services
@@ -36,9 +36,7 @@ def _link(account: Account, profile: Profile) -> Credential:
         "account.link", resource=("account", account.pk), changes={"provider": PROVIDER}, actor=account
     )
     if not account.verified:
-        update_account(account, verified=True, actor=None)
-        services.revoke_credentials(account, actor=account, keep_sessions=True)
-        clear_password(account, actor=account)  # ends every session
+        services.reclaim_account(account, password=None, actor=account)
     return _oauth_credential(account, profile)
 
 

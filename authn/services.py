@@ -13,6 +13,7 @@ from django.utils import timezone
 from accounts.models import Account, normalize_email
 from accounts.services import (
     check_password_rules,
+    clear_password,
     create_account,
     email_taken,
     end_sessions,
@@ -195,11 +196,79 @@ def confirm_email(*, token: str) -> Account:
     account, _ = _account_for(token, tokens.ACCOUNT_CONFIRM)
     if not account.verified:
         update_account(account, verified=True, actor=account)
+    _activate_pending_password(account)
+    return account
+
+
+def _activate_pending_password(account: Account) -> None:
     if Credential.objects.filter(
         account=account, kind=Credential.Kind.PASSWORD, status=Credential.Status.PENDING
     ).update(status=Credential.Status.ACTIVE, updated_at=timezone.now()):
         audit.record("credential.activate", resource=("account", account.pk), actor=account)
-    return account
+
+
+@transaction.atomic
+def reclaim_account(account: Account, *, password: str | None, actor: Account | None) -> None:
+    """The pre-registration hijack defence (CONTRACT 10, 15): the owner of the mailbox has proved it (a
+    provider's verified e-mail, an invitation's link) for an account that was never verified, which anyone
+    could have registered with the address. The account becomes verified, and whatever that someone
+    holds ends: every credential (each revocation recorded), the password, and every session. `password`:
+    the owner's new one (an active password credential then), else the account is left without one."""
+    update_account(account, verified=True, actor=None)
+    revoke_credentials(account, actor=actor, keep_sessions=True)
+    if password is None:
+        clear_password(account, actor=actor)  # ends every session
+        return
+    set_password(account, password)  # ends every session
+    credential = (
+        Credential.objects.select_for_update().filter(account=account, kind=Credential.Kind.PASSWORD).first()
+    )
+    if credential is None:
+        _add_credential(
+            account,
+            actor=actor,
+            kind=Credential.Kind.PASSWORD,
+            provider=Credential.Provider.LOCAL,
+            status=Credential.Status.ACTIVE,
+            email=account.email,
+        )
+    else:  # the revoked one of the password set before, now holding the owner's new password
+        save_changes(credential, {"status": Credential.Status.ACTIVE}, fields=("status",), actor=actor)
+
+
+ACCOUNT_DISABLED = "account disabled"
+
+
+def require_enabled(account: Account) -> None:
+    """CONTRACT 15: a disabled account accepts no invitation, whatever proves the mailbox."""
+    if not account.enabled:
+        raise ApiError(403, ACCOUNT_DISABLED)
+
+
+@transaction.atomic
+def invited_account(email: str, *, password: str | None, name: str | None) -> tuple[Account, dict | None]:
+    """The account that accepts an invitation mailed to `email`, whose link the caller holds (it proves the
+    mailbox), with a new session when it had to be made or reclaimed (CONTRACT 15):
+    - a verified account: as it is, no new session;
+    - none: created verified, with `password` and `name`;
+    - one never verified (someone may have registered the address without the mailbox): `password`
+      becomes its password and the hijack defence runs (`reclaim_account`)."""
+    account = Account.objects.select_for_update().filter(email=normalize_email(email)).first()
+    if account is not None:
+        require_enabled(account)
+        if account.verified:
+            return account, None
+    if not password:
+        raise ApiError(400, "password required", "password")
+    if account is None:
+        if not name:
+            raise ApiError(400, "name required", "name")
+        account = create_password_account(email=email, password=password, name=name, verified=True)
+        _activate_pending_password(account)
+    else:
+        check_password_rules(password, account)
+        reclaim_account(account, password=password, actor=account)
+    return account, start_session(account)
 
 
 @transaction.atomic

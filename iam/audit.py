@@ -3,10 +3,12 @@ exists exactly when its change committed. Who and where come from `iam.context`;
 before and after of each changed field, and never a secret: any key naming one is redacted here, whatever
 the caller passed."""
 
+import contextlib
 import datetime as dt
 import decimal
 import ipaddress
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextvars import ContextVar
 from typing import Any
 from uuid import UUID
 
@@ -82,6 +84,21 @@ def _request_details(request) -> dict:
     return {"ip": ip, "user_agent": agent}
 
 
+_withheld: ContextVar[frozenset[str]] = ContextVar("audit_withheld", default=frozenset())
+
+
+@contextlib.contextmanager
+def withholding_client(workspace_id: UUID | str) -> Iterator[None]:
+    """Entries of this workspace written inside the block carry no client address and no user agent: an
+    invitee's accept or decline names the account and the invitation only in the inviting workspace's log
+    (CONTRACT 15). Entries elsewhere (the account's own) keep them."""
+    token = _withheld.set(_withheld.get() | {str(workspace_id)})
+    try:
+        yield
+    finally:
+        _withheld.reset(token)
+
+
 def _request_actor(request) -> Any:
     user = getattr(request, "user", None) if request is not None else None
     return user if getattr(user, "is_authenticated", False) else None
@@ -110,7 +127,7 @@ def record(
         resource_id=getattr(resource_id, "pk", resource_id),
         changes=_plain(dict(changes or {})),
         request_id=ctx.request_id or "",
-        **_request_details(ctx.request),
+        **({} if str(workspace_id) in _withheld.get() else _request_details(ctx.request)),
     )
 
 

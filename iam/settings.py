@@ -295,6 +295,8 @@ IAM_EMAIL_REQUESTS_PER_IP_PER_HOUR = env("IAM_EMAIL_REQUESTS_PER_IP_PER_HOUR", 2
 # Invitation e-mails (CONTRACT 15) one address receives per hour, whoever invites; past it the invitation
 # still stands (the account sees it signed in, `memberships/accept` with Bearer and id), unmailed.
 IAM_INVITATIONS_PER_ADDRESS_PER_HOUR = env("IAM_INVITATIONS_PER_ADDRESS_PER_HOUR", 10, int)
+# CONTRACT 16: pending invitations one workspace may hold at once (operators exempt).
+IAM_QUOTA_PENDING_INVITATIONS = env("IAM_QUOTA_PENDING_INVITATIONS", 1000, int)
 IAM_OAUTH_STARTS_PER_IP_PER_MINUTE = env("IAM_OAUTH_STARTS_PER_IP_PER_MINUTE", 30, int)
 IAM_WEBHOOK_ALLOW_PRIVATE = env("IAM_WEBHOOK_ALLOW_PRIVATE", DEBUG or TESTING, bool)
 IAM_WEBHOOK_TIMEOUT_SECONDS = 5

@@ -7,17 +7,19 @@ on its page."""
 from collections.abc import Callable
 from typing import Any
 
-from django.contrib import admin
+from django.contrib import admin, messages
+from django.db import transaction
 from django.http import HttpRequest
 
-from iam.admin import RESOURCE_READONLY, ReadOnlyInline, ServiceForm, api_fields, audit_subject
+from iam.admin import RESOURCE_READONLY, ReadOnlyInline, ServiceForm, ViewOnly, api_fields, audit_subject
+from iam.errors import ApiError
 from tenancy.admin import InWorkspaceAdmin, WorkspaceAdmin
 from tenancy.models import Workspace
 from tenancy.serializers import WorkspaceCreateRequest
 
 from . import api, services
 from .api import RecordEndpoint
-from .models import Membership, Permission, Role
+from .models import Invitation, Membership, Permission, Role
 from .serializers import (
     MembershipSerializer,
     PermissionSerializer,
@@ -52,9 +54,17 @@ class EndpointAdmin(InWorkspaceAdmin):
             cls.delete_service = staticmethod(delete.service)
 
 
+class InvitationInline(ReadOnlyInline):
+    """A workspace's invitations by e-mail, newest first; resend and revoke from the invitations list."""
+
+    model = Invitation
+    fields = ("email", "scope", "project", "status", "invited_by", "expires_at", "created_at")
+    ordering = ("-created_at",)
+
+
 class RbacWorkspaceAdmin(WorkspaceAdmin):
     create_request = WorkspaceCreateRequest
-    inlines = (*WorkspaceAdmin.inlines, RoleInline, PermissionInline)
+    inlines = (*WorkspaceAdmin.inlines, RoleInline, PermissionInline, InvitationInline)
 
     def create(self, request: HttpRequest, form: ServiceForm) -> Workspace:
         # CONTRACT 4: the creator becomes the owner
@@ -119,3 +129,65 @@ audit_subject(
     Membership.objects.select_related(*TITLED_MEMBERSHIPS).prefetch_related("roles"),
     search=("account__email",),  # an entry about a membership is about its account
 )
+audit_subject("invitation", Invitation.objects.select_related("workspace"), search=("email",))
+
+
+@admin.register(Invitation)
+class InvitationAdmin(ViewOnly, admin.ModelAdmin):
+    """Invitations by e-mail, per workspace (filter by workspace and status, search by address). Resend
+    and revoke call the services the API calls: each is recorded with the operator as the actor."""
+
+    list_display = ("email", "workspace", "scope", "project", "status_shown", "invited_by", "expires_at")
+    list_filter = ("status", "scope", "workspace")
+    search_fields = ("email", "workspace__slug", "=id")
+    list_select_related = ("workspace", "project", "invited_by")
+    ordering = ("-created_at",)
+    fields = (
+        "id",
+        "workspace",
+        "email",
+        "scope",
+        "project",
+        "role_names",
+        "status_shown",
+        "invited_by",
+        "membership",
+        "created_at",
+        "expires_at",
+        "accepted_at",
+    )
+    readonly_fields = fields
+    role_names = names_column("roles")
+    actions = ("resend_invitations", "revoke_invitations")
+
+    def get_queryset(self, request: HttpRequest):
+        return super().get_queryset(request).prefetch_related("roles")
+
+    @admin.display(description="status")
+    def status_shown(self, invitation: Invitation) -> str:
+        return invitation.current_status
+
+    @admin.action(description="Resend (valid 7 more days)")
+    def resend_invitations(self, request: HttpRequest, queryset) -> None:
+        self._each(request, queryset, services.resend_invitation, "resent")
+
+    @admin.action(description="Revoke")
+    def revoke_invitations(self, request: HttpRequest, queryset) -> None:
+        self._each(request, queryset, services.revoke_invitation, "revoked")
+
+    def _each(self, request: HttpRequest, queryset, service: Callable[..., Any], done: str) -> None:
+        changed = skipped = 0
+        for invitation in queryset:
+            try:
+                with transaction.atomic():
+                    service(invitation, actor=request.user)
+            except ApiError:
+                skipped += 1
+                continue
+            changed += 1
+            self.log_change(request, invitation, done)
+        self.message_user(request, f"{changed} invitation(s) {done}.", messages.SUCCESS)
+        if skipped:
+            self.message_user(
+                request, f"{skipped} invitation(s) skipped: only pending ones are {done}.", messages.WARNING
+            )

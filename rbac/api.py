@@ -24,11 +24,13 @@ from iam.serializers import prefetch
 from tenancy.models import Project, WorkspaceScopedQuerySet
 
 from . import policy, services
-from .models import Membership, Permission, Role
+from .models import Invitation, Membership, Permission, Role
 from .policy import EndpointPermission
 from .serializers import (
     Deleted,
     IdRequest,
+    InvitationCreateRequest,
+    InvitationSerializer,
     MembershipCreateRequest,
     MembershipSerializer,
     MembershipUpdateRequest,
@@ -68,8 +70,10 @@ class Records:
         if "model" in vars(cls):
             cls.workspace_scoped = isinstance(cls.model.objects.none(), WorkspaceScopedQuerySet)
         if cls.route is not None:
-            assert "permission" not in vars(cls), f"{cls.__name__}: the route names the permission"
-            cls.permission = policy.route_permission(cls.route)
+            # A permission written on the class is held to the one its route names (CONTRACT 4).
+            named = policy.route_permission(cls.route)
+            assert vars(cls).get("permission", named) == named, f"{cls.__name__}: the route needs {named}"
+            cls.permission = named
 
     def get_queryset(self, request: Request) -> QuerySet:
         records = self.model.objects.prefetch_related(*map(prefetch, self.related))
@@ -447,6 +451,91 @@ class MembershipDelete(MembershipEndpoint, route="memberships/delete"):
 
     response_serializer = Deleted
     service = services.delete_membership
+
+
+# Invitations by e-mail (accept, decline and the invitee's own list: authn/invitations.py)
+
+
+class InvitationEndpoint(RecordEndpoint):
+    """An invitation of the workspace, named by `id`, with its roles."""
+
+    model = Invitation
+    related = ("roles", "roles__permissions")
+    reload = True
+    response_serializer = InvitationSerializer
+
+
+class InvitationCreate(InvitationEndpoint, route="invitations/create"):
+    """Invites an e-mail address to the `X-Workspace` workspace, workspace-wide or in one project
+    (`project_id`), with `role_ids`: roles of this workspace, covered by the caller's own grants (nobody
+    grants what it does not hold). The address is e-mailed a link to accept or decline, valid 7 days and
+    usable once, whether or not an account holds it: the answer is the same either way. A pending
+    invitation for the same address and place, or a member there already, is a conflict (409)."""
+
+    permission = "invitations:create"
+    example_request = {
+        "email": "bob@example.com",
+        "scope": "workspace",
+        "role_ids": ["7a1d2c3b-4e5f-4a6b-8c9d-0e1f2a3b4c5d"],
+    }
+    creates = True
+    request_serializer = InvitationCreateRequest
+    service = services.create_invitation
+
+    def changes(self, request: Request, data: dict) -> dict:
+        changes = changes_of(data, "project_id", "role_ids")
+        project_id = data.get("project_id")
+        changes["project"] = None
+        if project_id is not None:
+            changes["project"] = Project.objects.in_workspace(request.workspace).filter(pk=project_id).first()
+            if changes["project"] is None:
+                raise ApiError(400, "project_id must name a project of this workspace", "project_id")
+        roles = Role.objects.in_workspace(request.workspace)
+        changes["roles"] = services.resolve(roles, data["role_ids"], field="role_ids")
+        return changes
+
+
+class InvitationDescribe(InvitationEndpoint, route="invitations/describe"):
+    """An invitation of the `X-Workspace` workspace by `id`; one of another workspace is not found."""
+
+    permission = "invitations:describe"
+    example_request = {"id": "3f0c6d2a-8b1e-4c5d-9a7f-2e6b1c4d8a90"}
+    read_only = True
+
+
+class InvitationList(RecordList, route="invitations/list"):
+    """The invitations of the `X-Workspace` workspace, each with its roles. `status` filters by what an
+    invitation is now: `pending`, `accepted`, `declined`, `revoked` or `expired` (past `expires_at`)."""
+
+    permission = "invitations:list"
+    example_request = {"filter": {"fields": {"status": "pending"}}, "options": {"limit": 100}}
+    model = Invitation
+    related = InvitationEndpoint.related
+    list_key = "invitations"
+    response_serializer = InvitationSerializer
+    filter_fields = {name: name for name in ("id", "email", "status", "scope", "project_id")}
+
+    def handle(self, request: Request, data: dict) -> dict:
+        filters = dict(data.get("filter") or {})
+        fields = dict(filters.get("fields") or {})
+        self.status = fields.pop("status", None)
+        if "status" in filters.get("fields", {}) and self.status not in Invitation.Status.values:
+            raise ApiError(400, "invalid value for filter field: status", "status")
+        return super().handle(request, {**data, "filter": {**filters, "fields": fields}})
+
+    def get_queryset(self, request: Request) -> QuerySet:
+        records = super().get_queryset(request)
+        if self.status is None:
+            return records
+        return records.filter(services.invitations_in_status(self.status))
+
+
+class InvitationRevoke(InvitationEndpoint, route="invitations/revoke"):
+    """Withdraws a pending invitation named by `id`: its link opens nothing from then on."""
+
+    permission = "invitations:revoke"
+    example_request = {"id": "3f0c6d2a-8b1e-4c5d-9a7f-2e6b1c4d8a90"}
+    service = services.revoke_invitation
 
 
 class PermissionCheck(Endpoint, route="permissions/check"):

@@ -1,5 +1,6 @@
 from django.db import models
 from django.db.models import Q
+from django.utils import timezone
 
 from tenancy.models import AccountInWorkspace, InWorkspace, created_index, unique_name_and_code
 
@@ -89,3 +90,73 @@ class Membership(AccountInWorkspace):
         if self.status != self.Status.ACTIVE:
             details = f"{details}; {self.status}"
         return f"{self.account.email} in {place} ({details})"
+
+
+class Invitation(InWorkspace):
+    """An invitation by e-mail address (CONTRACT 15, revised 2026-11-24): the tenant names an address, not
+    an account, and learns nothing of whether one holds it. Accepting it makes (or activates) the
+    membership it describes. `expired` is a `pending` invitation past `expires_at`; the status stored
+    stays `pending` until something writes it (`Invitation.current_status` says what it is now)."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        ACCEPTED = "accepted"
+        DECLINED = "declined"
+        REVOKED = "revoked"
+        EXPIRED = "expired"
+
+    email = models.EmailField(max_length=254)
+    scope = models.CharField(max_length=16, choices=Membership.Scope.choices)
+    project = models.ForeignKey(
+        "tenancy.Project", null=True, blank=True, on_delete=models.CASCADE, related_name="invitations"
+    )
+    roles = models.ManyToManyField(Role, related_name="invitations", blank=True)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    invited_by = models.ForeignKey(
+        "accounts.Account", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    membership = models.ForeignKey(
+        Membership, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    expires_at = models.DateTimeField()
+    accepted_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            # One pending invitation per address, workspace, scope and project (409 `invitation already
+            # pending`); the check under the workspace lock answers first, these hold against anything else.
+            models.UniqueConstraint(
+                fields=["workspace", "email"],
+                condition=Q(scope="workspace", status="pending"),
+                name="invitation_unique_pending_workspace",
+            ),
+            models.UniqueConstraint(
+                fields=["workspace", "email", "project"],
+                condition=Q(scope="project", status="pending"),
+                name="invitation_unique_pending_project",
+            ),
+            models.CheckConstraint(
+                condition=Q(scope="workspace", project__isnull=True)
+                | Q(scope="project", project__isnull=False),
+                name="invitation_scope_project",
+            ),
+        ]
+        indexes = [
+            created_index("invitation"),
+            models.Index(fields=["workspace", "status", "created_at", "id"], name="invitation_status"),
+            models.Index(fields=["email", "status"], name="invitation_email"),
+        ]
+
+    def __str__(self) -> str:
+        """`bob@example.com to Acme (pending)`. Reads the workspace: a list selects it."""
+        return f"{self.email} to {self.workspace.name} ({self.current_status})"
+
+    @property
+    def current_status(self) -> str:
+        if self.status == self.Status.PENDING and self.expires_at <= timezone.now():
+            return self.Status.EXPIRED
+        return self.status
+
+    @property
+    def is_open(self) -> bool:
+        return self.current_status == self.Status.PENDING

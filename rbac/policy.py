@@ -395,11 +395,13 @@ def explain(
 ) -> dict:
     """`allowed` is the decision `clients/validate` makes (`grants().allows`); `matched` every grant path
     behind it, or `reason` why there is none. A disabled account is named only to a workspace it belongs
-    to. Operators pass API checks whatever this says (CONTRACT 4): it explains grants, not the flag."""
+    to. Operators pass API checks whatever this says (CONTRACT 4): it explains grants, not the flag.
+    An account that never accepted a membership here (one only invited) is `not_a_member`, whatever its
+    flags: an invitation tells a workspace nothing about the account (CONTRACT 15)."""
     statuses = set(
-        Membership.objects.filter(account_id=account.pk, workspace_id=workspace_id).values_list(
-            "status", flat=True
-        )
+        Membership.objects.filter(
+            account_id=account.pk, workspace_id=workspace_id, accepted_at__isnull=False
+        ).values_list("status", flat=True)
     )
     reason = None
     if not statuses:

@@ -1,10 +1,10 @@
 from rest_framework import serializers
 
 from iam.api import require_one
-from iam.fields import Choice, Description, JsonObject, Name, PermissionName, Uuid, UuidList
+from iam.fields import Choice, Description, Email, JsonObject, Name, PermissionName, Tags, Uuid, UuidList
 from iam.serializers import RECORD_TAIL, Record, RecordRequest, UpdateRequest
 
-from .models import Membership, Permission, Role
+from .models import Invitation, Membership, Permission, Role
 
 
 class PermissionSerializer(Record):
@@ -114,3 +114,38 @@ class PermissionCheckResult(serializers.Serializer):
     reason = Choice(
         ["not_a_member", "not_active", "no_matching_permission", "account_disabled"], allow_null=True
     )
+
+
+class InvitationSerializer(Record):
+    # CONTRACT 15 (a comment: docstrings become the OpenAPI descriptions). `status` is what it is now:
+    # `expired` once past `expires_at`.
+
+    roles = RoleSerializer(many=True, read_only=True)
+    status = Choice(Invitation.Status.choices, source="current_status", read_only=True)
+    invited_by = serializers.UUIDField(source="invited_by_id", read_only=True, allow_null=True)
+
+    class Meta:
+        model = Invitation
+        fields = [
+            "id",
+            "workspace_id",
+            "email",
+            "scope",
+            "project_id",
+            "roles",
+            "status",
+            "invited_by",
+            "membership_id",
+            "created_at",
+            "expires_at",
+            "accepted_at",
+        ]
+
+
+class InvitationCreateRequest(serializers.Serializer):
+    email = Email()
+    scope = Choice(Membership.Scope.choices, listed=False)
+    project_id = Uuid(required=False, allow_null=True)
+    role_ids = UuidList(max_length=100)
+    tags = Tags(required=False)
+    meta = JsonObject(required=False)

@@ -7,19 +7,28 @@ from datetime import timedelta
 from typing import Any, NotRequired, Unpack
 from uuid import UUID
 
+from django.conf import settings
 from django.db import transaction
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
-from accounts.models import Account
+from accounts.models import Account, normalize_email
 from iam import audit, events, outbox
 from iam.errors import ApiError
-from iam.service_helpers import Described, NewResource, Tagged, save_changes, save_new, strict
+from iam.service_helpers import (
+    Described,
+    NewResource,
+    Tagged,
+    apply_changes,
+    save_changes,
+    save_new,
+    strict,
+)
 from tenancy.models import Project, Workspace
 from tenancy.workspace_cache import forget_authorization
 
 from . import policy
-from .models import Membership, Permission, Role
+from .models import Invitation, Membership, Permission, Role
 
 PERMISSION_FIELDS = ("name", "code", "description", "tags", "meta")
 ROLE_FIELDS = ("name", "description", "tags", "meta")
@@ -288,11 +297,17 @@ def create_membership(
     meta: dict,
     project: Project | None = None,
     actor: Account | None,
+    invitation: Invitation | None = None,
 ) -> Membership:
     """CONTRACT 15: a membership of another account, made by anyone but an operator, starts `invited`
-    whatever `status` says, and the account is e-mailed an invitation; it joins only by accepting."""
+    whatever `status` says, and the account is e-mailed an invitation; it joins only by accepting.
+    `invitation`: the invitation by e-mail the account (`actor`) accepts; its inviter's grants were
+    weighed when it was made (CONTRACT 4), so the account's own are not."""
     _check_scope(scope, project)
-    policy.require_grantable(actor, workspace, granted_by(roles), project_id=project.pk if project else None)
+    if invitation is None:
+        policy.require_grantable(
+            actor, workspace, granted_by(roles), project_id=project.pk if project else None
+        )
     if _membership_exists(workspace, account.pk, scope, project):
         raise ApiError(409, CONFLICT)
     consented = actor is None or actor.is_superuser or actor.pk == account.pk
@@ -383,23 +398,34 @@ def update_membership(
 
 
 @transaction.atomic
-def accept_invitation(membership: Membership) -> Membership:
+def accept_invitation(membership: Membership, *, roles: Iterable[Role] = ()) -> Membership:
     """CONTRACT 15: the invited account's own act; the caller has checked that it is the account's. The
-    row is locked and checked again, so two uses of one link accept it once."""
-    membership = _still_invited(membership)
-    membership.status = Membership.Status.ACTIVE
-    membership.accepted_at = timezone.now()
-    membership.updated_at = membership.accepted_at
-    membership.save(update_fields=["status", "accepted_at", "updated_at"])
-    changes = {"status": {"before": Membership.Status.INVITED, "after": Membership.Status.ACTIVE}}
-    audit.record_for(membership, "accept", changes=changes, actor=membership.account)
-    _membership_changed("updated", membership)
+    row is locked and checked again, so two uses of one link accept it once. The workspace's log names
+    the account and the membership only: not the invitee's address or user agent. `roles`: those an
+    invitation by e-mail for the same place adds."""
+    with audit.withholding_client(membership.workspace_id):
+        membership = _still_invited(membership)
+        membership.status = Membership.Status.ACTIVE
+        membership.accepted_at = timezone.now()
+        membership.updated_at = membership.accepted_at
+        membership.save(update_fields=["status", "accepted_at", "updated_at"])
+        changes = {"status": {"before": Membership.Status.INVITED, "after": Membership.Status.ACTIVE}}
+        held = set(membership.roles.values_list("pk", flat=True))
+        added = [role for role in roles if role.pk not in held]
+        if added:
+            changes |= _ids_change(membership.roles, [*membership.roles.all(), *added], "role_ids")
+            membership.roles.add(*added)
+        audit.record_for(membership, "accept", changes=changes, actor=membership.account)
+        _membership_changed("updated", membership)
     return membership
 
 
 @transaction.atomic
 def decline_invitation(membership: Membership) -> dict:
-    return delete_membership(_still_invited(membership), actor=None)
+    """The workspace's log names the account and the membership only (CONTRACT 15)."""
+    with audit.withholding_client(membership.workspace_id):
+        membership = _still_invited(membership)
+        return delete_membership(membership, actor=membership.account)
 
 
 def _still_invited(membership: Membership) -> Membership:
@@ -425,3 +451,203 @@ def delete_membership(membership: Membership, *, actor: Account | None) -> dict:
     summary = {"id": str(membership.pk)}
     membership.delete()
     return summary
+
+
+# Invitations by e-mail (CONTRACT 15, revised 2026-11-24)
+
+INVITATION_PENDING = "invitation already pending"
+ALREADY_MEMBER = "already a member"
+INVITATION_FIELDS = ("status", "accepted_at", "membership", "expires_at")
+
+
+def open_invitations(invitations: QuerySet) -> QuerySet:
+    """The invitations that can still be accepted: `pending`, and not past `expires_at`."""
+    return invitations.filter(status=Invitation.Status.PENDING, expires_at__gt=timezone.now())
+
+
+def invitations_in_status(status: str) -> Q:
+    """The condition of the invitations whose `current_status` is `status`."""
+    now = timezone.now()
+    if status == Invitation.Status.PENDING:
+        return Q(status=status, expires_at__gt=now)
+    if status == Invitation.Status.EXPIRED:
+        return Q(status=status) | Q(status=Invitation.Status.PENDING, expires_at__lte=now)
+    return Q(status=status)
+
+
+def require_pending_invitations_quota(workspace: Workspace, *, actor: Account | None) -> None:
+    """CONTRACT 16's quota on pending invitations (`IAM_QUOTA_PENDING_INVITATIONS`). Exact under
+    concurrent creates: the caller holds the workspace row's lock, so counts and inserts of one workspace
+    take turns. Operators (and the system) are exempt."""
+    if actor is None or actor.is_superuser:
+        return
+    limit = settings.IAM_QUOTA_PENDING_INVITATIONS
+    if open_invitations(Invitation.objects.in_workspace(workspace)).count() >= limit:
+        raise ApiError(403, f"quota reached: pending invitations ({limit})")
+
+
+@transaction.atomic
+def create_invitation(
+    workspace: Workspace,
+    *,
+    email: str,
+    scope: str,
+    roles: list[Role],
+    tags: list[str] | None = None,
+    meta: dict | None = None,
+    project: Project | None = None,
+    actor: Account | None,
+) -> Invitation:
+    """Invites an address, whether an account holds it or not: nothing here reads the accounts but
+    through this workspace's own memberships, and the e-mail goes out after commit, so the answer and its
+    timing are the same either way (no enumeration). CONTRACT 4's escalation rule applies to the roles."""
+    _check_scope(scope, project)
+    policy.require_grantable(actor, workspace, granted_by(roles), project_id=project.pk if project else None)
+    Workspace.objects.select_for_update().filter(pk=workspace.pk).first()  # CONTRACT 16: exact counts
+    email = normalize_email(email)
+    now = timezone.now()
+    same_place = Invitation.objects.in_workspace(workspace).filter(email=email, scope=scope, project=project)
+    # An expired invitation makes room for a new one; it is written as what it already reads as.
+    same_place.filter(status=Invitation.Status.PENDING, expires_at__lte=now).update(
+        status=Invitation.Status.EXPIRED, updated_at=now
+    )
+    if same_place.filter(status=Invitation.Status.PENDING).exists():
+        raise ApiError(409, INVITATION_PENDING, "email")
+    members = Membership.objects.in_workspace(workspace).filter(
+        account__email=email, scope=scope, project=project, accepted_at__isnull=False
+    )
+    if members.exists():
+        raise ApiError(409, ALREADY_MEMBER, "email")
+    require_pending_invitations_quota(workspace, actor=actor)
+    invitation = Invitation(
+        workspace=workspace,
+        email=email,
+        scope=scope,
+        project=project,
+        tags=tags or [],
+        meta=meta or {"schema_version": "1"},
+        invited_by=actor,
+        created_at=now,
+        expires_at=now + INVITATION_LIFETIME,
+    )
+    save_new(
+        invitation,
+        audited=("email", "scope", "project_id", "tags"),
+        actor=actor,
+        also=_ids_change(None, roles, "role_ids"),
+        conflict=INVITATION_PENDING,
+        field="email",
+    )
+    invitation.roles.set(roles)
+    mail_invitation(invitation)
+    return invitation
+
+
+def mail_invitation(invitation: Invitation) -> None:
+    """Records the invitation e-mail in the change's transaction; `authn.emails` sends it after commit,
+    to the address, with a single-use `MembershipInvite` link minted then (the outbox stores no token)."""
+    outbox.enqueue(
+        "email",
+        {"kind": "invitation", "account_id": None, "invitation_id": str(invitation.pk)},
+        within=INVITATION_LIFETIME,
+    )
+
+
+def _still_open(invitation: Invitation) -> Invitation:
+    """The invitation, locked, when it can still be acted on; else 404 (a used, withdrawn or expired
+    link names nothing)."""
+    locked = (
+        open_invitations(Invitation.objects.select_for_update()).filter(pk=invitation.pk).first()
+        if invitation is not None
+        else None
+    )
+    if locked is None:
+        raise ApiError(404, "invitation not found")
+    return locked
+
+
+NOT_PENDING = "only a pending invitation can be {}"
+
+
+@transaction.atomic
+def revoke_invitation(invitation: Invitation, *, actor: Account | None) -> Invitation:
+    """Withdraws a pending invitation: its link opens nothing from now on."""
+    locked = Invitation.objects.select_for_update().get(pk=invitation.pk)
+    if not locked.is_open:
+        raise ApiError(400, NOT_PENDING.format("revoked"))
+    changes = {"status": Invitation.Status.REVOKED}
+    entry = audit.diff(locked, changes, ("status",))
+    apply_changes(locked, changes, fields=INVITATION_FIELDS)
+    locked.save()
+    audit.record_for(locked, "revoke", changes=entry, actor=actor)
+    return locked
+
+
+@transaction.atomic
+def resend_invitation(invitation: Invitation, *, actor: Account | None) -> Invitation:
+    """Mails a pending invitation again, valid for another 7 days from now (the admin's "resend")."""
+    locked = Invitation.objects.select_for_update().get(pk=invitation.pk)
+    if not locked.is_open:
+        raise ApiError(400, NOT_PENDING.format("resent"))
+    changes = {"expires_at": timezone.now() + INVITATION_LIFETIME}
+    entry = audit.diff(locked, changes, ("expires_at",))
+    apply_changes(locked, changes, fields=INVITATION_FIELDS)
+    locked.save()
+    audit.record_for(locked, "resend", changes=entry, actor=actor)
+    mail_invitation(locked)
+    return locked
+
+
+@transaction.atomic
+def accept_email_invitation(invitation: Invitation, *, account: Account) -> tuple[Invitation, Membership]:
+    """The account whose address the invitation names accepts it (the caller has proved that: the mailed
+    token, or a signed-in account's verified address). The membership it describes is created active
+    (`membership.created`), or an invited one for the same place is accepted (`membership.updated`). The
+    inviting workspace's log names the account and the invitation only."""
+    with audit.withholding_client(invitation.workspace_id):
+        invitation = _still_open(invitation)
+        roles = list(invitation.roles.all())
+        existing = (
+            Membership.objects.select_for_update()
+            .in_workspace(invitation.workspace)
+            .filter(account=account, scope=invitation.scope, project=invitation.project_id)
+            .first()
+        )
+        if existing is not None and existing.accepted_at is not None:
+            raise ApiError(409, ALREADY_MEMBER)
+        if existing is not None:
+            membership = accept_invitation(existing, roles=roles)
+        else:
+            membership = create_membership(
+                invitation.workspace,
+                account=account,
+                scope=invitation.scope,
+                status=Membership.Status.ACTIVE,
+                roles=roles,
+                tags=invitation.tags,
+                meta=invitation.meta or {"schema_version": "1"},
+                project=invitation.project,
+                actor=account,
+                invitation=invitation,
+            )
+        now = timezone.now()
+        changes = {"status": Invitation.Status.ACCEPTED, "accepted_at": now, "membership": membership}
+        entry = audit.diff(invitation, changes, ("status", "membership"))
+        apply_changes(invitation, changes, fields=INVITATION_FIELDS)
+        invitation.save()
+        audit.record_for(invitation, "accept", changes=entry, actor=account)
+    return invitation, membership
+
+
+@transaction.atomic
+def decline_email_invitation(invitation: Invitation, *, account: Account | None) -> Invitation:
+    """The invitee declines (`account`: the signed-in one, else None: the link's holder). The inviting
+    workspace's log names the account (when known) and the invitation only."""
+    with audit.withholding_client(invitation.workspace_id):
+        invitation = _still_open(invitation)
+        changes = {"status": Invitation.Status.DECLINED}
+        entry = audit.diff(invitation, changes, ("status",))
+        apply_changes(invitation, changes, fields=INVITATION_FIELDS)
+        invitation.save()
+        audit.record_for(invitation, "decline", changes=entry, actor=account)
+    return invitation

@@ -20,7 +20,7 @@ from accounts.models import Account
 from authn.models import Credential
 from clients.models import Client
 from iam.serializers import Record
-from rbac.models import Membership, Permission, Role
+from rbac.models import Invitation, Membership, Permission, Role
 from tenancy.models import Project, Workspace
 from tests.factories import (
     AccountFactory,
@@ -40,7 +40,12 @@ MODULES = [
     rbac.serializers,
     tenancy.serializers,
 ]
-PREFETCH = {Membership: ["roles__permissions"], Role: ["permissions"], Client: ["workspace"]}
+PREFETCH = {
+    Membership: ["roles__permissions"],
+    Invitation: ["roles__permissions"],
+    Role: ["permissions"],
+    Client: ["workspace"],
+}
 LATER = datetime(2031, 2, 3, 4, 5, 6, 789012, tzinfo=UTC)
 
 
@@ -94,9 +99,32 @@ def make_records() -> dict[type, list]:
         ClientFactory(workspace=workspace, description="c"),
         ClientFactory(workspace=bare, description=None),
     ]
+    invitation = Invitation.objects.create(
+        workspace=workspace,
+        email="invited@example.com",
+        scope=Membership.Scope.PROJECT,
+        project=project,
+        invited_by=creator,
+        expires_at=LATER,
+        meta={"schema_version": "1"},
+    )
+    invitation.roles.set(roles[:2])
+    Invitation.objects.create(  # no roles, no inviter; expired, so its status is computed
+        workspace=bare, email="old@example.com", scope="workspace", expires_at=LATER - timedelta(days=3650)
+    )
     read = {
         model: list(model.objects.prefetch_related(*PREFETCH.get(model, [])).order_by("pk"))
-        for model in (Account, Workspace, Project, Permission, Role, Membership, Credential, Client)
+        for model in (
+            Account,
+            Workspace,
+            Project,
+            Permission,
+            Role,
+            Membership,
+            Credential,
+            Client,
+            Invitation,
+        )
     }
     by_pk = {client.pk: client.secret for client in made}
     for client in read[Client]:

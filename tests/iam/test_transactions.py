@@ -22,7 +22,7 @@ from tests.conftest import ApiClient, client_for, err, ok
 from tests.factories import AccountFactory, CredentialFactory, WorkspaceFactory
 from tests.iam.test_machinery import ENDPOINTS, PATHS
 
-READ_ACTIONS = {"describe", "list", "validate", "check", "events"}
+READ_ACTIONS = {"describe", "list", "validate", "check", "events", "mine"}
 
 
 def test_every_write_endpoint_runs_in_the_transaction_and_only_reads_skip_it():

@@ -120,6 +120,16 @@ def valid_call(world: World, path: str) -> dict:
         "/credentials/delete": lambda: _credential_ref(world, throwaway),
         "/credentials/describe": lambda: _credential_ref(world, world.member),
         "/credentials/update": lambda: {**_credential_ref(world, world.member), "tags": ["checked"]},
+        "/invitations/create": lambda: _invitation_body(world),
+        "/invitations/describe": lambda: {"id": _invitation(world)["id"]},
+        "/invitations/revoke": lambda: {"id": _invitation(world)["id"]},
+        "/invitations/accept": lambda: {
+            "token": _invitation_token(world),
+            "password": "pw-" + unique("x"),
+            "name": "invited",
+        },
+        "/invitations/decline": lambda: {"token": _invitation_token(world)},
+        "/invitations/mine": lambda: {},
         "/memberships/create": lambda: {
             # A project-scope membership in a new project: each call is a new membership (no argon2).
             "account_id": account["id"],
@@ -177,6 +187,20 @@ def valid_call(world: World, path: str) -> dict:
     elif action != "list":
         raise AssertionError(f"no valid body for {path} ({family}): add one here")
     return call
+
+
+def _invitation_body(world: World) -> dict:
+    return {"email": f"{unique('i')}@example.com", "scope": "workspace", "role_ids": [world.role["id"]]}
+
+
+def _invitation(world: World) -> dict:
+    body = _invitation_body(world)
+    return ok(world.live.post("/invitations/create", body, token=world.token, workspace=world.workspace))
+
+
+def _invitation_token(world: World) -> str:
+    """The link's token of an invitation to a new address, as the worker mailed it."""
+    return world.emailed_token(_invitation(world)["email"], "You are invited to a workspace")
 
 
 def _events_body(client: dict) -> dict:

@@ -85,7 +85,9 @@ def test_a_project_scope_grant_counts_for_its_project_only(workspace, checker):
 @pytest.mark.parametrize(
     ("setup", "reason"),
     [
-        ({"status": "invited"}, "not_active"),
+        # Issue 23: an account only invited is no member, whatever its flags (CONTRACT 15).
+        ({"status": "invited"}, "not_a_member"),
+        ({"status": "invited", "enabled": False}, "not_a_member"),
         ({"status": "suspended"}, "not_active"),
         ({"enabled": False}, "account_disabled"),
         ({"member": False}, "not_a_member"),

@@ -1,5 +1,6 @@
 """CONTRACT 4: `POST /<resource>/<action>` needs `<resource>:<action>`, the resource in plural. A record
-endpoint or list does not declare its permission: its route names it (`rbac.policy.route_permission`)."""
+endpoint or list that writes its permission (`permission = "invitations:create"`) is held to the one its route
+names (`rbac.policy.route_permission`)."""
 
 import pytest
 
@@ -29,6 +30,9 @@ NO_PERMISSION = {
     "/workspace/list",
     "/memberships/accept",
     "/memberships/decline",
+    "/invitations/accept",
+    "/invitations/decline",
+    "/invitations/mine",
 }
 
 
@@ -57,7 +61,7 @@ def test_route_permission(route, permission):
 
 
 def test_a_record_endpoint_cannot_declare_another_permission():
-    with pytest.raises(AssertionError, match="the route names the permission"):
+    with pytest.raises(AssertionError, match="Misdeclared: the route needs roles:update"):
 
         class Misdeclared(RecordEndpoint, route="roles/update"):
             model = Role
