@@ -148,9 +148,10 @@ def rotate(account: Account, claims: dict) -> dict:
     """Exchanges a refresh token for a new pair. A refresh token presented a second time means it leaked:
     every session of the account ends (RFC 9700 4.14). The reuse is committed even though the request
     answers 401: it runs in a transaction of its own, outside the request's."""
-    with transaction.atomic():
-        # One conditional UPDATE spends the token (the row lock makes a concurrent second use find it
-        # spent), in place of a locking read and a write: the session's `last_used_at` costs that trip.
+    # One conditional UPDATE spends the token (the row lock makes a concurrent second use find it spent),
+    # in place of a locking read and a write: the session's `last_used_at` costs that trip. In the
+    # request's transaction, without a savepoint of its own: nothing here is undone alone.
+    with transaction.atomic(savepoint=False):
         spent = RefreshToken.objects.filter(jti=claims["jti"], account=account, used_at__isnull=True)
         if spent.update(used_at=timezone.now()):
             return _continue(account, claims)
