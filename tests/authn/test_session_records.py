@@ -18,6 +18,7 @@ from authn import sessions
 from authn.models import USER_AGENT_MAX, Session
 from iam.models import AuditEntry, OutboxMessage
 from tenancy.workspace_cache import root_workspace
+from tests.authn.test_oauth import configured, provider, sign_in  # noqa: F401 (fixtures)
 from tests.conftest import ApiClient, access_claims, break_cache, err, ok
 from tests.factories import PASSWORD, AccountFactory, ClientFactory, CredentialFactory, MembershipFactory
 
@@ -107,6 +108,17 @@ def test_register_starts_a_password_session(api):
     assert claims["amr"] == ["pwd"]
     record = Session.objects.get(pk=claims["sid"])
     assert record.user_agent == "x" * USER_AGENT_MAX and record.ip == "127.0.0.1"
+
+
+def test_an_oauth_login_starts_a_federated_session(api, configured):  # noqa: F811
+    tokens = sign_in(api)
+    claims = claims_of(tokens["access_token"])
+    assert claims["amr"] == ["fed"]  # RFC 8176: federated
+    record = Session.objects.get(pk=claims["sid"])
+    assert (record.account.email, record.amr, record.ip) == ("alice@example.com", ["fed"], "127.0.0.1")
+    assert claims_of(ok(ApiClient(tokens["refresh_token"]).call("/auth/refresh"))["access_token"])["amr"] == [
+        "fed"
+    ]
 
 
 def test_the_address_follows_the_proxies_setting(member, settings):

@@ -20,7 +20,7 @@ PLURAL = {
     "credentials": "credentials",
     "clients": "clients",
 }
-# What needs no permission: the public and self-service endpoints (SPEC 4, CONTRACT 4 and 15).
+# What needs no permission: the public and self-service endpoints (SPEC 4, CONTRACT 4, 15 and 17).
 NO_PERMISSION = {
     *(path for path in ENDPOINTS if path.startswith("/auth/")),
     "/clients/validate",
@@ -29,6 +29,8 @@ NO_PERMISSION = {
     "/workspace/list",
     "/memberships/accept",
     "/memberships/decline",
+    "/sessions/list",
+    "/sessions/revoke",
 }
 
 
