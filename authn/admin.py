@@ -380,7 +380,7 @@ class SessionAdmin(ViewOnly, admin.ModelAdmin):
 
     list_display = ("id", "account", "created_at", "last_used_at", "expires_at", "ip", "amr", "live")
     list_select_related = ("account",)
-    search_fields = ("account__email", "=ip")
+    search_fields = ("account__email",)
     ordering = ("-created_at",)
     fields = ("id", "account", "created_at", "last_used_at", "expires_at", "ip", "user_agent", "amr", "live")
     readonly_fields = fields

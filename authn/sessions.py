@@ -48,8 +48,10 @@ def _session_end(auth_time: int) -> datetime:
 
 
 def _address(ip: str | None) -> str | None:
+    """An address the database takes, or None: a forwarded entry a client wrote may be anything, and a
+    zone index (`fe80::1%eth0`) says nothing about the client."""
     try:
-        return ipaddress.ip_address((ip or "").strip()).compressed
+        return ipaddress.ip_address((ip or "").split("%", 1)[0].strip()).compressed
     except ValueError:
         return None
 

@@ -136,6 +136,17 @@ def test_the_address_follows_the_proxies_setting(member, settings):
     assert Session.objects.get(pk=sid_of(ok(spoofed))).ip == "127.0.0.1"
 
 
+@pytest.mark.parametrize(
+    ("forwarded", "kept"), [("fe80::1%eth0", "fe80::1"), ("unknown", None), ("1.2.3.4\x00", None)]
+)
+def test_a_forwarded_address_the_database_cannot_take_is_kept_safely(member, settings, forwarded, kept):
+    settings.IAM_NUM_PROXIES = 2  # one entry: the client wrote it
+    response = ApiClient().call(
+        "/auth/login", {"email": member.email, "password": PASSWORD}, headers={"X-Forwarded-For": forwarded}
+    )
+    assert Session.objects.get(pk=sid_of(ok(response))).ip == kept
+
+
 def test_refresh_keeps_sid_and_amr_and_moves_last_used_at(member):
     session = login(member)
     record = Session.objects.get(pk=sid_of(session))
