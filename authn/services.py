@@ -27,7 +27,7 @@ from tenancy.workspace_cache import root_workspace
 
 from . import emails, keys, throttling, tokens
 from .models import Credential, SigningKey
-from .sessions import issue_session
+from .sessions import start_session
 from .tokens import TokenError
 
 INVALID_CREDENTIALS = "invalid credentials"  # SPEC 7
@@ -92,7 +92,7 @@ def register(
             name=name or normalize_email(email).split("@", 1)[0],
             conflict_status=400,  # SPEC 7 keeps 400 for register
         )
-        session = issue_session(account, amr=["pwd"], ip=ip, user_agent=user_agent)  # RFC 8176: a password
+        session = start_session(account, amr=["pwd"], ip=ip, user_agent=user_agent)  # RFC 8176: a password
         emails.enqueue(emails.CONFIRM, account.pk)  # SPEC 4 rule 2
     throttling.emails_by_address.hit(account.email)  # counts towards CONTRACT 13's 3 e-mails an hour
     return account, session
@@ -130,7 +130,7 @@ def login(*, email: str, password: str, ip: str, user_agent: str) -> tuple[Accou
     throttling.login_failures_by_email.reset(email)
     with transaction.atomic():
         touch_credential(credential)
-        session = issue_session(account, amr=["pwd"], ip=ip, user_agent=user_agent)
+        session = start_session(account, amr=["pwd"], ip=ip, user_agent=user_agent)
         audit.record("account.login", resource=("account", account.pk), actor=account)
     metrics.LOGINS.labels("ok").inc()
     return account, session

@@ -23,6 +23,8 @@ class SessionList(ListEndpoint, route="sessions/list"):
     refreshed, and how the account signed in (`amr`). Filter by `id`, or by `account_id`: another
     account's sessions are for operators only. No permission needed."""
 
+    example_request = {"options": {"limit": 20, "order_bys": ["!last_used_at"]}}
+
     permission = None  # self-service: an account's own sessions
     list_key = "sessions"
     response_serializer = SessionRecordSerializer
@@ -55,6 +57,8 @@ class SessionRevoke(Endpoint, route="sessions/revoke"):
     the account's other sessions live on. An account ends its own sessions, an operator anyone's; another
     account's session is not found. Ending a session other than the caller's current one needs a recent
     sign-in (`IAM_REAUTH_SECONDS`). No permission needed."""
+
+    example_request = {"id": "0b8f6c2e-3d4a-4f5b-9c6d-7e8f9a0b1c2d"}
 
     permission = None  # self-service: an account's own sessions
     request_serializer = SessionRevokeRequest

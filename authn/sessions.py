@@ -7,6 +7,7 @@ import uuid
 from datetime import UTC, datetime
 
 from django.conf import settings
+from django.contrib.auth.models import update_last_login
 from django.db import transaction
 from django.utils import timezone
 
@@ -91,6 +92,16 @@ def _continue(account: Account, claims: dict) -> dict:
     Session.objects.filter(pk=claims["sid"]).update(last_used_at=timezone.now())
     session_claims = {"sid": str(claims["sid"]), "amr": claims.get("amr", [])}
     return _token_pair(account, auth_time=claims["auth_time"], session_claims=session_claims)
+
+
+def start_session(account: Account, *, amr: list[str], ip: str | None = None, user_agent: str = "") -> dict:
+    """The session a sign-in starts (a password login, a registration, an OAuth callback): its record and
+    first token pair (`issue_session`), and the account's `last_login` set as Django's own `login()` sets
+    it for the admin (its `user_logged_in` receiver, `update_last_login`, called here without a request).
+    A refresh continues a session and leaves `last_login` as it was."""
+    session = issue_session(account, amr=amr, ip=ip, user_agent=user_agent)
+    update_last_login(None, account)
+    return session
 
 
 def authenticate_token(
