@@ -4,9 +4,11 @@ page lists the account's memberships (`rbac`) and credentials; `accounts` itself
 
 Password hashes are never rendered: the change form excludes `password` and shows only whether one is
 set, with a link to a form that sets a new one through `accounts.services.set_password` (which ends every
-session). Refresh-token rows are not registered: they are bookkeeping for rotation and reuse detection."""
+session). Refresh-token rows are not registered: they are bookkeeping for rotation and reuse detection.
+Sessions are listed on their account's page and in their own list, whose action ends the ones selected."""
 
 from typing import Any
+from urllib.parse import urlencode
 
 from django import forms
 from django.contrib import admin, messages
@@ -18,6 +20,7 @@ from django.db import transaction
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
+from django.utils import timezone
 from django.utils.html import format_html
 
 from accounts import services as accounts
@@ -41,8 +44,8 @@ from rbac.models import Membership
 from rbac.serializers import PermissionCheckRequest
 from tenancy.models import Project, Workspace
 
-from . import keys, services
-from .models import Credential, SigningKey
+from . import keys, services, sessions
+from .models import Credential, Session, SigningKey
 from .serializers import CredentialSerializer
 
 
@@ -132,6 +135,31 @@ class CredentialInline(ReadOnlyInline):
         return super().get_queryset(request).select_related("workspace")
 
 
+class SessionInline(ReadOnlyInline):
+    """The account's sessions (CONTRACT 17), newest first; each links to its page, and the sessions
+    page ends the ones selected."""
+
+    model = Session
+    fk_name = "account"
+    fields = ("created_at", "last_used_at", "expires_at", "ip", "user_agent", "amr", "live")
+    ordering = ("-created_at",)
+
+    def get_queryset(self, request: HttpRequest):
+        return super().get_queryset(request).select_related("account")
+
+    @admin.display(boolean=True, description="live")
+    def live(self, session: Session) -> bool:
+        return _is_live(session)
+
+
+def _is_live(session: Session) -> bool:
+    return (
+        session.revoked_at is None
+        and session.expires_at > timezone.now()
+        and session.session_version == session.account.session_version
+    )
+
+
 @admin.register(Account)
 class AccountAdmin(ServiceAdmin):
     form = AccountChangeForm
@@ -154,6 +182,7 @@ class AccountAdmin(ServiceAdmin):
         "email",
         "password_state",
         "access",
+        "sessions",
         "session_version",
         "last_login",
         "created_by",
@@ -161,14 +190,17 @@ class AccountAdmin(ServiceAdmin):
     )
     fieldsets = (
         (None, {"fields": ("id", "email", "name", "description", "avatar_url", "password_state", "access")}),
-        ("Status", {"fields": ("enabled", "verified", "is_superuser", "session_version", "last_login")}),
+        (
+            "Status",
+            {"fields": ("enabled", "verified", "is_superuser", "sessions", "session_version", "last_login")},
+        ),
         ("Data", {"fields": ("tags", "meta")}),
         ("History", {"fields": ("created_at", "created_by", "updated_at", "updated_by")}),
     )
     add_fieldsets = (
         (None, {"fields": ("email", "name", "password1", "password2", "verified", "is_superuser")}),
     )
-    inlines = (MembershipInline, CredentialInline)
+    inlines = (MembershipInline, CredentialInline, SessionInline)
     actions = ("enable_accounts", "disable_accounts", "end_account_sessions")
     delete_service = staticmethod(accounts.delete_account)
 
@@ -184,6 +216,11 @@ class AccountAdmin(ServiceAdmin):
     def access(self, account: Account) -> str:
         url = reverse("admin:accounts_account_check_access", args=[account.pk])
         return format_html('<a href="{}">check access</a> (why may this account do something?)', url)
+
+    @admin.display(description="sessions")
+    def sessions(self, account: Account) -> str:
+        url = reverse("admin:authn_session_changelist") + "?" + urlencode({"q": account.email})
+        return format_html('<a href="{}">end one of its sessions</a> (listed below)', url)
 
     def get_fieldsets(self, request: HttpRequest, obj=None):
         return self.add_fieldsets if obj is None else self.fieldsets
@@ -343,6 +380,33 @@ class CredentialAdmin(ServiceAdmin):
 
     def remove(self, request: HttpRequest, obj: Credential) -> None:
         services.delete_credential(obj)
+
+
+@admin.register(Session)
+class SessionAdmin(ViewOnly, admin.ModelAdmin):
+    """Every session (CONTRACT 17): where and when it began, when it was last refreshed, how the account
+    signed in. The one change is the action that ends the selected sessions, through the service the API's
+    `sessions/revoke` calls (recorded, pushed, refused at once everywhere)."""
+
+    list_display = ("id", "account", "created_at", "last_used_at", "expires_at", "ip", "amr", "live")
+    list_select_related = ("account",)
+    search_fields = ("account__email",)
+    ordering = ("-created_at",)
+    fields = ("id", "account", "created_at", "last_used_at", "expires_at", "ip", "user_agent", "amr", "live")
+    readonly_fields = fields
+    actions = ["end_sessions"]
+
+    @admin.display(boolean=True, description="live")
+    def live(self, session: Session) -> bool:
+        return _is_live(session)
+
+    @admin.action(description="End the selected sessions")
+    def end_sessions(self, request: HttpRequest, queryset) -> None:
+        with transaction.atomic():
+            selected = list(queryset.select_for_update(of=("self",)))
+            for session in selected:
+                sessions.end_session(session, actor=request.user)
+        self.message_user(request, f"{len(selected)} session(s) ended.", messages.SUCCESS)
 
 
 @admin.register(SigningKey)

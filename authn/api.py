@@ -7,7 +7,7 @@ from rest_framework import exceptions
 from rest_framework.request import Request
 
 from accounts.services import end_sessions
-from iam.addresses import client_ip
+from iam.addresses import client_ip, user_agent
 from iam.api import Endpoint
 from iam.errors import AUTHENTICATION_REQUIRED, ApiError
 
@@ -24,6 +24,7 @@ from .serializers import (
     PasswordUpdated,
     RegisterRequest,
     Revoked,
+    RevokeRequest,
     SessionSerializer,
     SessionWithAccount,
     TokenRequest,
@@ -65,6 +66,8 @@ class Register(Endpoint, route="auth/register"):
             email=data["email"],
             password=data["password"],
             name=data.get("name"),
+            ip=client_ip(request),
+            user_agent=user_agent(request),
         )
         return session_payload(account, session)
 
@@ -86,7 +89,10 @@ class Login(Endpoint, route="auth/login"):
         if not data.get("email") or not data.get("password"):
             raise ApiError(400, "email and password required")
         account, session = services.login(
-            email=data["email"], password=data["password"], ip=client_ip(request)
+            email=data["email"],
+            password=data["password"],
+            ip=client_ip(request),
+            user_agent=user_agent(request),
         )
         return session_payload(account, session)
 
@@ -123,15 +129,20 @@ class Refresh(Endpoint, route="auth/refresh"):
 
 class Revoke(Endpoint, route="auth/revoke"):
     """Ends every session of the caller's account: its access and refresh tokens stop working at once, in
-    every service that validates them."""
+    every service that validates them. With `except_current: true`, every session but the one of the
+    token presented."""
 
-    example_request = {}
+    example_request = {"except_current": True}
 
     authentication_classes = [SessionTokenAuthentication]
+    request_serializer = RevokeRequest
     response_serializer = Revoked
 
     def handle(self, request: Request, data: dict) -> dict:
-        end_sessions(request.user)
+        if data["except_current"]:
+            sessions.end_other_sessions(request.user, keep=request.auth.get("sid"), actor=request.user)
+        else:
+            end_sessions(request.user)
         return {"account_id": str(request.user.pk), "revoked": True}
 
 
@@ -241,7 +252,9 @@ class OAuthInitiate(Endpoint, route="auth/oauth/idp_a/initiate"):
 def oauth_callback(request: HttpRequest) -> HttpResponseRedirect:
     """Not JSON: the browser comes back from the provider and goes on to the client app (SPEC 4 rule 6).
     The tokens travel in the query (SPEC 4 rule 4), so the answer is neither cached nor sent as Referer."""
-    response = HttpResponseRedirect(oauth.complete(request.GET.dict()))
+    response = HttpResponseRedirect(
+        oauth.complete(request.GET.dict(), ip=client_ip(request), user_agent=user_agent(request))
+    )
     response["Cache-Control"] = "no-store"
     response["Referrer-Policy"] = "no-referrer"
     return response

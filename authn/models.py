@@ -1,10 +1,13 @@
 import uuid
 
 from django.db import models
-from django.db.models import Q
+from django.db.models import F, Q
+from django.utils import timezone
 
 from iam import retention
 from tenancy.models import AccountInWorkspace, created_index
+
+USER_AGENT_MAX = 512  # characters kept of a client's User-Agent header
 
 
 class Credential(AccountInWorkspace):
@@ -53,6 +56,43 @@ class Credential(AccountInWorkspace):
 
     def __str__(self) -> str:
         return f"{self.kind}/{self.provider} of {self.account_id}"
+
+
+class SessionQuerySet(models.QuerySet):
+    def live(self, now=None) -> "SessionQuerySet":
+        """Sessions whose tokens still work: not revoked, not expired, and not ended by a later bump of the
+        account's session version (`auth/revoke`, a new password, a disable)."""
+        return self.filter(
+            revoked_at__isnull=True,
+            expires_at__gt=now or timezone.now(),
+            session_version=F("account__session_version"),
+        )
+
+
+class Session(models.Model):
+    """One login (CONTRACT 17): every token of it carries its id (`sid`) and how the account proved itself
+    (`amr`). A session lives while it is not revoked, not expired (`IAM_REFRESH_TOKEN_DAYS` after the
+    login) and of the account's current session version; `auth/revoke` with `except_current` moves the
+    caller's session to the new version, so only it survives the bump."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    account = models.ForeignKey("accounts.Account", on_delete=models.CASCADE, related_name="+")
+    created_at = models.DateTimeField(default=timezone.now)
+    last_used_at = models.DateTimeField(default=timezone.now)
+    expires_at = models.DateTimeField(db_index=True)
+    ip = models.GenericIPAddressField(null=True, blank=True)
+    user_agent = models.CharField(max_length=USER_AGENT_MAX, blank=True, default="")
+    amr = models.JSONField(default=list)
+    session_version = models.PositiveIntegerField()
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    objects = SessionQuerySet.as_manager()
+
+    class Meta:
+        indexes = [models.Index(fields=["account", "created_at", "id"], name="session_account_created")]
+
+    def __str__(self) -> str:
+        return f"session {self.pk} of {self.account_id}"
 
 
 class RefreshToken(models.Model):
@@ -109,6 +149,12 @@ class SigningKey(models.Model):
 def sweep_refresh_tokens(now, kept_since) -> int:
     """Used rows stay until they expire: reuse detection needs them."""
     return RefreshToken.objects.filter(expires_at__lt=now).delete()[0]
+
+
+@retention.sweep("sessions")
+def sweep_sessions(now, kept_since) -> int:
+    """An expired session can no longer be refreshed nor listed: its row goes."""
+    return Session.objects.filter(expires_at__lt=now).delete()[0]
 
 
 @retention.sweep("oauth states")

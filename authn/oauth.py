@@ -80,9 +80,9 @@ def sign_in(profile: Profile) -> Account:
     return account
 
 
-def complete(params: dict[str, str]) -> str:
+def complete(params: dict[str, str], *, ip: str, user_agent: str) -> str:
     """The callback: answers the URL to redirect the browser to, with the session's tokens or an
-    `error` (SPEC 4 rules 4-5)."""
+    `error` (SPEC 4 rules 4-5). `ip` and `user_agent` are the browser's, for the session record."""
     redirect_url = None
     try:
         config = provider_config()
@@ -107,7 +107,7 @@ def complete(params: dict[str, str]) -> str:
         except IntegrityError as exc:  # a concurrent callback created the same account or credential
             raise OAuthFailure(OAUTH_FAILED, "concurrent sign-in") from exc
         with transaction.atomic():
-            session = start_session(account)
+            session = start_session(account, amr=["fed"], ip=ip, user_agent=user_agent)  # RFC 8176
     except OAuthFailure as failure:
         logger.info("oauth idp_a callback failed: %s (%s)", failure.reason, failure)
         target = failure.redirect_url or redirect_url or fallback_redirect()

@@ -1,11 +1,11 @@
 from rest_framework import serializers
 
 from accounts.serializers import AccountBriefSerializer
-from iam.fields import Choice, DateTime, Email, JsonObject, Name, String, Tags, Uuid
+from iam.fields import Boolean, Choice, DateTime, Email, JsonObject, Name, String, Tags, Uuid
 from iam.serializers import RECORD_TAIL, Record
 from rbac.serializers import Deleted
 
-from .models import Credential
+from .models import Credential, Session
 
 
 class RegisterRequest(serializers.Serializer):
@@ -114,3 +114,27 @@ class CredentialUpdateRequest(CredentialRef):
 
 class CredentialDeleted(Deleted):
     pass
+
+
+# Sessions (CONTRACT 17)
+
+
+class RevokeRequest(serializers.Serializer):
+    except_current = Boolean(required=False, default=False)
+
+
+class SessionRecordSerializer(Record):
+    account_id = serializers.UUIDField()
+
+    class Meta:
+        model = Session
+        fields = ["id", "account_id", "created_at", "last_used_at", "expires_at", "ip", "user_agent", "amr"]
+
+
+class SessionRevokeRequest(serializers.Serializer):
+    id = Uuid()
+
+
+class SessionRevoked(serializers.Serializer):
+    id = serializers.UUIDField()
+    revoked = serializers.BooleanField()

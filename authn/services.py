@@ -83,7 +83,9 @@ def _add_credential(account: Account, *, actor: Account | None, **fields: Any) -
     return credential
 
 
-def register(*, email: str, password: str, name: str | None) -> tuple[Account, dict]:
+def register(
+    *, email: str, password: str, name: str | None, ip: str, user_agent: str
+) -> tuple[Account, dict]:
     with transaction.atomic():
         account = create_password_account(
             email=email,
@@ -91,13 +93,13 @@ def register(*, email: str, password: str, name: str | None) -> tuple[Account, d
             name=name or normalize_email(email).split("@", 1)[0],
             conflict_status=400,  # SPEC 7 keeps 400 for register
         )
-        session = start_session(account)
+        session = start_session(account, amr=["pwd"], ip=ip, user_agent=user_agent)  # RFC 8176: a password
         emails.enqueue(emails.CONFIRM, account.pk)  # SPEC 4 rule 2
     throttling.emails_by_address.hit(account.email)  # counts towards CONTRACT 13's 3 e-mails an hour
     return account, session
 
 
-def login(*, email: str, password: str, ip: str) -> tuple[Account, dict]:
+def login(*, email: str, password: str, ip: str, user_agent: str) -> tuple[Account, dict]:
     email = normalize_email(email)
     retry_after = max(
         throttling.login_failures_by_email.retry_after(email) or 0,
@@ -129,7 +131,7 @@ def login(*, email: str, password: str, ip: str) -> tuple[Account, dict]:
     throttling.login_failures_by_email.reset(email)
     with transaction.atomic():
         touch_credential(credential)
-        session = start_session(account)
+        session = start_session(account, amr=["pwd"], ip=ip, user_agent=user_agent)
         audit.record("account.login", resource=("account", account.pk), actor=account)
     metrics.LOGINS.labels("ok").inc()
     return account, session

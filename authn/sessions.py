@@ -1,5 +1,8 @@
-"""Sessions are JWT pairs bound to the account's session version (CONTRACT 5)."""
+"""Sessions (CONTRACT 5 and 17): each login a record, its JWT pairs naming it (`sid`), all bound to the
+account's session version."""
 
+import ipaddress
+import time
 import uuid
 from datetime import UTC, datetime
 
@@ -8,27 +11,65 @@ from django.contrib.auth.models import update_last_login
 from django.db import transaction
 from django.utils import timezone
 
-from accounts.account_cache import get_account
+from accounts.account_cache import account_key, get_account
 from accounts.models import Account
 from accounts.services import end_sessions
-from iam import audit, cache
+from iam import audit, cache, events
+from iam.errors import ApiError
 
 from . import tokens
-from .models import RefreshToken
+from .models import USER_AGENT_MAX, RefreshToken, Session
+from .session_cache import forget_sessions, get_session_state, session_key
 from .tokens import TokenError
 
 
-def issue_session(account: Account, *, auth_time: int | None = None) -> dict:
-    """A new token pair. `auth_time` is the login that started the session (now, for a login); a refresh
-    passes the one its token carries, and no token of the session outlives it by more than the refresh
-    lifetime (CONTRACT 5), however often it is refreshed."""
+def issue_session(account: Account, *, amr: list[str], ip: str | None = None, user_agent: str = "") -> dict:
+    """A login: a new session record (CONTRACT 17) and its first token pair. `amr` says how the account
+    proved itself (RFC 8176: `pwd`, `fed`); `ip` is the client's address as `iam.addresses.client_ip`
+    reads it, and the user agent is kept truncated."""
     now = timezone.now()
-    if auth_time is None:
-        auth_time = int(now.timestamp())
-    session_end = datetime.fromtimestamp(auth_time, tz=UTC) + settings.IAM_REFRESH_TOKEN_LIFETIME
-    if session_end <= now:
+    auth_time = int(now.timestamp())
+    session = Session.objects.create(
+        account=account,
+        created_at=now,
+        last_used_at=now,
+        expires_at=_session_end(auth_time),
+        ip=_address(ip),
+        user_agent=user_agent.replace("\x00", "")[:USER_AGENT_MAX],  # PostgreSQL refuses NUL
+        amr=list(amr),
+        session_version=account.session_version,
+    )
+    return _token_pair(
+        account, auth_time=auth_time, session_claims={"sid": str(session.pk), "amr": session.amr}
+    )
+
+
+def _session_end(auth_time: int) -> datetime:
+    return datetime.fromtimestamp(auth_time, tz=UTC) + settings.IAM_REFRESH_TOKEN_LIFETIME
+
+
+def _address(ip: str | None) -> str | None:
+    """An address the database takes, or None: a forwarded entry a client wrote may be anything, and a
+    zone index (`fe80::1%eth0`) says nothing about the client."""
+    try:
+        return ipaddress.ip_address((ip or "").split("%", 1)[0].strip()).compressed
+    except ValueError:
+        return None
+
+
+def _token_pair(account: Account, *, auth_time: int, session_claims: dict) -> dict:
+    """`auth_time` is the login that started the session; no token of the session outlives it by more
+    than the refresh lifetime (CONTRACT 5), however often it is refreshed. `session_claims`: `sid` and
+    `amr` (none for a session begun before sessions were records)."""
+    session_end = _session_end(auth_time)
+    if session_end <= timezone.now():
         raise TokenError("token_expired")
-    common = {"session_version": account.session_version, "auth_time": auth_time, "not_after": session_end}
+    common = {
+        "session_version": account.session_version,
+        "auth_time": auth_time,
+        "not_after": session_end,
+        "extra": session_claims,
+    }
     access_token, _ = tokens.issue(
         account.pk, type=tokens.ACCESS, lifetime=settings.IAM_ACCESS_TOKEN_LIFETIME, **common
     )
@@ -43,12 +84,22 @@ def issue_session(account: Account, *, auth_time: int | None = None) -> dict:
     return {"access_token": access_token, "refresh_token": refresh_token}
 
 
-def start_session(account: Account) -> dict:
-    """The session a sign-in starts (a password login, a registration, an OAuth callback): a new token
-    pair, and the account's `last_login` set as Django's own `login()` sets it for the admin (its
-    `user_logged_in` receiver, `update_last_login`, called here without a request). A refresh continues
-    a session and leaves `last_login` as it was."""
-    session = issue_session(account)
+def _continue(account: Account, claims: dict) -> dict:
+    """A new pair of the session `claims` belong to: the same `sid`, `amr` and `auth_time`; the session
+    records the refresh as its `last_used_at`."""
+    if "sid" not in claims:
+        return _token_pair(account, auth_time=claims["auth_time"], session_claims={})
+    Session.objects.filter(pk=claims["sid"]).update(last_used_at=timezone.now())
+    session_claims = {"sid": str(claims["sid"]), "amr": claims.get("amr", [])}
+    return _token_pair(account, auth_time=claims["auth_time"], session_claims=session_claims)
+
+
+def start_session(account: Account, *, amr: list[str], ip: str | None = None, user_agent: str = "") -> dict:
+    """The session a sign-in starts (a password login, a registration, an OAuth callback): its record and
+    first token pair (`issue_session`), and the account's `last_login` set as Django's own `login()` sets
+    it for the admin (its `user_logged_in` receiver, `update_last_login`, called here without a request).
+    A refresh continues a session and leaves `last_login` as it was."""
+    session = issue_session(account, amr=amr, ip=ip, user_agent=user_agent)
     update_last_login(None, account)
     return session
 
@@ -62,15 +113,39 @@ def authenticate_token(
     return check_session(claims), claims
 
 
-def check_session(claims: dict, *, read: object = cache.MISSING) -> Account:
-    """The account of decoded claims, when the session they carry is still current. `read` is the cached
-    entry a caller already fetched with others in one round trip."""
-    account = get_account(claims["sub"], read=read)
+def session_keys(claims: dict) -> list[str]:
+    """The cache entries `check_session` reads for these claims, for a caller that fetches them with
+    others in one round trip."""
+    keys = [account_key(claims["sub"])]
+    if "sid" in claims:
+        keys.append(session_key(claims["sid"]))
+    return keys
+
+
+def check_session(claims: dict, *, found: dict | None = None) -> Account:
+    """The account of decoded claims, when the session they carry is still current: its record not
+    revoked and of the account's session version (a token without `sid`, issued before sessions were
+    records: its own `sv` against the account's). `found`: the cached entries (`session_keys`) a caller
+    already fetched; else they are fetched here, in one round trip."""
+    keys = session_keys(claims)
+    if found is None:
+        found = cache.get_many(keys)
+    account = get_account(claims["sub"], read=found.get(keys[0], cache.MISSING))
     if account is None:
         raise TokenError("invalid_token")
     if not account.enabled:  # said before the revocation that the disable also made (CONTRACT 4)
         raise TokenError("account_disabled")
-    if claims["sv"] != account.session_version:
+    if "sid" not in claims:
+        if claims["sv"] != account.session_version:
+            raise TokenError("token_revoked")
+        return account
+    session = get_session_state(claims["sid"], read=found.get(keys[1], cache.MISSING))
+    if (
+        session is None
+        or session.revoked
+        or session.account_id != str(account.pk)
+        or session.session_version != account.session_version
+    ):
         raise TokenError("token_revoked")
     return account
 
@@ -78,7 +153,7 @@ def check_session(claims: dict, *, read: object = cache.MISSING) -> Account:
 def refresh(account: Account, claims: dict) -> dict:
     """`/auth/refresh`: an access token gets a new pair of the same session; a refresh token is rotated."""
     if claims["type"] == tokens.ACCESS:
-        return issue_session(account, auth_time=claims["auth_time"])
+        return _continue(account, claims)
     return rotate(account, claims)
 
 
@@ -86,15 +161,79 @@ def rotate(account: Account, claims: dict) -> dict:
     """Exchanges a refresh token for a new pair. A refresh token presented a second time means it leaked:
     every session of the account ends (RFC 9700 4.14). The reuse is committed even though the request
     answers 401: it runs in a transaction of its own, outside the request's."""
-    with transaction.atomic():
-        row = RefreshToken.objects.select_for_update().filter(jti=claims["jti"], account=account).first()
-        if row is not None and row.used_at is None:
-            row.used_at = timezone.now()
-            row.save(update_fields=["used_at"])
-            return issue_session(account, auth_time=claims["auth_time"])
-    if row is None:
+    # One conditional UPDATE spends the token (the row lock makes a concurrent second use find it spent),
+    # in place of a locking read and a write: the session's `last_used_at` costs that trip. In the
+    # request's transaction, without a savepoint of its own: nothing here is undone alone.
+    with transaction.atomic(savepoint=False):
+        spent = RefreshToken.objects.filter(jti=claims["jti"], account=account, used_at__isnull=True)
+        if spent.update(used_at=timezone.now()):
+            return _continue(account, claims)
+    if not RefreshToken.objects.filter(jti=claims["jti"], account=account).exists():
         raise TokenError("invalid_token")
     with transaction.atomic():
         audit.record("session.refresh_reuse", resource=("account", account.pk), actor=account)
         end_sessions(account)  # kept: the caller commits before refusing (`ApiError(commit=True)`)
     raise TokenError("token_revoked")
+
+
+# Ending sessions (CONTRACT 17)
+
+RECENT_AUTHENTICATION_REQUIRED = "recent authentication required"
+
+
+def require_recent_authentication(claims: dict) -> None:
+    """Sensitive acts (ending another session) need a login of the last `IAM_REAUTH_SECONDS`: a refresh
+    keeps `auth_time`, so a stolen session cannot do them for long."""
+    if time.time() - claims["auth_time"] > settings.IAM_REAUTH_SECONDS:
+        raise ApiError(403, RECENT_AUTHENTICATION_REQUIRED)
+
+
+def find_session(caller: Account, session_id: uuid.UUID) -> Session | None:
+    """A session the caller may end, locked: its own, or any for an operator. Another account's session
+    is None, as one that does not exist."""
+    sessions = Session.objects.select_for_update().filter(pk=session_id)
+    if not caller.is_superuser:
+        sessions = sessions.filter(account=caller)
+    return sessions.first()
+
+
+@transaction.atomic
+def end_session(session: Session, *, actor: Account | None) -> Session:
+    """Revokes one session: its access and refresh tokens are refused at once, in every process (the
+    cached state is purged around the commit), while the account's other sessions live on. Recorded in
+    the account's own log (no workspace's) and pushed as `session.revoked` naming the session. Ending a
+    session already revoked changes nothing."""
+    if session.revoked_at is None:
+        session.revoked_at = timezone.now()
+        session.save(update_fields=["revoked_at"])
+        audit.record(
+            "session.revoke",
+            resource=("session", session.pk),
+            changes={"account_id": session.account_id, "revoked": {"before": False, "after": True}},
+            actor=actor,
+        )
+        events.emit(
+            "session.revoked",
+            resource=("account", session.account_id),
+            account_ids=[session.account_id],
+            data={"session_id": str(session.pk)},
+        )
+    forget_sessions([session.pk])
+    return session
+
+
+@transaction.atomic
+def end_other_sessions(account: Account, *, keep: uuid.UUID | None, actor: Account | None) -> None:
+    """`auth/revoke` with `except_current`: every session of the account ends but `keep`. The session
+    version moves (every older token fails, those issued before sessions were records included) and
+    `keep` moves with it. A caller whose token names no session (issued before sessions were records)
+    has none to keep: every recorded session is revoked, and the session version stays."""
+    if keep is None:
+        for session in Session.objects.live().filter(account=account).select_for_update(of=("self",)):
+            end_session(session, actor=actor)
+        return
+    end_sessions(account)
+    Session.objects.filter(pk=keep, account=account, revoked_at__isnull=True).update(
+        session_version=account.session_version
+    )
+    forget_sessions([keep])

@@ -75,9 +75,18 @@ def decode(token: str, *, types: set[str] | frozenset[str]) -> dict:
         raise TokenError("invalid_token")
     if claims["type"] in SESSION_TYPES and not isinstance(claims.get("auth_time"), int):
         raise TokenError("invalid_token")  # CONTRACT 5: every session token carries its login time
+    # CONTRACT 17: a session token names its session and how the login was made; tokens issued before
+    # sessions were records have neither, and stay bound to the session version alone.
+    amr = claims.get("amr")
+    if amr is not None and not (isinstance(amr, list) and all(isinstance(item, str) for item in amr)):
+        raise TokenError("invalid_token")
     try:
         claims["sub"] = uuid.UUID(str(claims["sub"]))
         claims["jti"] = uuid.UUID(str(claims["jti"]))
+        if "sid" in claims:
+            if not isinstance(claims["sid"], str):
+                raise ValueError("sid")
+            claims["sid"] = uuid.UUID(claims["sid"])
     except ValueError as exc:
         raise TokenError("invalid_token") from exc
     return claims

@@ -411,7 +411,7 @@ def _bench(env: dict, workdir: Path, processes: list) -> None:
         status="active",
         email=operator.email,
     )
-    token = issue_session(operator)["access_token"]
+    token = issue_session(operator, amr=["pwd"])["access_token"]
     member = Account.objects.create(email="member@bench.example", name="Member", verified=True)
     permission = Permission.objects.create(workspace=workspace, name="projects:*")
     role = Role.objects.create(workspace=workspace, name="editor")
@@ -426,7 +426,7 @@ def _bench(env: dict, workdir: Path, processes: list) -> None:
         {
             "client_id": str(client.pk),
             "client_secret": secret,
-            "token": issue_session(member)["access_token"],
+            "token": issue_session(member, amr=["pwd"])["access_token"],
             "permission": "projects:update",
         }
     )

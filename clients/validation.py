@@ -7,9 +7,8 @@ import datetime as dt
 import time
 from uuid import UUID
 
-from accounts.account_cache import account_key
 from authn import tokens
-from authn.sessions import check_session
+from authn.sessions import check_session, session_keys
 from authn.tokens import TokenError
 from iam import cache, crypto
 from rbac import policy
@@ -22,7 +21,7 @@ class VerifiedTokens(dict):
     a calling service presents the same token on every request it serves, and verifying it again is a
     fifth of this endpoint's time. Only expiry moves with the clock, so it is checked on every use; an
     entry is verified afresh after VERIFY_AGAIN_SECONDS (a signing key that was taken out of service).
-    Revocation is not decided here: the session version is checked against the account on every call."""
+    Revocation is not decided here: the session and the session version are checked on every call."""
 
     LIMIT = 10_000
     VERIFY_AGAIN_SECONDS = 60
@@ -95,10 +94,12 @@ def validate(
     # One cache round trip for the client, the account and the grants. A client never changes workspace,
     # so once this process has seen it, its workspace (and with it the grant keys) is known up front.
     keys = [client_key(client_id)]
+    with_grants = False
     if claims:
-        keys.append(account_key(claims["sub"]))
+        keys += session_keys(claims)  # the account and, for a token naming one, its session
         if client_id in workspace_of:
             keys += policy.grant_keys(claims["sub"], workspace_of[client_id])
+            with_grants = True
     found = cache.get_many(keys)
     client = find_client(client_id, read=found.get(keys[0], cache.MISSING))
     if client is None or not crypto.matches(client_secret, client.secret_digest):
@@ -107,10 +108,10 @@ def validate(
     try:
         if token_error is not None:
             raise token_error
-        account = check_session(claims, read=found.get(keys[1], cache.MISSING))
+        account = check_session(claims, found=found)
     except TokenError as exc:
         return _answer(exc.reason, workspace_id=workspace_id, allowed=denied)
-    read = found if len(keys) > 2 else None
+    read = found if with_grants else None
     grants = policy.grants(account.pk, UUID(workspace_id), read=read)
     if not grants.member:
         return _answer("not_a_member", workspace_id=workspace_id, allowed=denied, expires_at=claims["exp"])

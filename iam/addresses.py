@@ -19,3 +19,8 @@ def client_ip(request: HttpRequest | Request) -> str:
             # the one the first proxy it met wrote (Django REST framework's rule).
             return forwarded[-min(proxies, len(forwarded))]
     return meta.get("REMOTE_ADDR", "")
+
+
+def user_agent(request: HttpRequest | Request) -> str:
+    """The client's `User-Agent` header as sent (callers truncate it to what they keep)."""
+    return request.META.get("HTTP_USER_AGENT", "")

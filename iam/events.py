@@ -62,8 +62,10 @@ def emit(
     resource: tuple[str, UUID],
     account_ids: Iterable[UUID],
     workspace_ids: Iterable[UUID] | None = None,
+    data: dict | None = None,
 ) -> None:
-    """Records the event for each workspace (`None`: every workspace of the accounts)."""
+    """Records the event for each workspace (`None`: every workspace of the accounts). `data`: what the
+    kind adds to `account_ids` and `resource` (a `session.revoked` of one session: its `session_id`)."""
     assert kind in KINDS, kind
     accounts = sorted({str(account_id) for account_id in account_ids})
     targets = set(workspace_ids) if workspace_ids is not None else account_workspaces(accounts)
@@ -74,7 +76,11 @@ def emit(
             "type": kind,
             "workspace_id": str(workspace_id),
             "occurred_at": occurred_at,
-            "data": {"account_ids": accounts, "resource": {"type": resource[0], "id": str(resource[1])}},
+            "data": {
+                "account_ids": accounts,
+                "resource": {"type": resource[0], "id": str(resource[1])},
+                **(data or {}),
+            },
         }
         record(event)
         outbox.enqueue("push.event", event, run_now=True)

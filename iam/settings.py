@@ -126,7 +126,7 @@ if REDIS_URL:
                 # What `clients/validate` and Bearer checks read is also kept in process memory, dropped
                 # as Redis reports each change (iam/redis_cache.py): a warm check makes no round trip.
                 "LOCAL_PREFIXES": (
-                    ["client:", "account:", "grants:", "authz-generation:"]
+                    ["client:", "account:", "session:", "grants:", "authz-generation:"]
                     if env("IAM_CACHE_LOCAL", True, bool)
                     else []
                 ),
@@ -284,6 +284,8 @@ IAM_ACCESS_TOKEN_LIFETIME = timedelta(minutes=60)
 IAM_REFRESH_TOKEN_LIFETIME = timedelta(days=env("IAM_REFRESH_TOKEN_DAYS", 30, int))
 IAM_EMAIL_TOKEN_LIFETIME = timedelta(hours=24)
 IAM_AUTH_CACHE_SECONDS = env("IAM_AUTH_CACHE_SECONDS", 300, int)
+# CONTRACT 17: ending another session needs a login at most this many seconds old (`auth_time`).
+IAM_REAUTH_SECONDS = env("IAM_REAUTH_SECONDS", 600, int)
 IAM_FRONTEND_URL = env("IAM_FRONTEND_URL", "http://localhost:3000").rstrip("/")
 IAM_PUBLIC_URL = env("IAM_PUBLIC_URL", "http://127.0.0.1:8000").rstrip("/")
 IAM_LOGIN_FAILURES_PER_EMAIL = env("IAM_LOGIN_FAILURES_PER_EMAIL", 5, int)

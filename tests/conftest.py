@@ -104,7 +104,7 @@ def err(response, status: int, message: str | None = None) -> dict:
 
 
 def token_for(account: Account) -> str:
-    return issue_session(account)["access_token"]
+    return issue_session(account, amr=["pwd"])["access_token"]
 
 
 def client_for(account: Account, workspace=None) -> ApiClient:

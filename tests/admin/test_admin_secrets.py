@@ -39,7 +39,7 @@ def secrets(operator) -> list[str]:
     CredentialFactory(account=account, workspace=workspace)
     found = ["$argon2id$", account.password, operator.password]
     for who in (account, operator):
-        session = issue_session(who)
+        session = issue_session(who, amr=["pwd"])
         found += [session["access_token"], session["refresh_token"]]
     reset, _ = tokens.issue(
         account.pk, type=tokens.PASSWORD_RESET, session_version=1, lifetime=timedelta(hours=1)

@@ -83,3 +83,17 @@ def test_help_text():
     from iam.management.commands.cleanup import Command
 
     assert "IAM_OUTBOX_RETENTION_DAYS" in Command.help
+
+
+def test_expired_sessions_go_and_live_or_revoked_ones_stay_until_they_expire(db):
+    from authn.models import Session
+    from authn.sessions import issue_session
+
+    account = AccountFactory()
+    for _ in range(3):
+        issue_session(account, amr=["pwd"])
+    expired, revoked, live = Session.objects.order_by("created_at", "id")
+    Session.objects.filter(pk=expired.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
+    Session.objects.filter(pk=revoked.pk).update(revoked_at=timezone.now())
+    assert "deleted 1 sessions" in run()
+    assert set(Session.objects.values_list("pk", flat=True)) == {revoked.pk, live.pk}

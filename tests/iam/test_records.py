@@ -17,7 +17,8 @@ import rbac.api
 import rbac.serializers
 import tenancy.serializers
 from accounts.models import Account
-from authn.models import Credential
+from authn.models import Credential, Session
+from authn.sessions import issue_session
 from clients.models import Client
 from iam.serializers import Record
 from rbac.models import Invitation, Membership, Permission, Role
@@ -95,6 +96,9 @@ def make_records() -> dict[type, list]:
         account=creator, kind=Credential.Kind.OAUTH, provider=Credential.Provider.IDP_A, provider_id="g-1"
     )
     Credential.objects.filter(account=creator).update(last_used_at=LATER - timedelta(days=1))
+    issue_session(account, amr=["pwd"], ip="10.0.0.1", user_agent="agent")
+    issue_session(creator, amr=["fed"], ip="2001:db8::1")
+    issue_session(creator, amr=[], ip=None)
     made = [
         ClientFactory(workspace=workspace, description="c"),
         ClientFactory(workspace=bare, description=None),
@@ -122,6 +126,7 @@ def make_records() -> dict[type, list]:
             Role,
             Membership,
             Credential,
+            Session,
             Client,
             Invitation,
         )

@@ -8,6 +8,7 @@ import json
 import re
 from concurrent.futures import ThreadPoolExecutor
 
+import jwt
 import pytest
 from rest_framework import serializers
 
@@ -176,6 +177,10 @@ def valid_call(world: World, path: str) -> dict:
     invitations = ("/memberships/accept", "/memberships/decline")
     if path in ("/auth/revoke", "/auth/refresh"):
         call["token"] = throwaway["access_token"]  # not the operator's: revoke ends that account's sessions
+    elif path == "/sessions/revoke":
+        # The account's own current session: no recent login needed (CONTRACT 17), and no one else's.
+        call["token"] = throwaway["access_token"]
+        call["body"] = {"id": jwt.decode(call["token"], options={"verify_signature": False})["sid"]}
     elif path in invitations:
         # The invited account's own act (CONTRACT 15): its Bearer token and the id of its invitation.
         invited = add_member(live, world.token, ws, throwaway["account"]["id"], status="invited")

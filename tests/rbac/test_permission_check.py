@@ -169,9 +169,9 @@ def test_query_budget(workspace, checker, django_assert_max_num_queries):
     account = AccountFactory()
     roles = [RoleFactory(workspace=workspace, permissions=["*", "projects:*", "*:list"]) for _ in range(5)]
     MembershipFactory(account=account, workspace=workspace, roles=roles)
-    # Cold caches: the caller (account, workspace, grants), the account, its memberships, its grants and
-    # one query for the paths, however many roles and permissions.
-    with django_assert_max_num_queries(9):
+    # Cold caches: the caller (account, session, workspace, grants), the account, its memberships, its
+    # grants and one query for the paths, however many roles and permissions.
+    with django_assert_max_num_queries(10):
         assert len(ok(check(checker, account, "projects:list"))["matched"]) == 15
 
 

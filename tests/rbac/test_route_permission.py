@@ -21,7 +21,7 @@ PLURAL = {
     "credentials": "credentials",
     "clients": "clients",
 }
-# What needs no permission: the public and self-service endpoints (SPEC 4, CONTRACT 4 and 15).
+# What needs no permission: the public and self-service endpoints (SPEC 4, CONTRACT 4, 15 and 17).
 NO_PERMISSION = {
     *(path for path in ENDPOINTS if path.startswith("/auth/")),
     "/clients/validate",
@@ -33,6 +33,8 @@ NO_PERMISSION = {
     "/invitations/accept",
     "/invitations/decline",
     "/invitations/mine",
+    "/sessions/list",
+    "/sessions/revoke",
 }
 
 
