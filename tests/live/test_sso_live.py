@@ -7,11 +7,16 @@ import json
 import os
 import shutil
 import subprocess
+import threading
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from urllib.parse import parse_qsl, urljoin, urlsplit
 
 import pytest
 import requests
+
+from tests.sso.stand_ins import OpenIdProvider
 
 from .api import META, create_workspace, ok, unique
 from .conftest import Process, free_port, wait_for
@@ -21,6 +26,18 @@ APP = "http://localhost:3000/after-sso"
 # The live service runs without IAM_PUBLIC_URL: its callback URL is the default's, which the provider's
 # client registration names; the test carries the browser from there to the service's real address.
 DEFAULT_CALLBACK = "http://127.0.0.1:8000/auth/sso/callback"
+
+
+def race(make, n: int) -> list:
+    """`make(i)` for i in 0..n-1 from n threads released together."""
+    start = threading.Barrier(n)
+
+    def run(i: int):
+        start.wait()
+        return make(i)
+
+    with ThreadPoolExecutor(n) as pool:
+        return list(pool.map(run, range(n)))
 
 
 def _node_ready() -> str | None:
@@ -189,3 +206,65 @@ def test_two_workspaces_log_in_through_their_own_provider(live, providers):
 
     # A state works once.
     assert back_to_service(live, alice_redirect) == {"error": "invalid_state"}
+
+
+@pytest.fixture
+def stand_in_idp():
+    idp = OpenIdProvider()
+    yield idp
+    idp.close()
+
+
+def test_the_connection_quota_is_exact_under_concurrent_creates(live, stand_in_idp):
+    """A tenant (not an operator) at the edge of its quota of 10: 14 creates at once on gunicorn's two
+    processes end as exactly 10 connections."""
+    tenant = live.register()
+    token = tenant["access_token"]
+    workspace = create_workspace(live, token)
+
+    def create(i: int):
+        body = {
+            "name": f"idp-{i}",
+            "issuer": stand_in_idp.issuer,
+            "client_id": "c",
+            "client_secret": "s",
+            "domains": [f"d{i}.{unique('q')}.test"],
+            "default_role_ids": [],
+            "tags": [],
+            "meta": META,
+        }
+        return live.post("/sso/create", body, token=token, workspace=workspace["id"])
+
+    answers = race(create, 14)
+    statuses = Counter(answer.status_code for answer in answers)
+    assert statuses == {200: 10, 403: 4}, [answer.text[:200] for answer in answers]
+    refused = next(answer for answer in answers if answer.status_code == 403)
+    assert refused.json()["message"] == "quota reached: sso connections (10)"
+    listed = ok(live.post("/sso/list", {}, token=token, workspace=workspace["id"]))
+    assert len(listed["sso_connections"]) == 10
+
+
+def test_one_domain_verified_at_once_for_two_workspaces_goes_to_one(live, stand_in_idp):
+    """Two operators' verifications of one domain for two workspaces at the same moment (two processes):
+    one wins, the other is refused `domain already claimed`."""
+    _, _, operator = live.bootstrap_operator()
+    domain = f"{unique('claim')}.test"
+    slugs = []
+    for _ in range(2):
+        workspace = create_workspace(live, operator)
+        body = {
+            "name": unique("idp"),
+            "issuer": stand_in_idp.issuer,
+            "client_id": "c",
+            "client_secret": "s",
+            "domains": [domain],
+            "default_role_ids": [],
+            "tags": [],
+            "meta": META,
+        }
+        ok(live.post("/sso/create", body, token=operator, workspace=workspace["id"]))
+        slugs.append(workspace["slug"])
+    results = race(lambda i: live.manage("verify_domain", "--workspace", slugs[i], "--domain", domain), 2)
+    assert sorted(result.returncode for result in results) == [0, 1], [r.stderr for r in results]
+    loser = next(result for result in results if result.returncode == 1)
+    assert "domain already claimed" in loser.stderr
