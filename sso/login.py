@@ -11,7 +11,6 @@ from authn.models import Credential, OAuthState
 from authn.oauth import Identity, finish, sign_in_identity
 from authn.oauth_provider import OAuthFailure
 from authn.oauth_state import begin, secret_of
-from iam import audit
 from iam.errors import ApiError
 from rbac.models import Membership
 from rbac.services import accept_invitation, create_membership
@@ -94,7 +93,7 @@ def _sign_in_with(state: OAuthState, code: str, verifier: str) -> Account:
         account = sign_in_identity(identity)
         ensure_membership(connection, account)
         SsoConnection.objects.filter(pk=connection.pk).update(last_login_at=timezone.now())
-        audit.record_for(connection, "login", changes={"account_id": str(account.pk)}, actor=account)
+        services.record_audit("ssoconnection.login", connection, {"account_id": str(account.pk)}, account)
     return account
 
 

@@ -38,6 +38,12 @@ class SsoConnection(InWorkspace):
     def __str__(self) -> str:
         return self.name
 
+    @property
+    def domains(self) -> list["SsoDomain"]:
+        """Its domains: the rows a list prefetched (`iam.serializers.prefetch`), else a query."""
+        rows = getattr(self, "prefetched_domain_rows", None)
+        return list(self.domain_rows.all()) if rows is None else rows
+
 
 class SsoDomain(models.Model):
     """An e-mail domain of a connection. It routes logins and links accounts only once verified (a DNS TXT

@@ -56,10 +56,10 @@ class SsoDomainSerializer(serializers.ModelSerializer):
 
 
 class SsoConnectionSerializer(Record):
-    """Never the client secret (CONTRACT 18)."""
+    """Never the client secret."""
 
     workspace_id = serializers.UUIDField(read_only=True)
-    domains = SsoDomainSerializer(source="domain_rows", many=True, read_only=True)
+    domains = SsoDomainSerializer(many=True, read_only=True)
     default_roles = RoleSerializer(many=True, read_only=True)
 
     class Meta:

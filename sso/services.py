@@ -52,6 +52,16 @@ class ConnectionChanges(TypedDict, total=False):
     meta: dict[str, Any]
 
 
+def record_audit(action: str, connection: SsoConnection, changes: dict, actor: Account | None) -> None:
+    audit.record(
+        action,
+        resource=("ssoconnection", connection.pk),
+        workspace_id=connection.workspace_id,
+        changes=changes,
+        actor=actor,
+    )
+
+
 def get_connection(workspace: Workspace, *, id: UUID) -> SsoConnection:
     """CONTRACT 2: a connection of another workspace is not found."""
     found = SsoConnection.objects.in_workspace(workspace).filter(pk=id).first()
@@ -175,7 +185,7 @@ def create_connection(
     connection.default_roles.set(roles)
     domain_change = _set_domains(connection, domains)
     if domain_change:
-        audit.record_for(connection, "update", changes=domain_change, actor=actor)
+        record_audit("ssoconnection.update", connection, domain_change, actor)
     return connection
 
 
@@ -217,9 +227,8 @@ def delete_connection(connection: SsoConnection, *, actor: Account | None) -> di
     """Its domains go with it (another workspace may then claim them); the accounts that logged in
     through it keep their memberships, and their `sso` credentials stop finding a connection."""
     summary = {"id": str(connection.pk)}
-    audit.record_for(
-        connection, "delete", changes=audit.removed(connection, ("name", "issuer", "client_id")), actor=actor
-    )
+    removed = audit.removed(connection, ("name", "issuer", "client_id"))
+    record_audit("ssoconnection.delete", connection, removed, actor)
     connection.delete()
     return summary
 
@@ -257,7 +266,7 @@ def verify_domain(
             row.save(update_fields=["verified_at", "verified_by"])
     except IntegrityError as exc:  # another workspace verified it meanwhile
         raise ApiError(409, CLAIMED, "domain") from exc
-    audit.record_for(connection, "verify_domain", changes={"domain": domain, "verified_by": by}, actor=actor)
+    record_audit("ssoconnection.verify_domain", connection, {"domain": domain, "verified_by": by}, actor)
     return connection
 
 

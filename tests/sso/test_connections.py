@@ -321,3 +321,28 @@ def test_a_tenant_cannot_verify_by_operator_word(workspace, member_of, admin, id
         )
     )
     assert domains_of(answered)["acme.test"]["verified"] is False
+
+
+def test_list_query_count_does_not_grow_with_the_page(admin, idp, viewer_role):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    def make(n: int) -> None:
+        body = connection_body(
+            idp, name=f"c{n}", domains=[f"d{n}.test", f"e{n}.test"], default_role_ids=[str(viewer_role.pk)]
+        )
+        ok(admin.call("/sso/create", body))
+
+    def counted() -> int:
+        admin.call("/sso/list", {})  # warm the auth caches
+        with CaptureQueriesContext(connection) as queries:
+            ok(admin.call("/sso/list", {}))
+        return len(queries)
+
+    make(0)
+    few = counted()
+    for n in range(1, 8):
+        make(n)
+    assert counted() == few
+    listed = ok(admin.call("/sso/list", {"filter": {"fields": {"enabled": True}}}))["sso_connections"]
+    assert len(listed) == 8 and all(len(item["domains"]) == 2 for item in listed)
