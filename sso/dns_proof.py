@@ -21,17 +21,19 @@ class LookupUnavailable(Exception):
 def _nameserver(entry: str) -> dns.nameserver.Do53Nameserver:
     """`address` or `address:port`; an IPv6 address with a port in brackets, `[::1]:5353`."""
     address, port = entry, 53
-    if entry.startswith("["):
-        address, _, rest = entry[1:].partition("]")
-        if rest.startswith(":"):
-            port = int(rest[1:])
-    elif entry.count(":") == 1:
-        address, port_text = entry.split(":")
-        port = int(port_text)
     try:
+        if entry.startswith("["):
+            address, _, rest = entry[1:].partition("]")
+            if rest:
+                port = int(rest.removeprefix(":"))
+        elif entry.count(":") == 1:
+            address, port_text = entry.split(":")
+            port = int(port_text)
         ipaddress.ip_address(address)
+        if not 0 < port < 65536:
+            raise ValueError(port)
     except ValueError as exc:
-        raise ImproperlyConfigured(f"IAM_DNS_NAMESERVERS: not an address: {entry!r}") from exc
+        raise ImproperlyConfigured(f"IAM_DNS_NAMESERVERS: not an address or address:port: {entry!r}") from exc
     return dns.nameserver.Do53Nameserver(address, port)
 
 

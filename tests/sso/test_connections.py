@@ -346,3 +346,26 @@ def test_list_query_count_does_not_grow_with_the_page(admin, idp, viewer_role):
     assert counted() == few
     listed = ok(admin.call("/sso/list", {"filter": {"fields": {"enabled": True}}}))["sso_connections"]
     assert len(listed) == 8 and all(len(item["domains"]) == 2 for item in listed)
+
+
+def test_the_nameserver_setting_takes_an_address_with_an_optional_port(settings):
+    from django.core.exceptions import ImproperlyConfigured
+
+    from sso import dns_proof
+
+    settings.IAM_DNS_NAMESERVERS = ["192.0.2.1", "192.0.2.2:5353", "[2001:db8::1]:53", "2001:db8::2"]
+    found = [(ns.address, ns.port) for ns in dns_proof.resolver().nameservers]
+    assert found == [("192.0.2.1", 53), ("192.0.2.2", 5353), ("2001:db8::1", 53), ("2001:db8::2", 53)]
+    for wrong in ("dns.example.com", "192.0.2.1:x", "192.0.2.1:70000"):
+        settings.IAM_DNS_NAMESERVERS = [wrong]
+        with pytest.raises(ImproperlyConfigured, match="IAM_DNS_NAMESERVERS"):
+            dns_proof.resolver()
+
+
+def test_a_malformed_nameserver_setting_stops_the_start():
+    from tests.iam.test_startup import PRODUCTION, start
+
+    refused = start(**PRODUCTION, IAM_DNS_NAMESERVERS="dns.example.com")
+    assert refused.returncode != 0
+    assert "IAM_DNS_NAMESERVERS: not an address or address:port: 'dns.example.com'" in refused.stderr
+    assert start(**PRODUCTION, IAM_DNS_NAMESERVERS="127.0.0.1:5353, ::1").returncode == 0
