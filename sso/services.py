@@ -174,13 +174,13 @@ def create_connection(
     domains = fields.pop("domains")
     roles = fields.pop("default_roles")
     secret = fields.pop("client_secret")
-    _check_quota(workspace, actor)
     _check_roles(workspace, roles, actor)
     connection = SsoConnection(workspace=workspace, created_by=actor, **fields)
     connection.client_secret_encrypted = crypto.encrypt(secret)
     if SsoConnection.objects.in_workspace(workspace).filter(name=connection.name).exists():
         raise ApiError(409, "name already exists", "name")  # before the provider is asked
-    _discover(connection)
+    _discover(connection)  # before the quota's lock: no lock is held while the provider answers
+    _check_quota(workspace, actor)
     save_new(connection, audited=UPDATABLE, actor=actor, unique=("name",), also=_roles_change(None, roles))
     connection.default_roles.set(roles)
     domain_change = _set_domains(connection, domains)
