@@ -16,7 +16,7 @@ from . import services
 from .models import Credential, OAuthState
 from .oauth_provider import OAUTH_FAILED, PROVIDER, OAuthFailure, Profile, fetch_profile, provider_config
 from .oauth_state import consume_state, fallback_redirect, secret_of, with_query
-from .sessions import issue_session
+from .sessions import start_session
 
 logger = logging.getLogger(__name__)
 
@@ -151,7 +151,7 @@ def finish(
         except IntegrityError as exc:  # a concurrent callback created the same account or credential
             raise OAuthFailure(failed, "concurrent sign-in") from exc
         with transaction.atomic():
-            session = issue_session(account)
+            session = start_session(account)
     except OAuthFailure as failure:
         logger.info("oauth %s callback failed: %s (%s)", provider, failure.reason, failure)
         target = failure.redirect_url or redirect_url or fallback_redirect()

@@ -62,8 +62,13 @@ def fan_out(message: OutboxMessage) -> None:
         .exclude(endpoint="")
         .exclude(deliveries__event_id=event["id"])  # a fan-out run again makes no second delivery
     )
-    if not clients:
-        return
+    if clients:
+        owe(event, clients)
+
+
+def owe(event: dict, clients: list[Client]) -> list[Delivery]:
+    """Writes one delivery of `event` per client, in the caller's transaction (the change's), each due at
+    once, and hands them to a worker after commit: from then on the delivery row carries its retries."""
     deliveries = Delivery.objects.bulk_create(
         Delivery(
             event_id=event["id"],
@@ -78,6 +83,7 @@ def fan_out(message: OutboxMessage) -> None:
     )
     for delivery in deliveries:
         transaction.on_commit(lambda delivery=delivery: kick(delivery.client_id, delivery.pk))
+    return deliveries
 
 
 def _kick_key(client_id) -> str:

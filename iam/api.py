@@ -150,6 +150,8 @@ class Endpoint(APIView):
     - `project_aware`: a project-scope grant of `permission` lets the caller in; the record's project is
       then checked once the record is loaded (`rbac.api.RecordEndpoint`, CONTRACT 4).
     - `request_serializer` / `response_serializer`: the body's and the `data`'s shapes.
+    - `example_request`: a real request body, shown as the operation's example in the API reference
+      (/docs); tests/iam/test_docs.py checks that the request serializer accepts it.
 
     and implement `handle(request, data) -> payload`.
 
@@ -170,6 +172,7 @@ class Endpoint(APIView):
     read_only: ClassVar[bool] = False
     request_serializer: ClassVar[type[serializers.Serializer] | None] = None
     response_serializer: ClassVar[type[serializers.Serializer] | None] = None
+    example_request: ClassVar[dict | None] = None
     route: ClassVar[str | None] = None
 
     def __init_subclass__(cls, route: str | None = None, **kwargs: Any) -> None:

@@ -50,6 +50,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "drf_spectacular",
+    "drf_spectacular_sidecar",  # Swagger UI's files for /docs, served from here (no CDN)
     "iam",
     "accounts",
     "tenancy",
@@ -189,9 +190,22 @@ REST_FRAMEWORK = {
 
 SPECTACULAR_SETTINGS = {
     "TITLE": "IAM service",
-    "DESCRIPTION": "Multi-tenant identity and access management. See SPEC.md and CONTRACT.md.",
+    "DESCRIPTION": (
+        "Multi-tenant identity and access management. Every operation is a POST with a JSON body "
+        '(except the health GETs); answers are `{"success": true, "status": 200, "data": ...}`, '
+        'errors `{"success": false, "status": <int>, "message": "...", "field"?: "..."}`. '
+        "Workspace-scoped operations name their workspace in the `X-Workspace` header (id or slug). "
+        "Guides: the repository's README.md and docs/."
+    ),
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
+    # The reference served at /docs (schema at /docs/schema): Swagger UI from the sidecar package's static
+    # files, so the page loads nothing from another origin.
+    "SERVE_AUTHENTICATION": [],
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "SWAGGER_UI_SETTINGS": {"deepLinking": True, "validatorUrl": None, "defaultModelsExpandDepth": 0},
     # Several resources have a `kind` or `status`: name their enums after the resource.
     "ENUM_NAME_OVERRIDES": {
         "CredentialKindEnum": "authn.models.Credential.Kind",

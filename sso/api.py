@@ -52,6 +52,18 @@ class SsoCreate(SsoEndpoint, route="sso/create"):
     an active member with `default_role_ids`, which must be roles of this workspace whose permissions
     the caller holds."""
 
+    example_request = {
+        "name": "Acme Okta",
+        "issuer": "https://acme.okta.com",
+        "client_id": "0oa1b2c3d4e5f6g7h8i9",
+        "client_secret": "a-client-secret-from-the-provider",
+        "domains": ["acme.com"],
+        "default_role_ids": ["8f14e45f-ceea-4672-9f5b-7a3c2d1e0b9a"],
+        "enabled": True,
+        "tags": ["sso"],
+        "meta": {"schema_version": "1"},
+    }
+
     creates = True
     request_serializer = SsoConnectionCreateRequest
     service = services.create_connection
@@ -61,11 +73,15 @@ class SsoDescribe(SsoEndpoint, route="sso/describe"):
     """An SSO connection of the `X-Workspace` workspace by `id`, with its domains and their verification
     state; never its client secret."""
 
+    example_request = {"id": "5d2c8e1a-3f4b-4a6d-9e7c-1b2a3c4d5e6f"}
+
     read_only = True
 
 
 class SsoList(RecordList, route="sso/list"):
     """The SSO connections of the `X-Workspace` workspace, with their domains; never their secrets."""
+
+    example_request = {"filter": {"fields": {"enabled": True}}, "options": {"limit": 10}}
 
     model = SsoConnection
     related = RELATED
@@ -86,6 +102,12 @@ class SsoUpdate(SsoEndpoint, route="sso/update"):
     again, a new `client_secret` replaces the stored one, `domains` replaces the list (domains kept stay
     verified, new ones start unverified), `default_role_ids` replaces the default roles."""
 
+    example_request = {
+        "id": "5d2c8e1a-3f4b-4a6d-9e7c-1b2a3c4d5e6f",
+        "domains": ["acme.com", "acme.io"],
+        "enabled": True,
+    }
+
     request_serializer = SsoConnectionUpdateRequest
     service = services.update_connection
 
@@ -93,6 +115,8 @@ class SsoUpdate(SsoEndpoint, route="sso/update"):
 class SsoDelete(SsoEndpoint, route="sso/delete"):
     """Deletes an SSO connection named by `id` with its domains: nobody logs in through it any more.
     Accounts that did keep their memberships. Answers its `id`."""
+
+    example_request = {"id": "5d2c8e1a-3f4b-4a6d-9e7c-1b2a3c4d5e6f"}
 
     response_serializer = SsoConnectionDeleted
     service = services.delete_connection
@@ -102,6 +126,8 @@ class SsoVerifyDomain(Endpoint, route="sso/verify-domain"):
     """Checks now that the DNS TXT record `_iam-verification.<domain>` holds the domain's
     `verification_token`, and answers the connection: the domain is `verified` when it does. A domain
     another workspace verified first cannot be claimed (409)."""
+
+    example_request = {"id": "5d2c8e1a-3f4b-4a6d-9e7c-1b2a3c4d5e6f", "domain": "acme.com"}
 
     permission = "sso:update"
     workspace_scoped = True
@@ -121,6 +147,8 @@ class SsoInitiate(Endpoint, route="auth/sso/initiate"):
     holding that address's verified domain) or by `connection_id`. Answers the URL to send the browser
     to; the callback goes on to `redirect_url` (an allowed client URL) with the session, or with
     `error=invalid_state` or `error=sso_failed`."""
+
+    example_request = {"email": "alice@acme.com", "redirect_url": "https://app.example.com/after-login"}
 
     public = True
     request_serializer = SsoInitiateRequest
