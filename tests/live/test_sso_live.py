@@ -7,12 +7,13 @@ import json
 import os
 import shutil
 import subprocess
-import threading
+import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from urllib.parse import parse_qsl, urljoin, urlsplit
 
+import psycopg
 import pytest
 import requests
 
@@ -26,18 +27,6 @@ APP = "http://localhost:3000/after-sso"
 # The live service runs without IAM_PUBLIC_URL: its callback URL is the default's, which the provider's
 # client registration names; the test carries the browser from there to the service's real address.
 DEFAULT_CALLBACK = "http://127.0.0.1:8000/auth/sso/callback"
-
-
-def race(make, n: int) -> list:
-    """`make(i)` for i in 0..n-1 from n threads released together."""
-    start = threading.Barrier(n)
-
-    def run(i: int):
-        start.wait()
-        return make(i)
-
-    with ThreadPoolExecutor(n) as pool:
-        return list(pool.map(run, range(n)))
 
 
 def _node_ready() -> str | None:
@@ -215,9 +204,11 @@ def stand_in_idp():
     idp.close()
 
 
-def test_the_connection_quota_is_exact_under_concurrent_creates(live, stand_in_idp):
-    """A tenant (not an operator) at the edge of its quota of 10: 14 creates at once on gunicorn's two
-    processes end as exactly 10 connections."""
+def test_the_connection_quota_is_counted_under_the_workspace_lock(live, stand_in_idp):
+    """A tenant (not an operator) one connection short of its quota of 10. While another transaction
+    holds its workspace's row, two creates wait for it (each counts under that lock); once it is
+    released they count one after the other: one gets in, the other is refused. Counted without the
+    lock, both would have seen 9 and the workspace would hold 11."""
     tenant = live.register()
     token = tenant["access_token"]
     workspace = create_workspace(live, token)
@@ -235,9 +226,18 @@ def test_the_connection_quota_is_exact_under_concurrent_creates(live, stand_in_i
         }
         return live.post("/sso/create", body, token=token, workspace=workspace["id"])
 
-    answers = race(create, 14)
+    for i in range(9):
+        ok(create(i))
+    with psycopg.connect(live.env["DATABASE_URL"]) as holder:
+        holder.execute("SELECT id FROM tenancy_workspace WHERE id = %s FOR NO KEY UPDATE", (workspace["id"],))
+        with ThreadPoolExecutor(2) as pool:
+            racers = [pool.submit(create, i) for i in (9, 10)]
+            time.sleep(2)
+            assert not any(racer.done() for racer in racers), "a create did not wait for the workspace lock"
+            holder.commit()
+            answers = [racer.result(timeout=30) for racer in racers]
     statuses = Counter(answer.status_code for answer in answers)
-    assert statuses == {200: 10, 403: 4}, [answer.text[:200] for answer in answers]
+    assert statuses == {200: 1, 403: 1}, [answer.text[:200] for answer in answers]
     refused = next(answer for answer in answers if answer.status_code == 403)
     assert refused.json()["message"] == "quota reached: sso connections (10)"
     listed = ok(live.post("/sso/list", {}, token=token, workspace=workspace["id"]))
@@ -245,11 +245,12 @@ def test_the_connection_quota_is_exact_under_concurrent_creates(live, stand_in_i
 
 
 def test_one_domain_verified_at_once_for_two_workspaces_goes_to_one(live, stand_in_idp):
-    """Two operators' verifications of one domain for two workspaces at the same moment (two processes):
-    one wins, the other is refused `domain already claimed`."""
+    """While one workspace's verification of a domain is not yet committed, another workspace's
+    verification of the same domain (an operator's command, another process) waits on the database's
+    one-verified-domain constraint, and is refused `domain already claimed` once the first commits."""
     _, _, operator = live.bootstrap_operator()
     domain = f"{unique('claim')}.test"
-    slugs = []
+    workspaces = []
     for _ in range(2):
         workspace = create_workspace(live, operator)
         body = {
@@ -263,8 +264,23 @@ def test_one_domain_verified_at_once_for_two_workspaces_goes_to_one(live, stand_
             "meta": META,
         }
         ok(live.post("/sso/create", body, token=operator, workspace=workspace["id"]))
-        slugs.append(workspace["slug"])
-    results = race(lambda i: live.manage("verify_domain", "--workspace", slugs[i], "--domain", domain), 2)
-    assert sorted(result.returncode for result in results) == [0, 1], [r.stderr for r in results]
-    loser = next(result for result in results if result.returncode == 1)
-    assert "domain already claimed" in loser.stderr
+        workspaces.append(workspace)
+    first, second = workspaces
+    with psycopg.connect(live.env["DATABASE_URL"]) as holder:
+        holder.execute(
+            "UPDATE sso_ssodomain SET verified_at = now(), verified_by = 'dns' "
+            "WHERE workspace_id = %s AND domain = %s",
+            (first["id"], domain),
+        )
+        with ThreadPoolExecutor(1) as pool:
+            command = pool.submit(
+                live.manage, "verify_domain", "--workspace", second["slug"], "--domain", domain
+            )
+            time.sleep(8)  # the command starts Django, checks, then waits on the uncommitted row
+            assert not command.done(), command.result().stdout + command.result().stderr
+            holder.commit()
+            result = command.result(timeout=60)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "domain already claimed" in result.stderr
+    described = ok(live.post("/sso/list", {}, token=operator, workspace=second["id"]))
+    assert described["sso_connections"][0]["domains"][0]["verified"] is False
