@@ -117,6 +117,11 @@ class OAuthState(models.Model):
     provider = models.CharField(max_length=16, choices=Credential.Provider.choices)
     redirect_url = models.CharField(max_length=2048)
     code_verifier = models.TextField()
+    # An OpenID Connect login (an SSO connection's, CONTRACT 18) also binds the ID token to this login
+    # with a nonce (encrypted like the verifier) and names the connection (no foreign key: `sso` sits
+    # above this app).
+    nonce = models.TextField(blank=True, default="")
+    connection_id = models.UUIDField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     expires_at = models.DateTimeField(db_index=True)
     used_at = models.DateTimeField(null=True, blank=True)

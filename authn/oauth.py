@@ -1,67 +1,96 @@
-"""OAuth2 login with the external provider `idp_a` (SPEC 4 rules 4-6, CONTRACT 10): the callback, and
-the rules that create or link an account. The provider client is `oauth_provider`, the state `oauth_state`."""
+"""Login through an outside provider: `idp_a` (SPEC 4 rules 4-6, CONTRACT 10) and the SSO connections of
+workspaces (CONTRACT 18, `sso.login`) share the callback and the rules that create or link an account.
+The idp_a provider client is `oauth_provider`, the state of every login `oauth_state`."""
 
 import logging
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from django.db import IntegrityError, transaction
 
 from accounts.models import Account
 from accounts.services import create_account
-from iam import audit, crypto
+from iam import audit
 
 from . import services
-from .models import Credential
+from .models import Credential, OAuthState
 from .oauth_provider import OAUTH_FAILED, PROVIDER, OAuthFailure, Profile, fetch_profile, provider_config
-from .oauth_state import consume_state, fallback_redirect, with_query
+from .oauth_state import consume_state, fallback_redirect, secret_of, with_query
 from .sessions import start_session
 
 logger = logging.getLogger(__name__)
 
 
-# Accounts (CONTRACT 10)
+# Accounts (CONTRACT 10, and CONTRACT 18 for the SSO connections of workspaces)
 
 
-def _oauth_credential(account: Account, profile: Profile) -> Credential:
+@dataclass(frozen=True)
+class Identity:
+    """Who a provider says signed in, and how the credential names them: `kind`/`provider`/`provider_id`
+    (`oauth`/`idp_a`/`<sub>`, or `sso`/`idp_b`/`<connection id>:<sub>`). `email_trusted`: whether the
+    provider's e-mail may find or create an account at all (an SSO connection's only within its verified
+    domains); `failed` is the error the login fails with."""
+
+    kind: str
+    provider: str
+    provider_id: str
+    profile: Profile
+    failed: str = OAUTH_FAILED
+    email_trusted: bool = True
+
+
+def _credential(account: Account, identity: Identity) -> Credential:
     return services.create_oauth_credential(
-        account, provider=PROVIDER, provider_id=profile.sub, email=profile.email, actor=account
+        account,
+        kind=identity.kind,
+        provider=identity.provider,
+        provider_id=identity.provider_id,
+        email=identity.profile.email,
+        actor=account,
     )
 
 
-def _link(account: Account, profile: Profile) -> Credential:
+def _link(account: Account, identity: Identity) -> Credential:
     """Links a verified provider e-mail to the account holding it. An unverified account may have been
     registered by someone who does not own the address (pre-registration hijack): the provider's word
     verifies it, and whatever that someone holds ends: the password, every other credential (an identity
     whose provider did not vouch for the address included) and every session."""
     audit.record(
-        "account.link", resource=("account", account.pk), changes={"provider": PROVIDER}, actor=account
+        "account.link",
+        resource=("account", account.pk),
+        changes={"provider": identity.provider},
+        actor=account,
     )
     if not account.verified:
         services.reclaim_account(account, password=None, actor=account)
-    return _oauth_credential(account, profile)
+    return _credential(account, identity)
 
 
 @transaction.atomic
-def sign_in(profile: Profile) -> Account:
-    """Finds, links or creates the account of `profile` and answers it, enabled, with its credential's
-    `last_used_at` set."""
+def sign_in_identity(identity: Identity) -> Account:
+    """Finds, links or creates the account of `identity` and answers it, enabled, with its credential's
+    `last_used_at` set: the one implementation of every login through a provider."""
+    profile, failed = identity.profile, identity.failed
     credential = (
         Credential.objects.select_for_update()
         .select_related("account")
-        .filter(kind=Credential.Kind.OAUTH, provider=PROVIDER, provider_id=profile.sub)
+        .filter(kind=identity.kind, provider=identity.provider, provider_id=identity.provider_id)
         .first()
     )
     if credential is not None:
         account = credential.account
         if credential.status != Credential.Status.ACTIVE:
-            raise OAuthFailure(OAUTH_FAILED, "oauth credential not active")
+            raise OAuthFailure(failed, "credential not active")
     else:
         if profile.email is None:
-            raise OAuthFailure(OAUTH_FAILED, "user-info without a usable e-mail")
+            raise OAuthFailure(failed, "no usable e-mail")
+        if not identity.email_trusted:
+            raise OAuthFailure(failed, "the provider may not vouch for this e-mail")
         account = Account.objects.select_for_update().filter(email=profile.email).first()
         if account is not None:
             if not profile.email_verified:
-                raise OAuthFailure(OAUTH_FAILED, "unverified provider e-mail matches an account")
-            credential = _link(account, profile)
+                raise OAuthFailure(failed, "unverified provider e-mail matches an account")
+            credential = _link(account, identity)
         else:
             account = create_account(
                 email=profile.email,
@@ -70,46 +99,82 @@ def sign_in(profile: Profile) -> Account:
                 verified=profile.email_verified,
                 avatar_url=profile.picture,
             )
-            credential = _oauth_credential(account, profile)
+            credential = _credential(account, identity)
     if not account.enabled:  # raised inside the transaction: a link just made is undone
-        raise OAuthFailure(OAUTH_FAILED, "account disabled")
+        raise OAuthFailure(failed, "account disabled")
     services.touch_credential(credential)
     audit.record(
-        "account.login", resource=("account", account.pk), changes={"provider": PROVIDER}, actor=account
+        "account.login",
+        resource=("account", account.pk),
+        changes={"provider": identity.provider},
+        actor=account,
     )
     return account
 
 
-def complete(params: dict[str, str], *, ip: str, user_agent: str) -> str:
-    """The callback: answers the URL to redirect the browser to, with the session's tokens or an
-    `error` (SPEC 4 rules 4-5). `ip` and `user_agent` are the browser's, for the session record."""
+def sign_in(profile: Profile) -> Account:
+    """idp_a's login (CONTRACT 10)."""
+    return sign_in_identity(
+        Identity(kind=Credential.Kind.OAUTH, provider=PROVIDER, provider_id=profile.sub, profile=profile)
+    )
+
+
+def finish(
+    params: dict[str, str],
+    *,
+    provider: str,
+    failed: str,
+    sign_in_with: Callable[[OAuthState, str, str], Account],
+    ip: str,
+    user_agent: str,
+    configured: Callable[[], bool] = lambda: True,
+) -> str:
+    """The callback of every login through a provider: consumes the state (single use), reads the code and
+    the PKCE verifier, lets `sign_in_with(state, code, verifier)` find the account, and answers the URL
+    to redirect the browser to, with the session's tokens or an `error` (SPEC 4 rules 4-5). `ip` and
+    `user_agent` are the browser's, for the session record."""
     redirect_url = None
     try:
-        config = provider_config()
         try:
-            state = consume_state(params.get("state"))
+            state = consume_state(params.get("state"), provider)
         except OAuthFailure as failure:
-            if config is None:
-                raise OAuthFailure(OAUTH_FAILED, "provider not configured", failure.redirect_url) from None
+            if not configured():
+                raise OAuthFailure(failed, "provider not configured", failure.redirect_url) from None
             raise
         redirect_url = state.redirect_url
-        if config is None:
-            raise OAuthFailure(OAUTH_FAILED, "provider not configured")
+        if not configured():
+            raise OAuthFailure(failed, "provider not configured")
         if params.get("error") or not params.get("code"):
-            raise OAuthFailure(OAUTH_FAILED, "provider answered without a code")
+            raise OAuthFailure(failed, "provider answered without a code")
+        verifier = secret_of(state, "code_verifier", failed)
         try:
-            verifier = crypto.decrypt(state.code_verifier)
-        except crypto.InvalidToken as exc:
-            raise OAuthFailure(OAUTH_FAILED, "code_verifier unreadable") from exc
-        profile = fetch_profile(config, code=params["code"], code_verifier=verifier)
-        try:
-            account = sign_in(profile)
+            account = sign_in_with(state, params["code"], verifier)
         except IntegrityError as exc:  # a concurrent callback created the same account or credential
-            raise OAuthFailure(OAUTH_FAILED, "concurrent sign-in") from exc
+            raise OAuthFailure(failed, "concurrent sign-in") from exc
         with transaction.atomic():
             session = start_session(account, amr=["fed"], ip=ip, user_agent=user_agent)  # RFC 8176
     except OAuthFailure as failure:
-        logger.info("oauth idp_a callback failed: %s (%s)", failure.reason, failure)
+        logger.info("oauth %s callback failed: %s (%s)", provider, failure.reason, failure)
         target = failure.redirect_url or redirect_url or fallback_redirect()
         return with_query(target, {"error": failure.reason})
     return with_query(redirect_url, session)
+
+
+def complete(params: dict[str, str], *, ip: str, user_agent: str) -> str:
+    """idp_a's callback: answers the URL to redirect the browser to, with the session's tokens or an
+    `error` (SPEC 4 rules 4-5)."""
+
+    def sign_in_with(state: OAuthState, code: str, verifier: str) -> Account:
+        config = provider_config()
+        assert config is not None  # `configured` said so
+        return sign_in(fetch_profile(config, code=code, code_verifier=verifier))
+
+    return finish(
+        params,
+        provider=PROVIDER,
+        failed=OAUTH_FAILED,
+        sign_in_with=sign_in_with,
+        ip=ip,
+        user_agent=user_agent,
+        configured=lambda: provider_config() is not None,
+    )

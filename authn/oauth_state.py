@@ -3,6 +3,7 @@ verifier and redirect URL, consumed once; and the allowlist of redirect origins.
 
 import hashlib
 import secrets
+from dataclasses import dataclass
 from datetime import timedelta
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -63,38 +64,62 @@ def _digest(state: str) -> str:
     return hashlib.sha256(state.encode()).hexdigest()
 
 
-def initiate(config: ProviderConfig, *, redirect_url: str) -> str:
-    """Stores a fresh state with its PKCE verifier and answers the provider's authorization URL."""
+@dataclass(frozen=True)
+class Started:
+    """A login's fresh state, as the authorization URL carries it: the state, the PKCE S256 challenge and,
+    for OpenID Connect, the nonce."""
+
+    state: str
+    code_challenge: str
+    nonce: str | None
+
+
+def begin(provider: str, *, redirect_url: str, connection_id=None, nonce: bool = False) -> Started:
+    """Stores a fresh state with its PKCE verifier (and nonce), both encrypted, for `provider`'s login:
+    the one start of every login through a provider (idp_a, SSO connections)."""
     state = secrets.token_urlsafe(32)
-    client = WebApplicationClient(config.client_id)
+    client = WebApplicationClient("")
     verifier = client.create_code_verifier(64)
     challenge = client.create_code_challenge(verifier, "S256")
+    nonce_value = secrets.token_urlsafe(32) if nonce else None
     now = timezone.now()
     OAuthState.objects.filter(expires_at__lt=now - STATE_LIFETIME).delete()
     OAuthState.objects.create(
         state_digest=_digest(state),
-        provider=PROVIDER,
+        provider=provider,
         redirect_url=redirect_url,
         code_verifier=crypto.encrypt(verifier),
+        nonce=crypto.encrypt(nonce_value) if nonce_value else "",
+        connection_id=connection_id,
         expires_at=now + STATE_LIFETIME,
     )
+    return Started(state=state, code_challenge=challenge, nonce=nonce_value)
+
+
+def initiate(config: ProviderConfig, *, redirect_url: str) -> str:
+    """Stores a fresh state with its PKCE verifier and answers idp_a's authorization URL."""
+    started = begin(PROVIDER, redirect_url=redirect_url)
     with transport_for(config.authorize_url):
         auth_url, _ = config.session().authorization_url(
-            config.authorize_url, state=state, code_challenge=challenge, code_challenge_method="S256"
+            config.authorize_url,
+            state=started.state,
+            code_challenge=started.code_challenge,
+            code_challenge_method="S256",
         )
     return auth_url
 
 
-def consume_state(state: str | None) -> OAuthState:
-    """Marks the state used, atomically: of two callbacks racing with one state, one wins."""
+def consume_state(state: str | None, provider: str = PROVIDER) -> OAuthState:
+    """Marks the state used, atomically: of two callbacks racing with one state, one wins. A state of
+    another provider's login is unknown here."""
     if not state:
         raise OAuthFailure(INVALID_STATE, "state missing")
     digest = _digest(state)
     now = timezone.now()
     used = OAuthState.objects.filter(
-        state_digest=digest, provider=PROVIDER, used_at__isnull=True, expires_at__gt=now
+        state_digest=digest, provider=provider, used_at__isnull=True, expires_at__gt=now
     ).update(used_at=now)
-    row = OAuthState.objects.filter(state_digest=digest, provider=PROVIDER).first()
+    row = OAuthState.objects.filter(state_digest=digest, provider=provider).first()
     if row is None:
         raise OAuthFailure(INVALID_STATE, "unknown state")
     redirect_url = row.redirect_url if redirect_allowed(row.redirect_url) else None
@@ -103,3 +128,11 @@ def consume_state(state: str | None) -> OAuthState:
     if redirect_url is None:
         raise OAuthFailure(INVALID_STATE, "redirect_url no longer allowed")
     return row
+
+
+def secret_of(row: OAuthState, field: str, failed: str) -> str:
+    """The state's encrypted `code_verifier` or `nonce`, read back; unreadable: the login fails."""
+    try:
+        return crypto.decrypt(getattr(row, field))
+    except crypto.InvalidToken as exc:
+        raise OAuthFailure(failed, f"{field} unreadable") from exc

@@ -371,14 +371,20 @@ def update_credential(
 
 @transaction.atomic
 def create_oauth_credential(
-    account: Account, *, provider: str, provider_id: str, email: str | None, actor: Account | None
+    account: Account,
+    *,
+    provider: str,
+    provider_id: str,
+    email: str | None,
+    actor: Account | None,
+    kind: str = Credential.Kind.OAUTH,
 ) -> Credential:
-    """The active identity an OAuth provider vouched for (CONTRACT 10), in the root workspace
-    (CONTRACT 3: no tenant holds an account's credential)."""
+    """The active identity an OAuth provider vouched for (CONTRACT 10; kind `sso` for a workspace's own
+    provider, CONTRACT 18), in the root workspace (CONTRACT 3: no tenant holds an account's credential)."""
     return _add_credential(
         account,
         actor=actor,
-        kind=Credential.Kind.OAUTH,
+        kind=kind,
         provider=provider,
         provider_id=provider_id,
         status=Credential.Status.ACTIVE,

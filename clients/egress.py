@@ -366,3 +366,39 @@ def _send(
         raise TimeoutError(f"timed out after {timeout}s")
     _idle.keep(key, connection)
     return response.status
+
+
+def fetch(
+    method: str,
+    url: str,
+    *,
+    body: bytes | None = None,
+    headers: dict[str, str] | None = None,
+    timeout: float,
+    limit: int = 1024 * 1024,
+) -> tuple[int, bytes]:
+    """One request to an outside service through the same guard as a delivery (the address rules, a
+    connection pinned to the vetted address, `timeout` for the whole attempt, no redirect followed):
+    answers the status and at most `limit` bytes of the body (more is an error: ValueError). Raises
+    EndpointRefused, or OSError / http.client.HTTPException when the service cannot be reached. For the
+    OpenID providers of SSO connections (discovery, JWKS, token and user-info)."""
+    scheme, host, port, path, address = vet(url)
+    connection_class = _PinnedHTTPSConnection if scheme == "https" else _PinnedHTTPConnection
+    connection = connection_class(host, port, address, timeout)
+    watchdog = _watchdog.watch(connection, timeout)
+    try:
+        connection.request(method, path, body=body, headers={"Accept": "application/json", **(headers or {})})
+        response = connection.getresponse()
+        content = response.read(limit + 1)
+    except (OSError, http.client.HTTPException):
+        if watchdog.fired:
+            raise TimeoutError(f"timed out after {timeout}s") from None
+        raise
+    finally:
+        _watchdog.done(watchdog)
+        connection.close()
+    if watchdog.fired:
+        raise TimeoutError(f"timed out after {timeout}s")
+    if len(content) > limit:
+        raise ValueError(f"answer over {limit} bytes")
+    return response.status, content

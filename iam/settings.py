@@ -57,6 +57,7 @@ INSTALLED_APPS = [
     "rbac",
     "authn",
     "clients",
+    "sso",
 ]
 
 MIDDLEWARE = [
@@ -326,6 +327,12 @@ IAM_IDP_A_TOKEN_URL = env("IAM_IDP_A_TOKEN_URL", "")
 IAM_IDP_A_USERINFO_URL = env("IAM_IDP_A_USERINFO_URL", "")
 IAM_IDP_A_SCOPE = env("IAM_IDP_A_SCOPE", "openid email profile")
 IAM_OAUTH_REDIRECT_ALLOWLIST = env("IAM_OAUTH_REDIRECT_ALLOWLIST", [], list)
+
+# Enterprise SSO per workspace (CONTRACT 18): the nameservers that answer the DNS TXT proof of a domain
+# (`address` or `address:port`, comma-separated; the system's when empty), and the connections a
+# workspace may hold (CONTRACT 16; operators exempt).
+IAM_DNS_NAMESERVERS = env("IAM_DNS_NAMESERVERS", [], list)
+IAM_QUOTA_SSO_CONNECTIONS = env("IAM_QUOTA_SSO_CONNECTIONS", 10, int)
 
 LOGGING = {
     "version": 1,

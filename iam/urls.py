@@ -18,4 +18,5 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("", include("authn.urls")),
     path("", include("rbac.urls")),
+    path("", include("sso.urls")),
 ]

@@ -16,6 +16,7 @@ from iam.fields import JsonObject
 from iam.list_endpoint import ListEndpoint
 from tests.endpoints import ENDPOINTS, PATHS
 from tests.live.api import META, add_member, create_client, create_role, create_workspace, ok, unique
+from tests.sso.stand_ins import OpenIdProvider
 
 SOURCE = "127.0.0.10"  # hostile logins count against this address's throttle, not the other tests'
 MIB = 1024 * 1024
@@ -42,6 +43,25 @@ class World:
         self.role = create_role(self.live, self.token, self.workspace, [self.permission["id"]])
         self.client = create_client(self.live, self.token, self.workspace)
         self.membership = add_member(live, self.token, self.workspace, self.member["account"]["id"])
+        # An OpenID provider on loopback for the SSO connections (its discovery document and keys).
+        self.idp = OpenIdProvider()
+        self.sso = self.create("/sso/create", **self.sso_body())
+        self.sso_domain = self.sso["domains"][0]["domain"]
+        slug = ok(live.post("/workspace/describe", {"id": self.workspace}, token=self.token))["slug"]
+        done = live.manage("verify_domain", "--workspace", slug, "--domain", self.sso_domain)
+        assert done.returncode == 0, done.stdout + done.stderr
+
+    def sso_body(self) -> dict:
+        return {
+            "name": unique("idp"),
+            "issuer": self.idp.issuer,
+            "client_id": self.idp.client_id,
+            "client_secret": self.idp.client_secret,
+            "domains": [f"{unique('d')}.test"],
+            "default_role_ids": [self.role["id"]],
+            "tags": [],
+            "meta": META,
+        }
 
     def create(self, path: str, **body) -> dict:
         body = {"tags": [], "meta": META, **body}
@@ -163,6 +183,15 @@ def valid_call(world: World, path: str) -> dict:
         "/roles/delete": lambda: {"id": create_role(live, world.token, ws)["id"]},
         "/roles/describe": lambda: {"id": world.role["id"]},
         "/roles/update": lambda: {"id": world.role["id"], "permission_ids": [world.permission["id"]]},
+        "/sso/create": lambda: world.sso_body(),
+        "/sso/delete": lambda: {"id": world.create("/sso/create", **world.sso_body())["id"]},
+        "/sso/describe": lambda: {"id": world.sso["id"]},
+        "/sso/update": lambda: {"id": world.sso["id"], "enabled": True},
+        "/sso/verify-domain": lambda: {"id": world.sso["id"], "domain": world.sso_domain},
+        "/auth/sso/initiate": lambda: {
+            "connection_id": world.sso["id"],
+            "redirect_url": "http://localhost:3000/after-login",
+        },
         "/workspace/create": lambda: {
             "name": "w",
             "slug": unique("w"),

@@ -38,9 +38,15 @@ NO_PERMISSION = {
 }
 
 
+# What CONTRACT 4 names otherwise: verifying an SSO connection's domain is an update of the connection.
+NAMED = {"/sso/verify-domain": "sso:update"}
+
+
 def contract_4(path: str) -> str | None:
     if path in NO_PERMISSION:
         return None
+    if path in NAMED:
+        return NAMED[path]
     resource, action = path.strip("/").split("/")
     return f"{PLURAL.get(resource, resource)}:{action}"
 

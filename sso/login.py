@@ -1,0 +1,110 @@
+"""Login through a workspace's SSO connection (CONTRACT 18): the start (by e-mail or by connection), and
+the callback, which shares the state, the callback steps and the account rules of every provider login
+(`authn.oauth_state`, `authn.oauth`) and adds the ID token's checks, the verified-domain rule and the
+just-in-time membership."""
+
+from django.db import transaction
+from django.utils import timezone
+
+from accounts.models import Account
+from authn.models import Credential, OAuthState
+from authn.oauth import Identity, finish, sign_in_identity
+from authn.oauth_provider import OAuthFailure
+from authn.oauth_state import begin, secret_of
+from iam.errors import ApiError
+from rbac.models import Membership
+from rbac.services import accept_invitation, create_membership
+
+from . import provider, services
+from .models import SsoConnection
+from .provider import SSO_FAILED
+
+PROVIDER = Credential.Provider.IDP_B
+
+
+def initiate(connection: SsoConnection, *, redirect_url: str) -> str:
+    """A fresh state (PKCE S256 verifier, nonce) bound to the connection: the provider's authorization
+    URL."""
+    started = begin(PROVIDER, redirect_url=redirect_url, connection_id=connection.pk, nonce=True)
+    try:
+        config = services.provider_config(connection)
+    except Exception as exc:  # an unreadable secret (IAM_ENCRYPTION_KEY changed)
+        raise ApiError(503, "sso connection unusable") from exc
+    return provider.authorization_url(
+        config, state=started.state, code_challenge=started.code_challenge, nonce=started.nonce
+    )
+
+
+def ensure_membership(connection: SsoConnection, account: Account) -> None:
+    """Just in time: the account gets an active workspace membership with the connection's default roles
+    (logging in through the workspace's own provider is its consent); an invitation it had is accepted
+    with them. A membership an admin suspended stays suspended, and one already active keeps its roles."""
+    workspace = connection.workspace
+    membership = (
+        Membership.objects.in_workspace(workspace)
+        .select_for_update()
+        .filter(account=account, scope=Membership.Scope.WORKSPACE)
+        .first()
+    )
+    roles = list(connection.default_roles.all())
+    if membership is None:
+        create_membership(
+            workspace,
+            account=account,
+            scope=Membership.Scope.WORKSPACE,
+            status=Membership.Status.ACTIVE,
+            roles=roles,
+            tags=[],
+            meta={"schema_version": "1"},
+            actor=None,
+        )
+    elif membership.status == Membership.Status.INVITED:
+        accept_invitation(membership)
+        membership.roles.add(*roles)
+
+
+def _sign_in_with(state: OAuthState, code: str, verifier: str) -> Account:
+    connection = (
+        SsoConnection.objects.select_related("workspace").filter(pk=state.connection_id, enabled=True).first()
+    )
+    if connection is None:
+        raise OAuthFailure(SSO_FAILED, "connection gone or disabled")
+    nonce = secret_of(state, "nonce", SSO_FAILED)
+    try:
+        config = services.provider_config(connection)
+    except Exception as exc:
+        raise OAuthFailure(SSO_FAILED, "connection secret unreadable") from exc
+    profile = provider.fetch_profile(config, code=code, code_verifier=verifier, nonce=nonce)
+    verified_domains = set(
+        connection.domain_rows.filter(verified_at__isnull=False).values_list("domain", flat=True)
+    )
+    within = profile.email is not None and services.domain_of(profile.email) in verified_domains
+    identity = Identity(
+        kind=Credential.Kind.SSO,
+        provider=PROVIDER,
+        provider_id=f"{connection.pk}:{profile.sub}",
+        profile=profile,
+        failed=SSO_FAILED,
+        email_trusted=within and profile.email_verified,
+    )
+    if len(identity.provider_id) > 255:
+        raise OAuthFailure(SSO_FAILED, "sub too long")
+    with transaction.atomic():
+        account = sign_in_identity(identity)
+        ensure_membership(connection, account)
+        SsoConnection.objects.filter(pk=connection.pk).update(last_login_at=timezone.now())
+        services.record_audit("ssoconnection.login", connection, {"account_id": str(account.pk)}, account)
+    return account
+
+
+def complete(params: dict[str, str], *, ip: str, user_agent: str) -> str:
+    """The callback: the URL to send the browser on to, with the session's tokens or an `error`
+    (`invalid_state`, `sso_failed`). `ip` and `user_agent` are the browser's, for the session record."""
+    return finish(
+        params,
+        provider=PROVIDER,
+        failed=SSO_FAILED,
+        sign_in_with=_sign_in_with,
+        ip=ip,
+        user_agent=user_agent,
+    )

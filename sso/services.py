@@ -1,0 +1,297 @@
+"""Every write to SSO connections and their domains (CONTRACT 18): the API, the admin and the
+`verify_domain` command call these."""
+
+import secrets
+from typing import Any, NotRequired, TypedDict, Unpack
+from uuid import UUID
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from accounts.models import Account
+from iam import audit, crypto
+from iam.errors import ApiError
+from iam.service_helpers import save_changes, save_new, strict
+from rbac import policy
+from rbac.models import Role
+from rbac.services import granted_by
+from tenancy.models import Workspace
+
+from . import dns_proof, provider
+from .models import SsoConnection, SsoDomain
+
+UPDATABLE = ("name", "issuer", "client_id", "enabled", "tags")  # what the audit log shows of a connection
+CLAIMED = "domain already claimed"
+BY_DNS = "dns"
+BY_OPERATOR = "operator"
+
+
+class NewConnection(TypedDict):
+    name: str
+    issuer: str
+    client_id: str
+    client_secret: str
+    domains: list[str]
+    default_roles: list[Role]
+    tags: list[str]
+    meta: dict[str, Any]
+    enabled: NotRequired[bool]
+
+
+class ConnectionChanges(TypedDict, total=False):
+    name: str
+    issuer: str
+    client_id: str
+    client_secret: str
+    domains: list[str]
+    default_roles: list[Role]
+    enabled: bool
+    tags: list[str]
+    meta: dict[str, Any]
+
+
+def record_audit(action: str, connection: SsoConnection, changes: dict, actor: Account | None) -> None:
+    audit.record(
+        action,
+        resource=("ssoconnection", connection.pk),
+        workspace_id=connection.workspace_id,
+        changes=changes,
+        actor=actor,
+    )
+
+
+def get_connection(workspace: Workspace, *, id: UUID) -> SsoConnection:
+    """CONTRACT 2: a connection of another workspace is not found."""
+    found = SsoConnection.objects.in_workspace(workspace).filter(pk=id).first()
+    if found is None:
+        raise ApiError(404, "sso connection not found", "id")
+    return found
+
+
+def _discover(connection: SsoConnection) -> None:
+    """Reads the issuer's discovery document into the connection's endpoints, or 400 naming `issuer`."""
+    try:
+        found = provider.discover(connection.issuer)
+    except provider.DiscoveryFailed as exc:
+        raise ApiError(400, f"issuer discovery failed: {exc}", "issuer") from exc
+    connection.authorization_endpoint = found.authorization_endpoint
+    connection.token_endpoint = found.token_endpoint
+    connection.userinfo_endpoint = found.userinfo_endpoint
+    connection.jwks_uri = found.jwks_uri
+    connection.token_auth_methods = found.token_auth_methods
+
+
+DISCOVERED = (
+    "authorization_endpoint",
+    "token_endpoint",
+    "userinfo_endpoint",
+    "jwks_uri",
+    "token_auth_methods",
+)
+
+
+def _check_quota(workspace: Workspace, actor: Account | None) -> None:
+    """CONTRACT 16: counted under a lock on the workspace's row, so two creates at the edge queue and
+    exactly the limit gets in; operators (and commands, `actor` None) are exempt."""
+    if actor is None or actor.is_superuser:
+        return
+    limit = settings.IAM_QUOTA_SSO_CONNECTIONS
+    list(Workspace.objects.select_for_update(no_key=True).filter(pk=workspace.pk).values_list("pk"))
+    if SsoConnection.objects.in_workspace(workspace)[:limit].count() >= limit:
+        raise ApiError(403, f"quota reached: sso connections ({limit})")
+
+
+def _check_roles(workspace: Workspace, roles: list[Role], actor: Account | None) -> None:
+    """Whoever logs in through the connection gets its default roles: only roles whose permissions the
+    caller itself holds may be attached (CONTRACT 4, no escalation)."""
+    policy.require_grantable(actor, workspace, granted_by(roles))
+
+
+def _claimed_elsewhere(workspace_id: UUID, domains: list[str]) -> bool:
+    return (
+        SsoDomain.objects.filter(domain__in=domains, verified_at__isnull=False)
+        .exclude(workspace_id=workspace_id)
+        .exists()
+    )
+
+
+def _set_domains(connection: SsoConnection, domains: list[str]) -> dict:
+    """Replaces the connection's domains: kept ones keep their token and verification, new ones get a
+    fresh token. A domain another workspace verified, or another connection of this workspace holds: 409
+    `domain already claimed`. Answers the audit change."""
+    domains = list(dict.fromkeys(domains))
+    current = {row.domain: row for row in connection.domain_rows.all()}
+    added = [domain for domain in domains if domain not in current]
+    removed = [row for domain, row in current.items() if domain not in domains]
+    if added:
+        others = SsoDomain.objects.filter(domain__in=added).filter(
+            Q(verified_at__isnull=False) | Q(workspace_id=connection.workspace_id)
+        )
+        if others.exists():
+            raise ApiError(409, CLAIMED, "domains")
+    for row in removed:
+        row.delete()
+    try:
+        with transaction.atomic():
+            SsoDomain.objects.bulk_create(
+                SsoDomain(
+                    connection=connection,
+                    workspace_id=connection.workspace_id,
+                    domain=domain,
+                    verification_token=new_verification_token(),
+                )
+                for domain in added
+            )
+    except IntegrityError as exc:  # a concurrent request added one of them first
+        raise ApiError(409, CLAIMED, "domains") from exc
+    if not added and not removed:
+        return {}
+    return {"domains": {"before": sorted(current), "after": sorted(domains)}}
+
+
+def new_verification_token() -> str:
+    return f"iam-verification={secrets.token_urlsafe(24)}"
+
+
+def _roles_change(connection: SsoConnection | None, roles: list[Role]) -> dict:
+    before = (
+        None
+        if connection is None
+        else sorted(str(pk) for pk in connection.default_roles.values_list("pk", flat=True))
+    )
+    after = sorted(str(role.pk) for role in roles)
+    return {} if before == after else {"default_role_ids": {"before": before, "after": after}}
+
+
+@strict
+@transaction.atomic
+def create_connection(
+    workspace: Workspace, *, actor: Account | None, **fields: Unpack[NewConnection]
+) -> SsoConnection:
+    fields = dict(fields)
+    domains = fields.pop("domains")
+    roles = fields.pop("default_roles")
+    secret = fields.pop("client_secret")
+    _check_roles(workspace, roles, actor)
+    connection = SsoConnection(workspace=workspace, created_by=actor, **fields)
+    connection.client_secret_encrypted = crypto.encrypt(secret)
+    if SsoConnection.objects.in_workspace(workspace).filter(name=connection.name).exists():
+        raise ApiError(409, "name already exists", "name")  # before the provider is asked
+    _discover(connection)  # before the quota's lock: no lock is held while the provider answers
+    _check_quota(workspace, actor)
+    save_new(connection, audited=UPDATABLE, actor=actor, unique=("name",), also=_roles_change(None, roles))
+    connection.default_roles.set(roles)
+    domain_change = _set_domains(connection, domains)
+    if domain_change:
+        record_audit("ssoconnection.update", connection, domain_change, actor)
+    return connection
+
+
+@strict
+@transaction.atomic
+def update_connection(
+    connection: SsoConnection, *, actor: Account | None, **changes: Unpack[ConnectionChanges]
+) -> SsoConnection:
+    """Only what is sent changes; a new `issuer` is discovered again, a new `client_secret` replaces the
+    stored one (and is never answered), `domains` replaces the set (kept domains stay verified)."""
+    changes = dict(changes)
+    domains = changes.pop("domains", None)
+    roles = changes.pop("default_roles", None)
+    also = {}
+    if "client_secret" in changes:
+        changes["client_secret_encrypted"] = crypto.encrypt(changes.pop("client_secret"))
+        also["client_secret"] = "replaced"
+    if roles is not None:
+        _check_roles(connection.workspace, roles, actor)
+        also |= _roles_change(connection, roles)
+    fields = [*UPDATABLE, "meta", "client_secret_encrypted"]
+    if "issuer" in changes:  # every update of `issuer` is discovered again, even to the same value
+        probe = SsoConnection(issuer=changes["issuer"])
+        _discover(probe)
+        changes |= {name: getattr(probe, name) for name in DISCOVERED}
+        fields.extend(DISCOVERED)
+    if domains is not None:
+        also |= _set_domains(connection, domains)
+    save_changes(
+        connection, changes, fields=fields, audited=UPDATABLE, actor=actor, also=also, unique=("name",)
+    )
+    if roles is not None:
+        connection.default_roles.set(roles)
+    return connection
+
+
+@transaction.atomic
+def delete_connection(connection: SsoConnection, *, actor: Account | None) -> dict:
+    """Its domains go with it (another workspace may then claim them); the accounts that logged in
+    through it keep their memberships, and their `sso` credentials stop finding a connection."""
+    summary = {"id": str(connection.pk)}
+    removed = audit.removed(connection, ("name", "issuer", "client_id"))
+    record_audit("ssoconnection.delete", connection, removed, actor)
+    connection.delete()
+    return summary
+
+
+def find_domain(connection: SsoConnection, domain: str) -> SsoDomain:
+    row = connection.domain_rows.filter(domain=domain).first()
+    if row is None:
+        raise ApiError(404, "domain not found", "domain")
+    return row
+
+
+@transaction.atomic
+def verify_domain(
+    connection: SsoConnection, domain: str, *, actor: Account | None, by: str = BY_DNS
+) -> SsoConnection:
+    """Marks the connection's `domain` verified: by the DNS proof, checked now (a missing or other record
+    leaves it unverified, and the answer shows it), or by an operator's word. A domain verified by
+    another workspace first: 409 `domain already claimed`."""
+    row = find_domain(connection, domain)
+    if row.verified:
+        return connection
+    if _claimed_elsewhere(connection.workspace_id, [domain]):
+        raise ApiError(409, CLAIMED, "domain")
+    if by == BY_DNS:
+        try:
+            proven = dns_proof.holds(domain, row.verification_token)
+        except dns_proof.LookupUnavailable as exc:
+            raise ApiError(503, "domain verification unavailable") from exc
+        if not proven:
+            return connection
+    row.verified_at = timezone.now()
+    row.verified_by = by
+    try:
+        with transaction.atomic():
+            row.save(update_fields=["verified_at", "verified_by"])
+    except IntegrityError as exc:  # another workspace verified it meanwhile
+        raise ApiError(409, CLAIMED, "domain") from exc
+    record_audit("ssoconnection.verify_domain", connection, {"domain": domain, "verified_by": by}, actor)
+    return connection
+
+
+def domain_of(email: str) -> str:
+    return email.rsplit("@", 1)[-1].lower()
+
+
+def connection_for_email(email: str) -> SsoConnection | None:
+    """Home-realm discovery: the enabled connection holding the verified domain of the address."""
+    row = (
+        SsoDomain.objects.select_related("connection")
+        .filter(domain=domain_of(email), verified_at__isnull=False, connection__enabled=True)
+        .first()
+    )
+    return None if row is None else row.connection
+
+
+def provider_config(connection: SsoConnection) -> provider.ProviderConfig:
+    return provider.ProviderConfig(
+        issuer=connection.issuer,
+        client_id=connection.client_id,
+        client_secret=crypto.decrypt(connection.client_secret_encrypted),
+        authorization_endpoint=connection.authorization_endpoint,
+        token_endpoint=connection.token_endpoint,
+        userinfo_endpoint=connection.userinfo_endpoint,
+        jwks_uri=connection.jwks_uri,
+        token_auth_methods=list(connection.token_auth_methods or []),
+    )
