@@ -16,6 +16,7 @@ from rest_framework import serializers
 from rest_framework.request import Request
 
 from accounts.models import Account
+from iam.addresses import client_ip, user_agent
 from iam.api import Endpoint
 from iam.errors import AUTHENTICATION_REQUIRED, ApiError
 from iam.fields import Name, String, Uuid
@@ -238,7 +239,11 @@ class InvitationAccept(EmailInvitationEndpoint, route="invitations/accept"):
         session = None
         if claims is not None:
             account, session = services.invited_account(
-                found.email, password=data.get("password"), name=data.get("name")
+                found.email,
+                password=data.get("password"),
+                name=data.get("name"),
+                ip=client_ip(request),
+                user_agent=user_agent(request),
             )
         else:
             account = request.user

@@ -248,13 +248,16 @@ def require_enabled(account: Account) -> None:
 
 
 @transaction.atomic
-def invited_account(email: str, *, password: str | None, name: str | None) -> tuple[Account, dict | None]:
+def invited_account(
+    email: str, *, password: str | None, name: str | None, ip: str | None, user_agent: str
+) -> tuple[Account, dict | None]:
     """The account that accepts an invitation mailed to `email`, whose link the caller holds (it proves the
     mailbox), with a new session when it had to be made or reclaimed (CONTRACT 15):
     - a verified account: as it is, no new session;
     - none: created verified, with `password` and `name`;
     - one never verified (someone may have registered the address without the mailbox): `password`
-      becomes its password and the hijack defence runs (`reclaim_account`)."""
+      becomes its password and the hijack defence runs (`reclaim_account`).
+    The new session's `amr` is `pwd`: the password just set, with the mailbox the link proves."""
     account = Account.objects.select_for_update().filter(email=normalize_email(email)).first()
     if account is not None:
         require_enabled(account)
@@ -270,7 +273,7 @@ def invited_account(email: str, *, password: str | None, name: str | None) -> tu
     else:
         check_password_rules(password, account)
         reclaim_account(account, password=password, actor=account)
-    return account, start_session(account)
+    return account, start_session(account, amr=["pwd"], ip=ip, user_agent=user_agent)
 
 
 @transaction.atomic

@@ -362,6 +362,10 @@ def test_no_account_needs_a_password_and_a_name_and_gets_a_verified_one(api, ten
     assert account.verified and account.name == "New One"
     assert answer["membership"]["account_id"] == str(account.pk)
     ok(ApiClient(answer["access_token"], str(a.pk)).call("/projects/list"))
+    # Accepting is a login: its session is recorded like any other, as a password sign-in.
+    (session,) = ok(ApiClient(answer["access_token"]).call("/sessions/list"))["sessions"]
+    assert (session["account_id"], session["amr"]) == (str(account.pk), ["pwd"])
+    assert session["ip"] == "127.0.0.1"
     assert ok(api.call("/auth/refresh", headers={"Authorization": f"Bearer {answer['refresh_token']}"}))
     ok(api.call("/auth/login", {"email": "new@example.com", "password": NEW_PASSWORD}))
 
