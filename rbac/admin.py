@@ -58,7 +58,7 @@ class RbacWorkspaceAdmin(WorkspaceAdmin):
 
     def create(self, request: HttpRequest, form: ServiceForm) -> Workspace:
         # CONTRACT 4: the creator becomes the owner
-        return services.create_workspace(**form.values(), owner=request.user)
+        return services.create_workspace(**form.values(), owner=request.user, actor=request.user)
 
 
 admin.site.register(Workspace, RbacWorkspaceAdmin)
