@@ -207,8 +207,8 @@ class LiveService:
 
     # Processes
 
-    def spawn(self, name: str, command: list[str]) -> Process:
-        process = Process(name, command, self.env, self.tmp / f"{name}.log")
+    def spawn(self, name: str, command: list[str], env: dict | None = None) -> Process:
+        process = Process(name, command, {**self.env, **(env or {})}, self.tmp / f"{name}.log")
         self.processes.append(process)
         return process
 
@@ -241,12 +241,13 @@ class LiveService:
         assert self.web is not None
         return self.web.url
 
-    def start_web(self, workers: int = 2) -> Web:
+    def start_web(self, workers: int = 2, env: dict | None = None) -> Web:
         """gunicorn (as the Procfile's `web`, on a loopback port); another call starts another web tier
-        that shares only PostgreSQL and Redis with the first."""
-        return self.wait_for_web(*self.spawn_web(workers))
+        that shares only PostgreSQL and Redis with the first, with `env`'s settings over the layer's own
+        (`{"IAM_QUOTA_PROJECTS": "5"}`)."""
+        return self.wait_for_web(*self.spawn_web(workers, env))
 
-    def spawn_web(self, workers: int) -> tuple[Process, str]:
+    def spawn_web(self, workers: int, env: dict | None = None) -> tuple[Process, str]:
         port = free_port()
         command = [
             str(BIN / "gunicorn"),
@@ -262,7 +263,7 @@ class LiveService:
             "--access-logformat",
             '%(p)s %(h)s "%(r)s" %(s)s',
         ]
-        return self.spawn(f"web-{port}", command), f"http://127.0.0.1:{port}"
+        return self.spawn(f"web-{port}", command, env), f"http://127.0.0.1:{port}"
 
     def wait_for_web(self, process: Process, url: str) -> Web:
         def healthy() -> bool:
