@@ -21,11 +21,14 @@ SECONDS = 8
 
 def max_meta(seed: str) -> dict:
     """A `meta` of just under 16 KiB serialized (CONTRACT 12's limit), in many small keys."""
-    meta, index = dict(META), 0
-    while len(json.dumps(meta, separators=(",", ":"))) < 16 * 1024 - 40:
-        meta[f"{seed}-{index}"] = f"value-{index:06}"
+    meta, size, index = dict(META), len(json.dumps(META, separators=(",", ":"))), 0
+    while True:
+        key, value = f"{seed}-{index}", f"value-{index:06}"
+        size += len(key) + len(value) + 6  # the quotes, `:` and `,`
+        if size > 16 * 1024 - 40:
+            return meta
+        meta[key] = value
         index += 1
-    return meta
 
 
 def heavy_permission(n: int) -> dict:
