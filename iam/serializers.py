@@ -10,6 +10,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Prefetch
 from django.db.models.constants import LOOKUP_SEP
+from django.db.models.functions import Cast
 from django.utils import timezone
 from rest_framework import ISO_8601, serializers
 from rest_framework.fields import SkipField
@@ -220,15 +221,21 @@ class Encoder:
         self.serializer = serializer
         self.zone = _iso_zone()
         self.count = self.size = 0
-        # The record's fields in order: runs of its own fields (a list of plan entries), and its nested
-        # relations (`Related`), each written between them.
-        self.parts: list[list | Related] = []
+        # The record's fields in order: runs of its own fields (a list of plan entries), and between them
+        # its nested relations (`Related`) and its JSON columns, which the database hands over as the
+        # JSON text it holds (`StoredJson`): a 16 KiB `meta` is copied, never parsed into thousands of
+        # Python objects and written again.
+        self.parts: list[list | Related | StoredJson] = []
         if isinstance(serializer, Record):
+            model = serializer.Meta.model
             run: list = []
             for entry in serializer.bound_plan():
                 name, how, attr, _, field = entry
                 if how is _MANY:
-                    self.parts += [run, Related(serializer.Meta.model, attr, name, Encoder(field.child))]
+                    self.parts += [run, Related(model, attr, name, Encoder(field.child))]
+                    run = []
+                elif how is _COLUMN and type(field) is serializers.JSONField and not field.binary:
+                    self.parts += [run, StoredJson(attr, name)]
                     run = []
                 else:
                     run.append(entry)
@@ -237,7 +244,7 @@ class Encoder:
     def prepare(self, records: models.QuerySet) -> models.QuerySet:
         """`records` as the encoder reads them: each with the ids its nested relations hold."""
         for part in self.parts:
-            if isinstance(part, Related):
+            if isinstance(part, Related | StoredJson):
                 records = part.prepare(records)
         return records
 
@@ -269,7 +276,9 @@ class Encoder:
                 continue
             if len(pieces) > 1:
                 pieces.append(b",")
-            if isinstance(part, Related):
+            if isinstance(part, StoredJson):
+                pieces += [part.key, part.value(record)]
+            elif isinstance(part, Related):
                 pieces += [part.key, b"["]
                 for index, row in enumerate(part.rows_of(record)):
                     pieces += [b",", row] if index else [row]
@@ -278,6 +287,25 @@ class Encoder:
                 pieces.append(to_json(self.serializer.represent_fields(record, self.zone, part))[1:-1])
         pieces.append(b"}")
         return b"".join(pieces)
+
+
+class StoredJson:
+    """A JSON column of the records an `Encoder` writes, read as the text the database holds (valid JSON:
+    PostgreSQL writes `jsonb` out canonically, SQLite keeps what Django wrote); DRF would parse it and
+    write it again, the same value."""
+
+    def __init__(self, attr: str, name: str):
+        self.column = attr
+        self.text = f"{PREFETCHED}{attr}_text"
+        self.key = to_json(name) + b":"
+
+    def prepare(self, records: models.QuerySet) -> models.QuerySet:
+        text = Cast(self.column, models.TextField())
+        return records.defer(self.column).annotate(**{self.text: text})
+
+    def value(self, record: models.Model) -> bytes:
+        text = getattr(record, self.text)
+        return b"null" if text is None else text.encode()
 
 
 class IdList(models.Aggregate):
