@@ -67,6 +67,10 @@ class RbacWorkspaceAdmin(WorkspaceAdmin):
         readonly = super().get_readonly_fields(request, obj)
         return readonly if obj is None else (*readonly, "quota_use")
 
+    def create(self, request: HttpRequest, form: ServiceForm) -> Workspace:
+        # CONTRACT 4: the creator becomes the owner
+        return services.create_workspace(**form.values(), owner=request.user, actor=request.user)
+
     @admin.display(description="use against quotas")
     def quota_use(self, workspace: Workspace) -> str:
         """What the workspace holds beside each quota it counts against (CONTRACT 16), and the largest role
@@ -101,10 +105,6 @@ def use_against_quotas(workspace: Workspace) -> list[tuple[str, int, int]]:
         made = Workspace.objects.filter(created_by=workspace.created_by_id).count()
         rows.append((f"workspaces of {workspace.created_by.email}", made, settings.IAM_QUOTA_WORKSPACES))
     return rows
-
-    def create(self, request: HttpRequest, form: ServiceForm) -> Workspace:
-        # CONTRACT 4: the creator becomes the owner
-        return services.create_workspace(**form.values(), owner=request.user, actor=request.user)
 
 
 admin.site.register(Workspace, RbacWorkspaceAdmin)
