@@ -4,16 +4,24 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PORT ?= 8000
 STAMP := $(VENV)/.installed
+DEV_STAMP := $(VENV)/.installed-dev
 
-.PHONY: run test test-unit test-live fuzz install lint format openapi openapi-check worker beat bench clean
+.PHONY: run test test-unit test-live fuzz install install-dev lint format openapi openapi-check worker beat bench clean
 
+# `make run` installs what the service needs; the test and lint tools come with the `dev` extra, which
+# every other target installs.
 $(STAMP): pyproject.toml
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet -e .
 	touch $(STAMP)
 
+$(DEV_STAMP): $(STAMP)
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $(DEV_STAMP)
+
 install: $(STAMP)
+install-dev: $(DEV_STAMP)
 
 # Development server: SQLite, in-process tasks and console e-mail unless DATABASE_URL / REDIS_URL are set.
 run: install
@@ -24,39 +32,42 @@ run: install
 # worker and beat, over HTTP). The live layer skips with its reason on SQLite, except under CI=true.
 test: test-unit test-live
 
-test-unit: install
-	.ci/pytest $(BIN)/pytest -n $${TEST_WORKERS:-2} $(PYTEST_ARGS)
+test-unit: install-dev
+	.ci/pytest $(BIN)/pytest -rs -n $${TEST_WORKERS:-2} $(PYTEST_ARGS)
 
-test-live: install
-	.ci/pytest $(BIN)/pytest tests/live -p no:randomly -n 0 -m "not fuzz" $(PYTEST_ARGS)
+test-live: install-dev
+	.ci/pytest $(BIN)/pytest tests/live -rs -p no:randomly -n 0 -m "not fuzz" $(PYTEST_ARGS)
 
 # schemathesis over openapi.yaml against the live service.
-fuzz: install
-	.ci/pytest $(BIN)/pytest tests/live -p no:randomly -n 0 -m fuzz $(PYTEST_ARGS)
+fuzz: install-dev
+	.ci/pytest $(BIN)/pytest tests/live -rs -p no:randomly -n 0 -m fuzz $(PYTEST_ARGS)
 
-lint: install
+lint: install-dev
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports --no-logo
 
-format: install
+format: install-dev
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
 
-openapi: install
+openapi: install-dev
 	DEBUG=1 $(BIN)/python manage.py spectacular --validate --fail-on-warn --file openapi.yaml
 
-openapi-check: install
+openapi-check: install-dev
 	DEBUG=1 $(BIN)/python manage.py spectacular --validate --fail-on-warn --file /tmp/openapi.current.yaml
 	diff -u openapi.yaml /tmp/openapi.current.yaml || (echo "openapi.yaml is stale: run make openapi" && exit 1)
 
+# The worker and beat of the Redis mode (REDIS_URL set); development settings (DEBUG=1) unless DEBUG is
+# given, as for `make run`.
 worker: install
-	$(BIN)/celery -A iam worker --loglevel=INFO --without-gossip --without-mingle --without-heartbeat
+	DEBUG=$${DEBUG:-1} $(BIN)/celery -A iam worker --loglevel=INFO --without-gossip --without-mingle --without-heartbeat
 
 beat: install
-	$(BIN)/celery -A iam beat --loglevel=INFO
+	mkdir -p var
+	DEBUG=$${DEBUG:-1} $(BIN)/celery -A iam beat --loglevel=INFO --schedule var/celerybeat-schedule
 
-bench: install
+bench: install-dev
 	$(BIN)/python bench/run.py
 
 clean:

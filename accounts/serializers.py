@@ -13,7 +13,7 @@ class AccountSerializer(Record):
 
 
 class AccountBriefSerializer(Record):
-    """The account inside register and login responses (SPEC 2)."""
+    """The account inside register and login responses."""
 
     class Meta:
         model = Account

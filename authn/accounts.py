@@ -29,8 +29,17 @@ class AccountEndpoint(RecordEndpoint):
 
 
 class AccountCreate(Endpoint, route="accounts/create"):
-    """A new account with a password credential, `pending` until its e-mail address is confirmed (CONTRACT
-    5): needs `accounts:create` in the root workspace."""
+    """A new account with a password credential, `pending` until its e-mail address is confirmed: needs
+    `accounts:create` in the root workspace."""
+
+    example_request = {
+        "email": "ada@example.com",
+        "password": "correct-horse-battery-staple",
+        "name": "Ada Lovelace",
+        "description": "Support engineer",
+        "tags": ["staff"],
+        "meta": {"schema_version": "1"},
+    }
 
     permission = "accounts:create"
     request_serializer = AccountCreateRequest
@@ -45,12 +54,19 @@ class AccountDescribe(AccountEndpoint, route="accounts/describe"):
     """An account by `id` or `email` (both must match when both are given). Any account may describe
     itself; another needs `accounts:describe` in the root workspace."""
 
+    example_request = {"email": "ada@example.com"}
+
     read_only = True
     per_record = True
 
 
 class AccountList(RecordList, route="accounts/list"):
     """Every account: needs `accounts:list` in the root workspace."""
+
+    example_request = {
+        "filter": {"fields": {"verified": True}, "tags": ["staff"]},
+        "options": {"limit": 20, "offset": 0, "order_bys": "!created_at"},
+    }
 
     model = Account
     list_key = "accounts"
@@ -78,14 +94,23 @@ class AccountUpdate(AccountEndpoint, route="accounts/update"):
     `verified` flags; anything else needs `accounts:update` in the root workspace. Disabling an account
     ends its sessions."""
 
+    example_request = {
+        "email": "ada@example.com",
+        "name": "Ada King",
+        "tags": ["staff", "admin"],
+        "meta": {"schema_version": "1", "team": "core"},
+    }
+
     per_record = True
     request_serializer = AccountUpdateRequest
     service = services.update_account
 
 
 class AccountDelete(AccountEndpoint, route="accounts/delete"):
-    """Deletes an account with its memberships and credentials (CONTRACT 6): needs `accounts:delete` in
-    the root workspace. Answers its `id` and `email`."""
+    """Deletes an account with its memberships and credentials: needs `accounts:delete` in the root workspace.
+    Answers its `id` and `email`."""
+
+    example_request = {"email": "ada@example.com"}
 
     response_serializer = AccountDeleted
     service = services.delete_account

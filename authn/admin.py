@@ -30,6 +30,7 @@ from iam.admin import (
     ServiceForm,
     ViewOnly,
     api_fields,
+    audit_subject,
     check_with,
 )
 from iam.errors import ApiError
@@ -135,7 +136,16 @@ class CredentialInline(ReadOnlyInline):
 class AccountAdmin(ServiceAdmin):
     form = AccountChangeForm
     add_form = AccountCreationForm
-    list_display = ("email", "name", "enabled", "verified", "is_superuser", "password_state", "created_at")
+    list_display = (
+        "email",
+        "name",
+        "enabled",
+        "verified",
+        "is_superuser",
+        "password_state",
+        "last_login",
+        "created_at",
+    )
     list_filter = ("enabled", "verified", "is_superuser")
     search_fields = ("email", "name")
     ordering = ("email",)
@@ -358,3 +368,22 @@ class SigningKeyAdmin(ViewOnly, admin.ModelAdmin):
             self.message_user(request, exc.message, messages.ERROR)
             return
         self.message_user(request, f"New signing key {key.kid} signs from now on.", messages.SUCCESS)
+
+
+def credential_title(credential: Credential) -> str:
+    return f"{credential.kind}/{credential.provider} of {credential.account.email}"
+
+
+# "account" names actors too; the actor filter lists the operators (each entry's actor links to its own).
+audit_subject(
+    "account",
+    Account.objects.all(),
+    search=("email",),
+    choices=Account.objects.filter(is_superuser=True).order_by("email"),
+)
+audit_subject(
+    "credential",
+    Credential.objects.select_related("account"),
+    title=credential_title,
+    search=("account__email", "email"),
+)

@@ -35,8 +35,15 @@ def session_payload(account, session: dict) -> dict:
 
 
 class Register(Endpoint, route="auth/register"):
-    """Creates an account with a password and signs it in: the answer is a session (access and refresh
-    tokens) with the account. A confirmation link is e-mailed (SPEC 4 rule 2)."""
+    """Creates an account with a password and signs it in: the answer is a session (access and refresh tokens)
+    with the account. A confirmation link is e-mailed (valid 24 hours); the password credential stays
+    `pending` until `auth/confirm`."""
+
+    example_request = {
+        "email": "ada@example.com",
+        "password": "correct-horse-battery-staple",
+        "name": "Ada Lovelace",
+    }
 
     public = True
     request_serializer = RegisterRequest
@@ -52,9 +59,13 @@ class Register(Endpoint, route="auth/register"):
 
 
 class Login(Endpoint, route="auth/login"):
-    """Signs in with e-mail and password: a session with the account. An unknown address and a wrong
-    password get the same 401 `invalid credentials`, in the same time; repeated failures are throttled
-    (CONTRACT 13)."""
+    """Signs in with e-mail and password: a session with the account. An unknown address and a wrong password
+    get the same 401 `invalid credentials`, in the same time. After 5 failures for one address within 15
+    minutes, or 50 from one client address, logins for it answer 429 with `Retry-After` until the window
+    passes, without checking the password. A disabled account with the right password gets 403 `account
+    disabled`."""
+
+    example_request = {"email": "ada@example.com", "password": "correct-horse-battery-staple"}
 
     public = True
     request_serializer = LoginRequest
@@ -70,8 +81,11 @@ class Login(Endpoint, route="auth/login"):
 
 
 class Refresh(Endpoint, route="auth/refresh"):
-    """A new session for the Bearer refresh token, which is spent: presenting it again ends every session
-    of the account (reuse detection, CONTRACT 5)."""
+    """A new session for the Bearer refresh token, which is spent: presenting it again ends every session of
+    the account (reuse detection). An access token as Bearer works too. The token goes in the `Authorization:
+    Bearer` header, never in the body; a session ends 30 days after its login whatever refreshes happen."""
+
+    example_request = {}
 
     authentication_classes = [SessionTokenAuthentication]
     response_serializer = SessionSerializer
@@ -87,6 +101,8 @@ class Refresh(Endpoint, route="auth/refresh"):
 class Revoke(Endpoint, route="auth/revoke"):
     """Ends every session of the caller's account: its access and refresh tokens stop working at once, in
     every service that validates them."""
+
+    example_request = {}
 
     authentication_classes = [SessionTokenAuthentication]
     response_serializer = Revoked
@@ -117,6 +133,8 @@ class ResetPassword(EmailLink, route="auth/reset-password"):
     """E-mails a password reset link when an account has this address; the answer is the same either way,
     so it tells nobody which addresses exist."""
 
+    example_request = {"email": "ada@example.com"}
+
     kind = RESET
     message = "If an account exists for this address, a password reset link has been sent."
 
@@ -125,12 +143,19 @@ class ResendConfirm(EmailLink, route="auth/resend-confirm"):
     """E-mails a new confirmation link when an unconfirmed account has this address; the answer is the
     same either way, so it tells nobody which addresses exist."""
 
+    example_request = {"email": "ada@example.com"}
+
     kind = CONFIRM
     message = "If an unconfirmed account exists for this address, a confirmation link has been sent."
 
 
 class UpdatePassword(Endpoint, route="auth/update-password"):
     """Sets a new password with the token of a reset link, which works once; the account's sessions end."""
+
+    example_request = {
+        "token": "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJlNGI4ZDJmNiJ9.c2lnbmF0dXJl",
+        "password": "a-new-long-passphrase",
+    }
 
     public = True
     request_serializer = UpdatePasswordRequest
@@ -145,6 +170,8 @@ class Confirm(Endpoint, route="auth/confirm"):
     """Confirms an account's e-mail address with the token of a confirmation link: the account is
     `verified`."""
 
+    example_request = {"token": "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJlNGI4ZDJmNiJ9.c2lnbmF0dXJl"}
+
     public = True
     request_serializer = TokenRequest
     response_serializer = Confirmed
@@ -158,8 +185,13 @@ class Confirm(Endpoint, route="auth/confirm"):
 
 
 class OAuthInitiate(Endpoint, route="auth/oauth/idp_a/initiate"):
-    """Starts a login with `idp_a`: the URL to send the browser to. `redirect_url` must be an allowed
-    client URL; the provider's callback goes on there with the session (SPEC 4 rules 3-6, CONTRACT 10)."""
+    """Starts a login with `idp_a`: the URL to send the browser to. `redirect_url` must be on an origin of the
+    `IAM_OAUTH_REDIRECT_ALLOWLIST` setting (else 400 `redirect_url not allowed`). After the provider, the
+    callback redirects the browser there with `access_token` and `refresh_token` query parameters, or with
+    `error=invalid_state` or `error=oauth_failed`; the query parameters of `redirect_url` are kept, so an app
+    can carry a nonce of its own. The state lives 10 minutes and works once."""
+
+    example_request = {"redirect_url": "http://localhost:3000/after-login?nonce=5f2b9c"}
 
     public = True
     request_serializer = OAuthInitiateRequest

@@ -34,12 +34,22 @@ class CredentialDescribe(CredentialEndpoint, route="credentials/describe"):
     """A credential by `id` and `account_id` together (404 when they disagree; `provider_id` and `email`,
     when given, must match too). Every credential lives in the root workspace; no secret is ever answered."""
 
+    example_request = {
+        "id": "1c6e8a2d-5f4b-4c9a-b3e7-4d2f6a8c1e95",
+        "account_id": "e4b8d2f6-3a5c-4e7b-9d1f-6c8a2e4b0d93",
+    }
+
     read_only = True
 
 
 class CredentialList(RecordList, route="credentials/list"):
     """The credentials of the `X-Workspace` workspace (all of them live in the root workspace), without
     their secrets."""
+
+    example_request = {
+        "filter": {"fields": {"account_id": "e4b8d2f6-3a5c-4e7b-9d1f-6c8a2e4b0d93", "kind": "password"}},
+        "options": {"limit": 10},
+    }
 
     model = Credential
     list_key = "credentials"
@@ -61,6 +71,13 @@ class CredentialUpdate(CredentialEndpoint, route="credentials/update"):
     `provider`, `new_provider_id`, `new_email`) are an operator's alone (403 `only an operator may change
     this credential`); holders of `credentials:update` may change `tags`, `meta` and `last_used_at`."""
 
+    example_request = {
+        "id": "1c6e8a2d-5f4b-4c9a-b3e7-4d2f6a8c1e95",
+        "account_id": "e4b8d2f6-3a5c-4e7b-9d1f-6c8a2e4b0d93",
+        "tags": ["reviewed"],
+        "meta": {"schema_version": "1"},
+    }
+
     lock = True
     request_serializer = CredentialUpdateRequest
     service = services.update_credential
@@ -68,7 +85,12 @@ class CredentialUpdate(CredentialEndpoint, route="credentials/update"):
 
 class CredentialDelete(CredentialEndpoint, route="credentials/delete"):
     """Deletes a credential named by `id` and `account_id`: an operator's alone (403 `only an operator may
-    change this credential`, CONTRACT 12)."""
+    change this credential`)."""
+
+    example_request = {
+        "id": "1c6e8a2d-5f4b-4c9a-b3e7-4d2f6a8c1e95",
+        "account_id": "e4b8d2f6-3a5c-4e7b-9d1f-6c8a2e4b0d93",
+    }
 
     lock = True
     response_serializer = CredentialDeleted

@@ -55,8 +55,11 @@ class InvitationEndpoint(Endpoint):
 
 
 class MembershipAccept(InvitationEndpoint, route="memberships/accept"):
-    """Accepts an invitation: with its `token` (no Bearer), or with Bearer and the `id` of the caller's
-    own invited membership, which becomes `active` (CONTRACT 15). Anything else is 404."""
+    """Accepts an invitation: with its `token` (no Bearer), or with Bearer and the `id` of the caller's own
+    invited membership, which becomes `active`. Anything else (another account's membership, one not
+    `invited`, a used token) is 404."""
+
+    example_request = {"token": "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJlNGI4ZDJmNiJ9.c2lnbmF0dXJl"}
 
     response_serializer = MembershipSerializer
 
@@ -68,6 +71,8 @@ class MembershipAccept(InvitationEndpoint, route="memberships/accept"):
 class MembershipDecline(InvitationEndpoint, route="memberships/decline"):
     """Declines an invitation, with the same inputs as `memberships/accept`: the membership is deleted.
     Answers its `id`."""
+
+    example_request = {"token": "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJlNGI4ZDJmNiJ9.c2lnbmF0dXJl"}
 
     response_serializer = Deleted
 

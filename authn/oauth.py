@@ -13,7 +13,7 @@ from . import services
 from .models import Credential
 from .oauth_provider import OAUTH_FAILED, PROVIDER, OAuthFailure, Profile, fetch_profile, provider_config
 from .oauth_state import consume_state, fallback_redirect, with_query
-from .sessions import issue_session
+from .sessions import start_session
 
 logger = logging.getLogger(__name__)
 
@@ -109,7 +109,7 @@ def complete(params: dict[str, str]) -> str:
         except IntegrityError as exc:  # a concurrent callback created the same account or credential
             raise OAuthFailure(OAUTH_FAILED, "concurrent sign-in") from exc
         with transaction.atomic():
-            session = issue_session(account)
+            session = start_session(account)
     except OAuthFailure as failure:
         logger.info("oauth idp_a callback failed: %s (%s)", failure.reason, failure)
         target = failure.redirect_url or redirect_url or fallback_redirect()

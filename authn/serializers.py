@@ -91,7 +91,7 @@ class CredentialSerializer(Record):
 
 
 class CredentialRef(serializers.Serializer):
-    """CONTRACT 12: `id` and `account_id` together name the credential; `provider_id` and `email`, when
+    """`id` and `account_id` together name the credential; `provider_id` and `email`, when
     sent, must be its current values."""
 
     id = Uuid()

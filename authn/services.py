@@ -27,7 +27,7 @@ from tenancy.workspace_cache import root_workspace
 
 from . import emails, keys, throttling, tokens
 from .models import Credential, SigningKey
-from .sessions import issue_session
+from .sessions import start_session
 from .tokens import TokenError
 
 INVALID_CREDENTIALS = "invalid credentials"  # SPEC 7
@@ -90,7 +90,7 @@ def register(*, email: str, password: str, name: str | None) -> tuple[Account, d
             name=name or normalize_email(email).split("@", 1)[0],
             conflict_status=400,  # SPEC 7 keeps 400 for register
         )
-        session = issue_session(account)
+        session = start_session(account)
         emails.enqueue(emails.CONFIRM, account.pk)  # SPEC 4 rule 2
     throttling.emails_by_address.hit(account.email)  # counts towards CONTRACT 13's 3 e-mails an hour
     return account, session
@@ -128,7 +128,7 @@ def login(*, email: str, password: str, ip: str) -> tuple[Account, dict]:
     throttling.login_failures_by_email.reset(email)
     with transaction.atomic():
         touch_credential(credential)
-        session = issue_session(account)
+        session = start_session(account)
         audit.record("account.login", resource=("account", account.pk), actor=account)
     metrics.LOGINS.labels("ok").inc()
     return account, session

@@ -4,6 +4,7 @@ import uuid
 from datetime import UTC, datetime
 
 from django.conf import settings
+from django.contrib.auth.models import update_last_login
 from django.db import transaction
 from django.utils import timezone
 
@@ -40,6 +41,16 @@ def issue_session(account: Account, *, auth_time: int | None = None) -> dict:
     )
     RefreshToken.objects.create(jti=jti, account=account, expires_at=expires_at)
     return {"access_token": access_token, "refresh_token": refresh_token}
+
+
+def start_session(account: Account) -> dict:
+    """The session a sign-in starts (a password login, a registration, an OAuth callback): a new token
+    pair, and the account's `last_login` set as Django's own `login()` sets it for the admin (its
+    `user_logged_in` receiver, `update_last_login`, called here without a request). A refresh continues
+    a session and leaves `last_login` as it was."""
+    session = issue_session(account)
+    update_last_login(None, account)
+    return session
 
 
 def authenticate_token(

@@ -19,7 +19,15 @@ from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
-from iam.admin import RESOURCE_READONLY, ReadOnlyInline, ServiceAdmin, ServiceForm, ViewOnly, api_fields
+from iam.admin import (
+    RESOURCE_READONLY,
+    ReadOnlyInline,
+    ServiceAdmin,
+    ServiceForm,
+    ViewOnly,
+    api_fields,
+    audit_subject,
+)
 from iam.errors import ApiError
 from rbac.admin import EndpointAdmin
 
@@ -88,7 +96,7 @@ class ClientAdmin(EndpointAdmin):
     search_fields = ("name", "=id")
     fields = (*api_fields(ClientSerializer), "secret_version", "created_by", "recent_deliveries")
     readonly_fields = (*RESOURCE_READONLY, "secret_version", "created_by", "recent_deliveries")
-    actions = ("regenerate_secrets",)
+    actions = ("regenerate_secrets", "send_test_events")
     endpoints = (api.ClientCreate, api.ClientUpdate, api.ClientDelete)
 
     def get_fields(self, request: HttpRequest, obj=None):
@@ -158,6 +166,39 @@ class ClientAdmin(EndpointAdmin):
             self.log_change(request, client, [{"changed": {"fields": ["secret"]}}])
         return secrets_page(self.admin_site, request, secrets, reverse("admin:clients_client_changelist"))
 
+    @admin.action(description="Send test event")
+    def send_test_events(self, request: HttpRequest, queryset) -> None:
+        """A signed `client.test` event to each selected client's endpoint, delivered (and retried) as
+        real events are; its delivery appears under the client's recent deliveries."""
+        selected = list(queryset.select_related("workspace").order_by("name", "id"))
+        reachable = [client for client in selected if client.endpoint]
+        with transaction.atomic():
+            sent = [(client, services.send_test_event(client, actor=request.user)) for client in reachable]
+        for client, delivery in sent:
+            self.log_change(request, client, f"Sent test event {delivery.event_id}.")
+        if sent:
+            links = format_html_join(
+                ", ",
+                '<a href="{}">{}</a>',
+                (
+                    (reverse("admin:clients_delivery_change", args=[delivery.pk]), client.name)
+                    for client, delivery in sent
+                ),
+            )
+            self.message_user(
+                request,
+                format_html("Test event sent to {} client(s): {}.", len(sent), links),
+                messages.SUCCESS,
+            )
+        skipped = [client.name for client in selected if not client.endpoint]
+        if skipped:
+            self.message_user(
+                request,
+                f"No test event for {len(skipped)} client(s) without an endpoint: {', '.join(skipped)}. "
+                "Set the client's endpoint first.",
+                messages.ERROR,
+            )
+
 
 class DeliveryAttemptInline(ReadOnlyInline):
     model = DeliveryAttempt
@@ -223,3 +264,6 @@ class DeliveryAdmin(ViewOnly, ServiceAdmin):
             self.message_user(
                 request, f"{skipped} delivery(ies) skipped: only failed ones are retried.", messages.WARNING
             )
+
+
+audit_subject("client", Client.objects.select_related("workspace"))

@@ -38,7 +38,22 @@ def _is_permission_name(value: object) -> bool:
 
 
 class ClientValidate(Endpoint, route="clients/validate"):
-    """CONTRACT 7. Public: the client authenticates itself with its id and secret in the body."""
+    """Validates a user's access token for a client service. Public: the client authenticates itself with its
+    id and secret in the body. The answer is always 200 for a well-formed body: `authorized` is true only when
+    the client id and secret match, the token is a valid, unexpired, unrevoked access token of an enabled
+    account, and that account has an active membership in the client's workspace; else `reason` says why
+    (`invalid_client`, `invalid_token`, `token_expired`, `token_revoked`, `account_disabled`, `not_a_member`).
+    `roles` and `permissions` are the account's there (project-scope ones only when `project_id` names their
+    project); `allowed` answers `permission` (null when none was asked); `expires_at` is the token's
+    expiry."""
+
+    example_request = {
+        "client_id": "9e5c1a7d-4b2f-4d8e-a6c3-2f7b9d1e5a38",
+        "client_secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSwz0nF3yNp7Aw=",
+        "token": "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJlNGI4ZDJmNiJ9.c2lnbmF0dXJl",
+        "permission": "invoices:read",
+        "project_id": "3b9d6f12-7c4a-4e8b-a1d5-9f2c6e3b8d41",
+    }
 
     public = True
     read_only = True  # answers from the cache or plain reads: no transaction on the hot path
@@ -99,8 +114,19 @@ class ClientEndpoint(RecordEndpoint):
 
 class ClientCreate(ClientEndpoint, route="clients/create"):
     """A new client of the `X-Workspace` workspace with its secret, which is answered here and by
-    `clients/regenerate-secret` only and never stored in plaintext (CONTRACT 7). With an `endpoint`, the
-    client gets the workspace's push events (CONTRACT 8)."""
+    `clients/regenerate-secret` only and never stored in plaintext. The secret has the Standard Webhooks form
+    `whsec_<base64>`: pass it unchanged to `clients/validate` and to a Standard Webhooks library. With an
+    `endpoint`, the client gets the workspace's push events, signed with that secret; an endpoint on a
+    loopback, private or link-local address is refused unless the service allows it
+    (`IAM_WEBHOOK_ALLOW_PRIVATE`)."""
+
+    example_request = {
+        "name": "billing-service",
+        "endpoint": "https://billing.example.com/iam-events",
+        "description": "Billing backend",
+        "tags": ["backend"],
+        "meta": {"schema_version": "1"},
+    }
 
     request_serializer = ClientCreateRequest
     response_serializer = ClientWithSecret
@@ -112,14 +138,18 @@ class ClientCreate(ClientEndpoint, route="clients/create"):
 
 
 class ClientDescribe(ClientEndpoint, route="clients/describe"):
-    """A client of the `X-Workspace` workspace by `id`, with its workspace embedded (SPEC 2) and never its
-    secret, which only create and regenerate-secret answer (CONTRACT 7)."""
+    """A client of the `X-Workspace` workspace by `id`, with its workspace embedded and never its secret,
+    which only create and regenerate-secret answer."""
+
+    example_request = {"id": "9e5c1a7d-4b2f-4d8e-a6c3-2f7b9d1e5a38"}
 
     read_only = True
 
 
 class ClientList(RecordList, route="clients/list"):
     """The clients of the `X-Workspace` workspace, without their secrets."""
+
+    example_request = {"filter": {"fields": {"name": "billing-service"}}, "options": {"limit": 10}}
 
     model = Client
     list_key = "clients"
@@ -134,6 +164,12 @@ class ClientUpdate(ClientEndpoint, route="clients/update"):
     """Changes a client named by `id`: its name, description, push `endpoint`, tags and meta. Its secret
     stays (`clients/regenerate-secret` replaces it)."""
 
+    example_request = {
+        "id": "9e5c1a7d-4b2f-4d8e-a6c3-2f7b9d1e5a38",
+        "endpoint": "https://billing.example.com/hooks/iam",
+        "tags": ["backend", "eu"],
+    }
+
     request_serializer = ClientUpdateRequest
     service = services.update_client
 
@@ -141,13 +177,17 @@ class ClientUpdate(ClientEndpoint, route="clients/update"):
 class ClientDelete(ClientEndpoint, route="clients/delete"):
     """Deletes a client named by `id`: its secret stops validating at once. Answers its `id`."""
 
+    example_request = {"id": "9e5c1a7d-4b2f-4d8e-a6c3-2f7b9d1e5a38"}
+
     response_serializer = ClientDeleted
     service = services.delete_client
 
 
 class ClientRegenerateSecret(ClientEndpoint, route="clients/regenerate-secret"):
     """A new secret for a client named by `id`, answered once; the old one stops validating at once
-    (`invalid_client`, CONTRACT 7)."""
+    (`authorized: false`, `reason: "invalid_client"`) and stops signing pushes."""
+
+    example_request = {"id": "9e5c1a7d-4b2f-4d8e-a6c3-2f7b9d1e5a38"}
 
     response_serializer = SecretRegenerated
 
@@ -170,9 +210,16 @@ def answer(data: dict) -> dict:
 
 
 class ClientEvents(Endpoint, route="clients/events"):
-    """The workspace's events after a cursor, in commit order (clients/catchup.py). Public: the client
-    authenticates itself with its id and secret in the body, as in `clients/validate`; a wrong pair is 401
-    `invalid client`. A cursor older than IAM_EVENT_RETENTION_DAYS is 410 `cursor expired`."""
+    """The workspace's events after a cursor, in commit order. Public: the client authenticates itself with
+    its id and secret in the body, as in `clients/validate`; a wrong pair is 401 `invalid client`. A cursor
+    older than IAM_EVENT_RETENTION_DAYS is 410 `cursor expired`."""
+
+    example_request = {
+        "client_id": "9e5c1a7d-4b2f-4d8e-a6c3-2f7b9d1e5a38",
+        "client_secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSwz0nF3yNp7Aw=",
+        "after": None,
+        "limit": 100,
+    }
 
     public = True
     read_only = True  # plain reads, each statement its own snapshot (see clients/catchup.py)

@@ -24,7 +24,7 @@ from datetime import timedelta
 from django.conf import settings
 from django.core.cache import cache
 from django.db import transaction
-from django.db.models import F, Q
+from django.db.models import F, Min, Q
 from django.utils import timezone
 
 from iam import audit, crypto, metrics, outbox
@@ -45,9 +45,10 @@ _decrypt = functools.lru_cache(maxsize=1024)(crypto.decrypt)
 
 
 def sign(secret: str, event_id: str, timestamp: int, body: bytes) -> str:
-    """Standard Webhooks `v1` signature, keyed with the UTF-8 bytes of the client secret."""
+    """Standard Webhooks `v1` signature, keyed with the client secret's signing key (the decoded bytes of a
+    `whsec_` secret)."""
     signed = f"{event_id}.{timestamp}.".encode() + body
-    mac = hmac.new(secret.encode(), signed, hashlib.sha256).digest()
+    mac = hmac.new(crypto.webhook_signing_key(secret), signed, hashlib.sha256).digest()
     return f"v1,{base64.b64encode(mac).decode()}"
 
 
@@ -61,8 +62,13 @@ def fan_out(message: OutboxMessage) -> None:
         .exclude(endpoint="")
         .exclude(deliveries__event_id=event["id"])  # a fan-out run again makes no second delivery
     )
-    if not clients:
-        return
+    if clients:
+        owe(event, clients)
+
+
+def owe(event: dict, clients: list[Client]) -> list[Delivery]:
+    """Writes one delivery of `event` per client, in the caller's transaction (the change's), each due at
+    once, and hands them to a worker after commit: from then on the delivery row carries its retries."""
     deliveries = Delivery.objects.bulk_create(
         Delivery(
             event_id=event["id"],
@@ -77,6 +83,7 @@ def fan_out(message: OutboxMessage) -> None:
     )
     for delivery in deliveries:
         transaction.on_commit(lambda delivery=delivery: kick(delivery.client_id, delivery.pk))
+    return deliveries
 
 
 def _kick_key(client_id) -> str:
@@ -259,9 +266,10 @@ def sweep(limit: int = outbox.SWEEP_BATCH) -> int:
     due = Delivery.objects.filter(status=Delivery.Status.PENDING, next_attempt_at__lte=cutoff)
     clients = list(
         due.filter(client__isnull=False)
+        .values("client_id")
+        .annotate(oldest=Min("id"))
         .order_by("client_id")
-        .distinct("client_id")
-        .values_list("client_id", "id")[:limit]
+        .values_list("client_id", "oldest")[:limit]
     )
     orphans = list(due.filter(client__isnull=True).order_by("id").values_list("client_id", "id")[:limit])
     for client_id, delivery_id in clients + orphans:

@@ -19,7 +19,7 @@ from .models import Client
 
 
 class ClientSerializer(Record):
-    """describe, list and update: never the secret (SPEC 4 Clients)."""
+    """describe, list and update: never the secret, which only create and regenerate-secret answer."""
 
     workspace = WorkspaceSerializer(read_only=True)  # SPEC 2: the full workspace, embedded
     workspace_id = serializers.UUIDField(read_only=True)
@@ -74,7 +74,7 @@ class ValidateRequest(serializers.Serializer):
 
 
 class ValidateResponse(serializers.Serializer):
-    """CONTRACT 7 (documentation only: the payload is built by `clients.validation`)."""
+    """The answer of `clients/validate` (documentation only: `clients.validation` builds the payload)."""
 
     authorized = serializers.BooleanField()
     reason = serializers.CharField(allow_null=True)
@@ -105,7 +105,8 @@ class EventData(serializers.Serializer):
 
 
 class EventSerializer(serializers.Serializer):
-    """CONTRACT 8's push body (documentation only: the log stores it as sent)."""
+    """The body of a push event and of each `clients/events` item (documentation only: the log stores
+    it as sent)."""
 
     id = serializers.UUIDField()
     type = serializers.CharField()

@@ -1,10 +1,12 @@
 """Every write to clients (SPEC 4 Clients, CONTRACT 7): the API and the admin call these."""
 
+import uuid
 from typing import NotRequired, Unpack
 from uuid import UUID
 
 from django.conf import settings
 from django.db import transaction
+from django.utils import timezone
 
 from accounts.models import Account
 from iam import audit, crypto, events
@@ -13,11 +15,12 @@ from iam.service_helpers import Described, NewResource, apply_changes, save_chan
 from tenancy.models import Workspace
 from tenancy.quotas import check_quota
 
-from . import egress
+from . import egress, push
 from .client_cache import forget_client
 from .models import Client, Delivery
 
 NAME_CONFLICT = "name already exists"  # CONTRACT 12, as `unique=("name",)` answers it
+NO_ENDPOINT = "client has no endpoint"
 UPDATABLE = ("name", "endpoint", "description", "tags")  # what the audit log shows of a client
 
 
@@ -43,7 +46,7 @@ def check_endpoint(endpoint: str | None) -> None:
 
 
 def _set_secret(client: Client) -> str:
-    secret = crypto.new_secret()
+    secret = crypto.new_client_secret()
     client.secret_encrypted = crypto.encrypt(secret)
     client.secret_digest = crypto.digest(secret)
     return secret
@@ -106,3 +109,28 @@ def regenerate_secret(client: Client, *, actor: Account | None) -> str:
         audit.record_for(client, "regenerate_secret", actor=actor)
         events.emit_for(client, "secret_rotated", account_ids=[])
     return secret
+
+
+def send_test_event(client: Client, *, actor: Account | None) -> Delivery:
+    """A `client.test` event for this client alone (the admin's "Send test event"), signed and delivered
+    as every event is: its delivery is written with the audit entry, retried, every attempt recorded.
+    It names no account and the client itself as its resource; it is not written to the workspace's
+    event log (`clients/events`), which every client of the workspace reads."""
+    if not client.endpoint:
+        raise ApiError(400, NO_ENDPOINT, "endpoint")
+    event = {
+        "id": str(uuid.uuid4()),
+        "type": "client.test",
+        "workspace_id": str(client.workspace_id),
+        "occurred_at": timezone.now().isoformat().replace("+00:00", "Z"),
+        "data": {"account_ids": [], "resource": {"type": "client", "id": str(client.pk)}},
+    }
+    with transaction.atomic():
+        [delivery] = push.owe(event, [client])
+        audit.record_for(
+            client,
+            "send_test_event",
+            changes={"event_id": event["id"], "endpoint": client.endpoint},
+            actor=actor,
+        )
+    return delivery

@@ -67,6 +67,12 @@ _MESSAGES = {
     "min_value": "{field} must be at least {limit}",
     "not_a_list": "{field} must be an array",
     "not_a_dict": "{field} must be an object",
+    # A value of the wrong JSON type says which type the field takes.
+    "not_a_string": "{field} must be a string",
+    "not_a_uuid_string": "{field} must be a UUID string",
+    "not_a_boolean": "{field} must be true or false",
+    "not_an_integer": "{field} must be an integer",
+    "not_a_permission_name": "{field} must have the form resource:action (each side a name or *), or *",
 }
 
 
@@ -156,6 +162,8 @@ class Endpoint(APIView):
     - `project_aware`: a project-scope grant of `permission` lets the caller in; the record's project is
       then checked once the record is loaded (`rbac.api.RecordEndpoint`, CONTRACT 4).
     - `request_serializer` / `response_serializer`: the body's and the `data`'s shapes.
+    - `example_request`: a real request body, shown as the operation's example in the API reference
+      (/docs); tests/iam/test_docs.py checks that the request serializer accepts it.
 
     and implement `handle(request, data) -> payload`.
 
@@ -176,6 +184,7 @@ class Endpoint(APIView):
     read_only: ClassVar[bool] = False
     request_serializer: ClassVar[type[serializers.Serializer] | None] = None
     response_serializer: ClassVar[type[serializers.Serializer] | None] = None
+    example_request: ClassVar[dict | None] = None
     route: ClassVar[str | None] = None
 
     def __init_subclass__(cls, route: str | None = None, **kwargs: Any) -> None:

@@ -13,15 +13,16 @@ sums before and after; its deletes lock only rows no trigger touches. The trigge
 statement, so a count is exact in every snapshot: it commits or rolls back with the rows. Django's cascades
 are plain DELETEs, and the database's own cascades run statements too: both pass through the triggers.
 
-`COUNTED` says which tables are counted and how; the migrations install the triggers with the same
-arguments (`install_sql`, and `iam/0005_append_only_row_counts` replaces the functions of the earlier,
-sharded design), and tests/iam/test_list_counts.py checks that the installed functions match it.
+`COUNTED` says which tables are counted and how. The migrations hold the SQL frozen as it was written
+(the output of `install_sql` for a table's counts; `iam/0005_append_only_row_counts` replaced the
+functions of an earlier, sharded design), and tests/iam/test_list_counts.py checks that the installed
+functions match `COUNTED`: a change here is a new migration that freezes the new SQL.
 SQLite (development) has no counts: `total` there is always `count(*)`.
 """
 
 from dataclasses import dataclass
 
-from django.db import connections, migrations, transaction
+from django.db import connections, transaction
 from django.db.models import QuerySet
 from django.db.models.expressions import Col
 from django.db.models.lookups import Exact
@@ -42,19 +43,6 @@ COUNTED: dict[str, Counted] = {
     "accounts_account": Counted(tenant=None, fields=("verified", "enabled")),
     "rbac_membership": Counted(tenant="workspace_id", fields=("status", "scope")),
 }
-
-CREATE_TABLE_SQL = f"""
-CREATE TABLE {TABLE} (
-    table_name text NOT NULL,
-    tenant text NOT NULL,
-    field text NOT NULL,
-    value text NOT NULL,
-    n bigint NOT NULL,
-    id bigserial PRIMARY KEY
-);
-CREATE INDEX iam_row_count_key ON {TABLE} (table_name, tenant, field, value) INCLUDE (n);
-"""
-DROP_TABLE_SQL = f"DROP TABLE {TABLE};"
 
 
 def _keys(counted: Counted) -> str:
@@ -136,19 +124,6 @@ def install_sql(table: str, counted: Counted) -> str:
     return "\n".join(statements) + recount_sql(table, counted)
 
 
-# Rebuilds the table in its current design from whatever design it has (the sharded one of
-# iam/0004_row_counts before iam/0005, or this one), keeping each key's sum. Run with the counted tables
-# locked against writes, so no trigger adds a row meanwhile.
-REBUILD_TABLE_SQL = f"""
-CREATE TEMPORARY TABLE iam_row_count_sums ON COMMIT DROP AS
-SELECT table_name, tenant, field, value, sum(n)::bigint AS n FROM {TABLE}
-GROUP BY 1, 2, 3, 4 HAVING sum(n) <> 0;
-DROP TABLE {TABLE};
-{CREATE_TABLE_SQL}
-INSERT INTO {TABLE} (table_name, tenant, field, value, n) SELECT * FROM iam_row_count_sums;
-DROP TABLE iam_row_count_sums;
-"""  # noqa: S608
-
 # One statement: a reader sees every key's rows before it or its one row after it, the same sum. Only the
 # keys with more than one row; the rows a concurrent writer inserts are not in its snapshot and stay.
 COMPACT_SQL = f"""
@@ -179,26 +154,6 @@ def compact(using: str = "default") -> int | None:
             return None
         cursor.execute(COMPACT_SQL)
         return int(cursor.fetchone()[0])
-
-
-def uninstall_sql(table: str) -> str:
-    return (
-        f"DROP FUNCTION iam_count_{table}() CASCADE;\n"  # CASCADE: its triggers
-        f"DELETE FROM {TABLE} WHERE table_name = '{table}';"
-    )
-
-
-def on_postgresql(sql: str, reverse_sql: str) -> migrations.RunPython:
-    """A migration operation that runs `sql` on PostgreSQL and nothing elsewhere (SQLite counts rows)."""
-
-    def run(statements: str):
-        def operation(apps, schema_editor) -> None:
-            if statements and schema_editor.connection.vendor == "postgresql":
-                schema_editor.execute(statements, params=None)  # params=None: `%` is SQL's modulo here
-
-        return operation
-
-    return migrations.RunPython(run(sql), run(reverse_sql))
 
 
 def tenant_of(queryset: QuerySet) -> str | None:

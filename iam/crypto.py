@@ -2,6 +2,7 @@
 (client secrets that sign pushes, CONTRACT 7; PKCE verifiers), and a keyed digest for what it only compares
 (client secrets at validation, in constant time without decrypting)."""
 
+import base64
 import functools
 import hashlib
 import hmac
@@ -16,8 +17,21 @@ def _fernet(key: str) -> Fernet:
     return Fernet(key.encode())
 
 
-def new_secret() -> str:
-    return secrets.token_urlsafe(32)  # 256 bits
+WEBHOOK_SECRET_PREFIX = "whsec_"
+
+
+def new_client_secret() -> str:
+    """A client secret in the Standard Webhooks form: `whsec_` and the base64 of 32 random bytes (256 bits),
+    so a receiver passes it unchanged to any Standard Webhooks library."""
+    return WEBHOOK_SECRET_PREFIX + base64.b64encode(secrets.token_bytes(32)).decode()
+
+
+def webhook_signing_key(secret: str) -> bytes:
+    """The HMAC key of a client secret: the decoded bytes of a `whsec_` secret; a secret issued before
+    that form (unprefixed) keeps signing with its UTF-8 bytes until it is regenerated."""
+    if secret.startswith(WEBHOOK_SECRET_PREFIX):
+        return base64.b64decode(secret.removeprefix(WEBHOOK_SECRET_PREFIX))
+    return secret.encode()
 
 
 def encrypt(secret: str) -> str:
@@ -36,4 +50,12 @@ def matches(secret: str, stored_digest: str) -> bool:
     return hmac.compare_digest(digest(secret), stored_digest)
 
 
-__all__ = ["InvalidToken", "decrypt", "digest", "encrypt", "matches", "new_secret"]
+__all__ = [
+    "InvalidToken",
+    "decrypt",
+    "digest",
+    "encrypt",
+    "matches",
+    "new_client_secret",
+    "webhook_signing_key",
+]

@@ -33,13 +33,15 @@ class Invalid(serializers.ValidationError):
 
 
 class String(serializers.CharField):
+    default_error_messages = {"not_a_string": "must be a string"}
+
     def __init__(self, **kwargs):
         kwargs.setdefault("trim_whitespace", False)
         super().__init__(**kwargs)
 
     def to_internal_value(self, data: Any) -> str:
         if not isinstance(data, str):
-            self.fail("invalid")
+            self.fail("not_a_string")
         return super().to_internal_value(data)
 
 
@@ -116,6 +118,8 @@ class Slug(String):
 
 
 class PermissionName(String):
+    default_error_messages = {"not_a_permission_name": "must have the form resource:action"}
+
     def __init__(self, **kwargs):
         kwargs.setdefault("max_length", PERMISSION_NAME_MAX)
         super().__init__(**kwargs)
@@ -123,30 +127,36 @@ class PermissionName(String):
     def to_internal_value(self, data: Any) -> str:
         value = super().to_internal_value(data)
         if not PERMISSION_NAME_RE.fullmatch(value):
-            self.fail("invalid")
+            self.fail("not_a_permission_name")
         return value
 
 
 class Boolean(serializers.BooleanField):
+    default_error_messages = {"not_a_boolean": "must be true or false"}
+
     def to_internal_value(self, data: Any) -> bool:
         if not isinstance(data, bool):
-            self.fail("invalid")
+            self.fail("not_a_boolean")
         return data
 
 
 class Integer(serializers.IntegerField):
+    default_error_messages = {"not_an_integer": "must be an integer"}
+
     def to_internal_value(self, data: Any) -> int:
         if isinstance(data, bool) or not isinstance(data, int):
-            self.fail("invalid")
+            self.fail("not_an_integer")
         return super().to_internal_value(data)
 
 
 class Uuid(serializers.UUIDField):
+    default_error_messages = {"not_a_uuid_string": "must be a UUID string"}
+
     def to_internal_value(self, data: Any) -> uuid.UUID:
         if isinstance(data, uuid.UUID):
             return data
         if not isinstance(data, str):
-            self.fail("invalid", value=data)
+            self.fail("not_a_uuid_string")
         return super().to_internal_value(data)
 
 
@@ -207,7 +217,9 @@ class JsonObject(serializers.Field):
         version = data.get("schema_version")
         if version is None and not self.require_schema_version:
             return data
-        if not isinstance(version, str) or not version:
+        if version is not None and not isinstance(version, str):
+            raise Invalid(f"{self.field_name}.schema_version must be a string")
+        if not version:
             raise Invalid(f"{self.field_name}.schema_version required")
         if len(version) > SCHEMA_VERSION_MAX:
             raise Invalid(f"{self.field_name}.schema_version must be at most {SCHEMA_VERSION_MAX} characters")

@@ -1,11 +1,12 @@
 """OpenAPI generation (drf-spectacular) for `iam.api` endpoints: request and response shapes come from
-the endpoint's declarations, responses are wrapped in CONTRACT 1's envelope, and errors share one schema."""
+the endpoint's declarations, responses are wrapped in CONTRACT 1's envelope, and errors share one schema.
+The example request body shown for each operation is the endpoint's `example_request`."""
 
 import inspect
 
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.openapi import AutoSchema
-from drf_spectacular.utils import OpenApiParameter, inline_serializer
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter, inline_serializer
 from rest_framework import serializers
 
 from iam.api import Endpoint
@@ -47,12 +48,23 @@ class EndpointSchema(AutoSchema):
         endpoint = self._endpoint()
         lines = [inspect.cleandoc(type(self.view).__dict__.get("__doc__") or "")]
         if endpoint is not None and endpoint.permission:
-            lines.append(f"Permission: `{endpoint.permission}` (CONTRACT 4).")
+            lines.append(
+                f"Permission: `{endpoint.permission}`, held through a role of an active membership in the "
+                "workspace (a `resource:*`, `*:action` or `*` permission covers it)."
+            )
         if endpoint is not None and issubclass(endpoint, ListEndpoint):
             fields = ", ".join(f"`{name}`" for name in endpoint.filter_fields)
             more = ", ".join(f"`{name}`" for name in endpoint.order_fields)
             lines.append(f"`filter.fields` and `options.order_bys` take {fields}; `order_bys` also {more}.")
         return "\n\n".join(line for line in lines if line)
+
+    def get_examples(self) -> list[OpenApiExample]:
+        endpoint = self._endpoint()
+        examples = super().get_examples()
+        if endpoint is not None and endpoint.example_request is not None:
+            example = OpenApiExample("Example", value=endpoint.example_request, request_only=True)
+            examples = [example, *examples]
+        return examples
 
     def get_operation_id(self) -> str:
         return self.path.strip("/").replace("/", "_").replace("-", "_") or "index"
@@ -108,7 +120,8 @@ class EndpointSchema(AutoSchema):
                     str,
                     OpenApiParameter.HEADER,
                     required=True,
-                    description="id or slug of the workspace the request acts in (CONTRACT 2)",
+                    description="id or slug of the workspace the request acts in; the caller must hold "
+                    "an active membership there",
                 )
             ]
         return []

@@ -15,7 +15,7 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 DEBUG = env("DEBUG", False, bool)
 TESTING = env("IAM_TESTING", False, bool)
 
-# CONTRACT 14: with DEBUG off these must come from the environment. Per-process caches (no REDIS_URL)
+# With DEBUG off these must come from the environment (CONTRACT 14). Per-process caches (no REDIS_URL)
 # cannot enforce revocation or throttling across several web processes, and a built-in key signs nothing.
 # DEBUG on (`make run`) and the test suite keep the embedded defaults.
 _DEV_SECRET_KEY = "dev-insecure-secret-key-change-me-0123456789abcdef"
@@ -25,10 +25,16 @@ if not (DEBUG or TESTING):
     if env("SECRET_KEY", "") == _DEV_SECRET_KEY:
         _missing.insert(0, "SECRET_KEY")
     if _missing:
+        _why = {
+            "SECRET_KEY": "a built-in key signs nothing in production",
+            "IAM_JWT_SIGNING_KEY": "a built-in key signs nothing in production",
+            "REDIS_URL": "without it each process keeps its own cache, so revocation and throttling would "
+            "not hold across processes",
+        }
         raise ImproperlyConfigured(
-            f"{', '.join(dict.fromkeys(_missing))} must be set when DEBUG is off (CONTRACT 14): "
-            "secret keys are never built in, and without REDIS_URL each web process would keep its own "
-            "cache, so revocation and throttling would not hold across processes"
+            "; ".join(f"{key} must be set ({_why[key]})" for key in dict.fromkeys(_missing))
+            + ". DEBUG is off, so this is a production start; for development set DEBUG=1 "
+            "(make run, make worker and make beat do)."
         )
 SECRET_KEY = env("SECRET_KEY", _DEV_SECRET_KEY)
 
@@ -44,6 +50,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "drf_spectacular",
+    "drf_spectacular_sidecar",  # Swagger UI's files for /docs, served from here (no CDN)
     "iam",
     "accounts",
     "tenancy",
@@ -182,9 +189,22 @@ REST_FRAMEWORK = {
 
 SPECTACULAR_SETTINGS = {
     "TITLE": "IAM service",
-    "DESCRIPTION": "Multi-tenant identity and access management. See SPEC.md and CONTRACT.md.",
+    "DESCRIPTION": (
+        "Multi-tenant identity and access management. Every operation is a POST with a JSON body "
+        '(except the health GETs); answers are `{"success": true, "status": 200, "data": ...}`, '
+        'errors `{"success": false, "status": <int>, "message": "...", "field"?: "..."}`. '
+        "Workspace-scoped operations name their workspace in the `X-Workspace` header (id or slug). "
+        "Guides: the repository's README.md and docs/."
+    ),
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
+    # The reference served at /docs (schema at /docs/schema): Swagger UI from the sidecar package's static
+    # files, so the page loads nothing from another origin.
+    "SERVE_AUTHENTICATION": [],
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "SWAGGER_UI_SETTINGS": {"deepLinking": True, "validatorUrl": None, "defaultModelsExpandDepth": 0},
     # Several resources have a `kind` or `status`: name their enums after the resource.
     "ENUM_NAME_OVERRIDES": {
         "CredentialKindEnum": "authn.models.Credential.Kind",

@@ -1,7 +1,7 @@
 from django.contrib import admin
 from django.urls import include, path
 
-from iam import metrics, views
+from iam import docs, metrics, views
 from iam.api import routes
 
 # Patterns are tried in order: `clients/validate`, which every client service calls on every request it
@@ -11,6 +11,9 @@ urlpatterns = [
     path("", views.Index.as_view()),
     path("health-check", views.HealthCheck.as_view()),
     path("metrics", metrics.metrics_view),
+    # The API reference: Swagger UI over the OpenAPI schema that the endpoints' declarations generate.
+    path("docs", docs.ApiReference.as_view()),
+    path("docs/schema", docs.ApiSchema.as_view(), name="openapi-schema"),
     *routes(views),
     path("admin/", admin.site.urls),
     path("", include("authn.urls")),

@@ -64,6 +64,11 @@ class AuditList(ListEndpoint, route="audit/list"):
     """The audit entries of the `X-Workspace` workspace, newest first; in the root workspace also the
     global ones (accounts, logins, sessions). Append-only: no other audit endpoint."""
 
+    example_request = {
+        "filter": {"fields": {"action": "role.update"}},
+        "options": {"limit": 50, "order_bys": "!occurred_at"},
+    }
+
     permission = "audit:list"
     workspace_scoped = True
     list_key = "entries"

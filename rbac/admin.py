@@ -13,7 +13,7 @@ from django.db.models import Count, Max
 from django.http import HttpRequest
 from django.utils.html import format_html, format_html_join
 
-from iam.admin import RESOURCE_READONLY, ReadOnlyInline, ServiceForm, api_fields
+from iam.admin import RESOURCE_READONLY, ReadOnlyInline, ServiceForm, api_fields, audit_subject
 from tenancy.admin import InWorkspaceAdmin, WorkspaceAdmin
 from tenancy.models import Project, Workspace
 from tenancy.serializers import WorkspaceCreateRequest
@@ -138,16 +138,30 @@ class RoleAdmin(EndpointAdmin):
     endpoints = (api.RoleCreate, api.RoleUpdate, api.RoleDelete)
 
 
+# What a membership's title reads (`Membership.__str__`), in one query and one for the roles.
+TITLED_MEMBERSHIPS = ("account", "workspace", "project")
+
+
 @admin.register(Membership)
 class MembershipAdmin(EndpointAdmin):
-    list_display = ("account", "workspace", "project", "scope", "status", "role_names", "created_at")
-    role_names = names_column("roles")
+    """Each membership is titled `alice@example.com in Acme (admin, owner)`."""
+
+    list_display = ("__str__", "account", "workspace", "project", "scope", "status", "created_at")
     list_filter = ("status", "scope", "workspace")
-    search_fields = ("account__email", "account__name", "workspace__slug", "=id")
-    list_select_related = ("account", "workspace", "project")
+    search_fields = ("account__email", "account__name", "workspace__slug", "workspace__name", "=id")
+    list_select_related = TITLED_MEMBERSHIPS
     ordering = ("workspace__slug", "account__email")
     raw_id_fields = ("account", "workspace", "project")
     fields = api_fields(MembershipSerializer)
     readonly_fields = (*RESOURCE_READONLY, "accepted_at")
     fixed_on_change = ("account", "workspace")
     endpoints = (api.MembershipCreate, api.MembershipUpdate, api.MembershipDelete)
+
+
+audit_subject("permission", Permission.objects.all())
+audit_subject("role", Role.objects.all())
+audit_subject(
+    "membership",
+    Membership.objects.select_related(*TITLED_MEMBERSHIPS).prefetch_related("roles"),
+    search=("account__email",),  # an entry about a membership is about its account
+)

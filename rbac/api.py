@@ -183,9 +183,17 @@ class PermissionEndpoint(RecordEndpoint):
 
 
 class PermissionCreate(PermissionEndpoint, route="permissions/create"):
-    """A new permission of the `X-Workspace` workspace: `name` is `*` or `resource:action`, either side
-    `*` or a word (CONTRACT 12). The caller's own grants must cover the name (CONTRACT 4: nobody grants
-    what it does not hold)."""
+    """A new permission of the `X-Workspace` workspace: `name` is `*` or `resource:action`, either side `*` or
+    letters, digits, `_`, `.` and `-` (at most 128 characters). The caller's own grants must cover the name:
+    nobody grants what they do not hold (403 `cannot grant permissions you do not hold`)."""
+
+    example_request = {
+        "name": "invoices:read",
+        "code": "invoices:read",
+        "description": "Read invoices",
+        "tags": ["billing"],
+        "meta": {"schema_version": "1"},
+    }
 
     creates = True
     request_serializer = PermissionCreateRequest
@@ -194,13 +202,17 @@ class PermissionCreate(PermissionEndpoint, route="permissions/create"):
 
 class PermissionDescribe(PermissionEndpoint, route="permissions/describe"):
     """A permission of the `X-Workspace` workspace by `id` or `code`; one of another workspace is not
-    found (CONTRACT 2)."""
+    found (404)."""
+
+    example_request = {"code": "invoices:read"}
 
     read_only = True
 
 
 class PermissionList(RecordList, route="permissions/list"):
     """The permissions of the `X-Workspace` workspace."""
+
+    example_request = {"filter": {"fields": {"name": "invoices:read"}}, "options": {"limit": 100}}
 
     model = Permission
     list_key = "permissions"
@@ -210,7 +222,12 @@ class PermissionList(RecordList, route="permissions/list"):
 
 class PermissionUpdate(PermissionEndpoint, route="permissions/update"):
     """Changes a permission named by `id` (`code` is a change here). A new `name` must be covered by the
-    caller's own grants (CONTRACT 4); the roles holding the permission keep it."""
+    caller's own grants; the roles holding the permission keep it."""
+
+    example_request = {
+        "id": "c2e7a9b4-1d3f-4a6c-8e5b-7f9d2c4a6e18",
+        "description": "Read and export invoices",
+    }
 
     lookup = ("id",)
     request_serializer = PermissionUpdateRequest
@@ -219,7 +236,9 @@ class PermissionUpdate(PermissionEndpoint, route="permissions/update"):
 
 class PermissionDelete(PermissionEndpoint, route="permissions/delete"):
     """Deletes a permission named by `id`; the roles that held it lose it, and so do their holders, at
-    once (CONTRACT 6)."""
+    once."""
+
+    example_request = {"id": "c2e7a9b4-1d3f-4a6c-8e5b-7f9d2c4a6e18"}
 
     request_serializer = IdRequest
     response_serializer = Deleted
@@ -249,8 +268,16 @@ class RoleEndpoint(RecordEndpoint):
 
 
 class RoleCreate(RoleEndpoint, route="roles/create"):
-    """A new role of the `X-Workspace` workspace holding `permission_ids`: permissions of this workspace,
-    each covered by the caller's own grants (CONTRACT 4)."""
+    """A new role of the `X-Workspace` workspace holding `permission_ids`: permissions of this workspace, each
+    covered by the caller's own grants (else 403 `cannot grant permissions you do not hold`)."""
+
+    example_request = {
+        "name": "billing-reader",
+        "description": "Reads invoices",
+        "permission_ids": ["c2e7a9b4-1d3f-4a6c-8e5b-7f9d2c4a6e18"],
+        "tags": ["billing"],
+        "meta": {"schema_version": "1"},
+    }
 
     creates = True
     request_serializer = RoleCreateRequest
@@ -258,14 +285,18 @@ class RoleCreate(RoleEndpoint, route="roles/create"):
 
 
 class RoleDescribe(RoleEndpoint, route="roles/describe"):
-    """A role of the `X-Workspace` workspace by `id`, with each of its permissions whole (CONTRACT 6:
-    nested objects are whole)."""
+    """A role of the `X-Workspace` workspace by `id`, with each of its permissions as a whole Permission
+    object."""
+
+    example_request = {"id": "5a1f3c7e-9b2d-4f6a-b8c4-1e3d5f7a9c26"}
 
     read_only = True
 
 
 class RoleList(RecordList, route="roles/list"):
     """The roles of the `X-Workspace` workspace, each with its permissions."""
+
+    example_request = {"filter": {"fields": {"name": "billing-reader"}}, "options": {"limit": 100}}
 
     model = Role
     related = RoleEndpoint.related
@@ -276,7 +307,12 @@ class RoleList(RecordList, route="roles/list"):
 
 class RoleUpdate(RoleEndpoint, route="roles/update"):
     """Changes a role named by `id`; `permission_ids` replaces its permissions, each of this workspace and
-    covered by the caller's own grants (CONTRACT 4). Its holders' grants change at once."""
+    covered by the caller's own grants. Its holders' grants change at once."""
+
+    example_request = {
+        "id": "5a1f3c7e-9b2d-4f6a-b8c4-1e3d5f7a9c26",
+        "permission_ids": ["c2e7a9b4-1d3f-4a6c-8e5b-7f9d2c4a6e18", "0a4c6e8b-2d1f-4b3a-9c5e-7d9f1b3a5c72"],
+    }
 
     request_serializer = RoleUpdateRequest
     service = services.update_role
@@ -284,7 +320,9 @@ class RoleUpdate(RoleEndpoint, route="roles/update"):
 
 class RoleDelete(RoleEndpoint, route="roles/delete"):
     """Deletes a role named by `id`; the memberships that held it lose it, and their accounts its
-    permissions, at once (CONTRACT 6)."""
+    permissions, at once."""
+
+    example_request = {"id": "5a1f3c7e-9b2d-4f6a-b8c4-1e3d5f7a9c26"}
 
     response_serializer = Deleted
     service = services.delete_role
@@ -338,9 +376,20 @@ class MembershipEndpoint(RecordEndpoint):
 
 class MembershipCreate(MembershipEndpoint, route="memberships/create"):
     """Adds an account to the `X-Workspace` workspace, workspace-wide or in one project, with `role_ids`:
-    roles of this workspace, covered by the caller's own grants (CONTRACT 4). For another account, unless
-    the caller is an operator, the membership is `invited` whatever `status` says and the account is
-    e-mailed a link to accept it (CONTRACT 15). A project-scope grant reaches its own project."""
+    roles of this workspace, covered by the caller's own grants (else 403 `cannot grant permissions you do not
+    hold`). For another account, unless the caller is an operator, the membership is `invited` whatever
+    `status` says and the account is e-mailed a link to accept it (valid 7 days, once). A project-scope grant
+    reaches its own project."""
+
+    example_request = {
+        "account_id": "e4b8d2f6-3a5c-4e7b-9d1f-6c8a2e4b0d93",
+        "scope": "project",
+        "status": "invited",
+        "project_id": "3b9d6f12-7c4a-4e8b-a1d5-9f2c6e3b8d41",
+        "role_ids": ["5a1f3c7e-9b2d-4f6a-b8c4-1e3d5f7a9c26"],
+        "tags": ["contractor"],
+        "meta": {"schema_version": "1"},
+    }
 
     creates = True
     request_serializer = MembershipCreateRequest
@@ -351,12 +400,19 @@ class MembershipDescribe(MembershipEndpoint, route="memberships/describe"):
     """A membership of the `X-Workspace` workspace by `id`, with its roles; a project-scope grant of
     `memberships:describe` reaches the memberships of its own project."""
 
+    example_request = {"id": "7d3b5f9a-2c4e-4a6d-b1f3-8e5c7a9d2b64"}
+
     read_only = True
 
 
 class MembershipList(ProjectScopedList, route="memberships/list"):
     """The memberships of the `X-Workspace` workspace, each with its roles; a caller whose grant is
     project-scope sees those of its own projects."""
+
+    example_request = {
+        "filter": {"fields": {"status": "active", "scope": "workspace"}},
+        "options": {"limit": 100, "order_bys": ["!created_at"]},
+    }
 
     model = Membership
     related = MembershipEndpoint.related
@@ -368,9 +424,16 @@ class MembershipList(ProjectScopedList, route="memberships/list"):
 
 
 class MembershipUpdate(MembershipEndpoint, route="memberships/update"):
-    """Changes a membership named by `id`: its scope and project, status, `role_ids` (replaces its roles,
-    CONTRACT 4's escalation rule applies) and meta. Only the invited account can make an invited
-    membership `active` (CONTRACT 15); an accepted one may be suspended and reactivated."""
+    """Changes a membership named by `id`: its scope and project, status, `role_ids` (replaces its roles; each
+    must be covered by the caller's own grants) and meta. Only the invited account can make an invited
+    membership `active` (else 403 `only the invited account can accept`); an accepted one may be suspended and
+    reactivated."""
+
+    example_request = {
+        "id": "7d3b5f9a-2c4e-4a6d-b1f3-8e5c7a9d2b64",
+        "role_ids": ["5a1f3c7e-9b2d-4f6a-b8c4-1e3d5f7a9c26"],
+        "status": "suspended",
+    }
 
     request_serializer = MembershipUpdateRequest
     service = services.update_membership
@@ -380,6 +443,8 @@ class MembershipDelete(MembershipEndpoint, route="memberships/delete"):
     """Removes a membership named by `id`: the account loses its roles there at once. A project-scope
     grant reaches the memberships of its own project."""
 
+    example_request = {"id": "7d3b5f9a-2c4e-4a6d-b1f3-8e5c7a9d2b64"}
+
     response_serializer = Deleted
     service = services.delete_membership
 
@@ -387,6 +452,12 @@ class MembershipDelete(MembershipEndpoint, route="memberships/delete"):
 class PermissionCheck(Endpoint, route="permissions/check"):
     """Why may (or may not) this account do this here? The decision `clients/validate` makes for the
     account in the `X-Workspace` workspace, with every grant path behind it (`rbac.policy.explain`)."""
+
+    example_request = {
+        "account_id": "e4b8d2f6-3a5c-4e7b-9d1f-6c8a2e4b0d93",
+        "permission": "invoices:read",
+        "project_id": "3b9d6f12-7c4a-4e8b-a1d5-9f2c6e3b8d41",
+    }
 
     permission = "permissions:check"
     read_only = True

@@ -78,4 +78,14 @@ class Membership(AccountInWorkspace):
         ]
 
     def __str__(self) -> str:
-        return f"{self.account_id} in {self.workspace_id} ({self.scope}, {self.status})"
+        """`alice@example.com in Acme (admin, owner)`; a project's membership names its project
+        (`in Acme / Website`), one not active its status (`(editor; invited)`). Reads the account, the
+        workspace, the project and the roles: a list selects and prefetches them."""
+        place = self.workspace.name
+        if self.project_id is not None:
+            place = f"{place} / {self.project.name}"
+        roles = [] if self._state.adding else sorted(role.name for role in self.roles.all())
+        details = ", ".join(roles) or "no roles"
+        if self.status != self.Status.ACTIVE:
+            details = f"{details}; {self.status}"
+        return f"{self.account.email} in {place} ({details})"

@@ -44,6 +44,15 @@ class WorkspaceEndpoint(RecordEndpoint):
 class WorkspaceCreate(Endpoint, route="workspace/create"):
     """Any enabled account may create a workspace; it becomes its owner."""
 
+    example_request = {
+        "name": "Acme Corp",
+        "slug": "acme",
+        "description": "Acme's tenant",
+        "config": {"schema_version": "1"},
+        "tags": ["customer"],
+        "meta": {"schema_version": "1"},
+    }
+
     request_serializer = WorkspaceCreateRequest
     response_serializer = WorkspaceSerializer
 
@@ -55,11 +64,15 @@ class WorkspaceDescribe(WorkspaceEndpoint, route="workspace/describe"):
     """A workspace by `id` or `slug` (no `X-Workspace` header): needs `workspaces:describe` in that
     workspace or in the root workspace. To a caller who is not a member it is 404 `workspace not found`."""
 
+    example_request = {"slug": "acme"}
+
     read_only = True
 
 
 class WorkspaceList(ListEndpoint, route="workspace/list"):
     """The caller's workspaces; every workspace for holders of `workspaces:list` in the root workspace."""
+
+    example_request = {"filter": {"tags": ["customer"]}, "options": {"limit": 20}}
 
     list_key = "workspaces"
     response_serializer = WorkspaceSerializer
@@ -76,14 +89,17 @@ class WorkspaceUpdate(WorkspaceEndpoint, route="workspace/update"):
     """Changes a workspace named by `id` or `slug`: needs `workspaces:update` in that workspace or in the
     root workspace. The slug names the workspace in `X-Workspace` headers and does not change."""
 
+    example_request = {"slug": "acme", "name": "Acme Corporation", "tags": ["customer", "enterprise"]}
+
     request_serializer = WorkspaceUpdateRequest
     service = services.update_workspace
 
 
 class WorkspaceDelete(WorkspaceEndpoint, route="workspace/delete"):
-    """Deletes a workspace with its projects, roles, permissions, memberships, credentials and clients
-    (CONTRACT 6): needs `workspaces:delete` in that workspace or in the root workspace, which itself
-    cannot be deleted."""
+    """Deletes a workspace with its projects, roles, permissions, memberships, credentials and clients: needs
+    `workspaces:delete` in that workspace or in the root workspace, which itself cannot be deleted."""
+
+    example_request = {"slug": "acme"}
 
     response_serializer = WorkspaceDeleted
     service = services.delete_workspace
@@ -106,6 +122,15 @@ class ProjectCreate(ProjectEndpoint, route="projects/create"):
     """A new project of the `X-Workspace` workspace: needs `projects:create` workspace-wide (a
     project-scope grant cannot make a new project)."""
 
+    example_request = {
+        "name": "Billing",
+        "code": "billing",
+        "description": "Invoices and payments",
+        "config": {"schema_version": "1", "currency": "EUR"},
+        "tags": ["finance"],
+        "meta": {"schema_version": "1"},
+    }
+
     project_aware = False  # a project-scope grant cannot make a new project
     creates = True
     request_serializer = ProjectCreateRequest
@@ -116,12 +141,16 @@ class ProjectDescribe(ProjectEndpoint, route="projects/describe"):
     """A project of the `X-Workspace` workspace by `id` or `code`; a project-scope grant reaches its own
     project only."""
 
+    example_request = {"code": "billing"}
+
     read_only = True
 
 
 class ProjectList(ProjectScopedList, route="projects/list"):
     """The projects of the `X-Workspace` workspace; a caller whose grant is project-scope sees its own
     projects only."""
+
+    example_request = {"filter": {"tags": ["finance"]}, "options": {"limit": 20, "order_bys": "name"}}
 
     model = Project
     project_field = "pk"
@@ -136,13 +165,17 @@ class ProjectUpdate(ProjectEndpoint, route="projects/update"):
     """Changes a project named by `id` or `code`; `new_code` gives it a new code. A project-scope grant of
     `projects:update` reaches its own project only."""
 
+    example_request = {"code": "billing", "name": "Billing and invoicing", "new_code": "invoicing"}
+
     request_serializer = ProjectUpdateRequest
     service = services.update_project
 
 
 class ProjectDelete(ProjectEndpoint, route="projects/delete"):
-    """Deletes a project named by `id` or `code` with its project-scope memberships (CONTRACT 6); answers
+    """Deletes a project named by `id` or `code` with its project-scope memberships; answers
     its `id`, `name` and `code`."""
+
+    example_request = {"code": "billing"}
 
     response_serializer = ProjectDeleted
     service = services.delete_project

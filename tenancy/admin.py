@@ -9,10 +9,18 @@ from django.contrib import admin
 from django.db.models import Field, ManyToManyField, QuerySet
 from django.http import HttpRequest
 
-from iam.admin import REQUEST_KEYS, RESOURCE_READONLY, ReadOnlyInline, ServiceAdmin, ServiceForm, api_fields
+from iam.admin import (
+    REQUEST_KEYS,
+    RESOURCE_READONLY,
+    ReadOnlyInline,
+    ServiceAdmin,
+    ServiceForm,
+    api_fields,
+    audit_subject,
+)
 
 from . import services
-from .models import Project
+from .models import Project, Workspace
 from .serializers import (
     ProjectCreateRequest,
     ProjectSerializer,
@@ -127,3 +135,17 @@ class ProjectAdmin(InWorkspaceAdmin):
     create_service = staticmethod(services.create_project)
     update_service = staticmethod(services.update_project)
     delete_service = staticmethod(services.delete_project)
+
+
+def workspace_title(workspace: Workspace) -> str:
+    return f"{workspace.name} ({workspace.slug})"
+
+
+audit_subject(
+    "workspace",
+    Workspace.objects.all(),
+    title=workspace_title,
+    search=("name", "slug"),
+    choices=Workspace.objects.order_by("slug"),
+)
+audit_subject("project", Project.objects.select_related("workspace"))

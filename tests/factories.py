@@ -132,7 +132,7 @@ class ClientFactory(ResourceFactory):
 
     workspace = factory.SubFactory(WorkspaceFactory)
     name = factory.Sequence(lambda n: f"client-{n}")
-    secret = factory.LazyFunction(crypto.new_secret)
+    secret = factory.LazyFunction(crypto.new_client_secret)
     secret_encrypted = factory.LazyAttribute(lambda client: crypto.encrypt(client.secret))
     secret_digest = factory.LazyAttribute(lambda client: crypto.digest(client.secret))
 

@@ -65,7 +65,7 @@ def test_create_returns_the_account_and_a_pending_password_credential(operator_a
         ({"password": "password123"}, "password is too common"),
         ({"password": "x" * 1025}, "password must have at most 1024 characters"),
         ({"meta": {}}, "meta.schema_version required"),
-        ({"meta": {"schema_version": 1}}, "meta.schema_version required"),
+        ({"meta": {"schema_version": 1}}, "meta.schema_version must be a string"),
         ({"meta": {"schema_version": "1", "big": "x" * 17000}}, "meta must be at most 16 KiB"),
         ({"meta": []}, "meta must be an object"),
         ({"tags": [f"t{n}" for n in range(51)]}, "tags must have at most 50 items"),

@@ -50,7 +50,7 @@ def test_check_access_validation(admin_web):
     account = AccountFactory()
     bad = page(admin_web, account, workspace=workspace.slug, permission="not a permission")
     assert bad.context["answer"] is None and bad.context["form"].errors == {
-        "permission": ["invalid permission"]
+        "permission": ["permission must have the form resource:action (each side a name or *), or *"]
     }
     foreign = ProjectFactory(workspace=other)
     wrong = page(

@@ -123,7 +123,7 @@ def test_a_weak_new_password_is_refused_and_the_link_stays_usable(post, member):
         ({"token": "", "password": NEW_PASSWORD}, "token required"),
         ({"token": "x"}, "password required"),
         ({"token": "x", "password": ""}, "password required"),
-        ({"token": 5, "password": NEW_PASSWORD}, "invalid token"),
+        ({"token": 5, "password": NEW_PASSWORD}, "token must be a string"),
     ],
 )
 def test_update_password_validation(api, body, message):

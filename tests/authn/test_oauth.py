@@ -508,7 +508,7 @@ def test_user_info_without_an_email_creates_nothing(api, configured):
 def test_redirect_url_required(api, configured):
     err(api.call(INITIATE, {}), 400, "redirect_url required")
     err(api.call(INITIATE, {"redirect_url": ""}), 400, "redirect_url required")
-    err(api.call(INITIATE, {"redirect_url": 5}), 400, "invalid redirect_url")
+    err(api.call(INITIATE, {"redirect_url": 5}), 400, "redirect_url must be a string")
 
 
 @pytest.mark.parametrize(
@@ -585,3 +585,32 @@ def test_initiate_is_throttled_per_ip(api, configured, monkeypatch):
     assert OAuthState.objects.count() == 3
     other = api.call(INITIATE, {"redirect_url": APP}, REMOTE_ADDR="203.0.113.9")
     assert ok(other)["auth_url"]
+
+
+# last_login
+
+
+def test_the_callback_sets_last_login_of_a_new_account(api, configured):
+    before = timezone.now()
+    tokens = sign_in(api)
+    assert set(tokens) == {"access_token", "refresh_token"}
+    assert before <= Account.objects.get(email="alice@example.com").last_login <= timezone.now()
+
+
+def test_the_callback_sets_last_login_of_a_returning_account(api, configured):
+    sign_in(api)
+    account = Account.objects.get(email="alice@example.com")
+    first = account.last_login
+    sign_in(api)
+    account.refresh_from_db()
+    assert account.last_login > first
+
+
+def test_a_refused_callback_leaves_last_login(api, configured):
+    sign_in(api)
+    account = Account.objects.get(email="alice@example.com")
+    first = account.last_login
+    Account.objects.filter(pk=account.pk).update(enabled=False)
+    assert sign_in(api) == {"error": "oauth_failed"}
+    account.refresh_from_db()
+    assert account.last_login == first

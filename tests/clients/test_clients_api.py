@@ -75,7 +75,7 @@ def test_create_validation(admin):
     err(admin.call("/clients/create", {"name": "x", "tags": []}), 400, "meta required")
     err(admin.call("/clients/create", {**BODY, "meta": {}}), 400, "meta.schema_version required")
     err(admin.call("/clients/create", {**BODY, "endpoint": "ftp://x.example"}), 400, "invalid endpoint")
-    err(admin.call("/clients/create", {**BODY, "name": 5}), 400, "invalid name")
+    err(admin.call("/clients/create", {**BODY, "name": 5}), 400, "name must be a string")
 
 
 def test_name_is_unique_per_workspace(admin, member_of):

@@ -148,10 +148,10 @@ def test_client_authentication_is_validate_s(side):
     [
         ({"limit": 0}, "limit must be at least 1"),
         ({"limit": 1001}, "limit must be at most 1000"),
-        ({"limit": "5"}, "invalid limit"),
+        ({"limit": "5"}, "limit must be an integer"),
         ({"after": "abc"}, "invalid after"),
         ({"after": "1.2"}, "invalid after"),
-        ({"after": 5}, "invalid after"),
+        ({"after": 5}, "after must be a string"),
         ({"client_id": "nope"}, "invalid client_id"),
         ({"client_secret": None}, "client_secret required"),
     ],

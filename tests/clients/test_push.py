@@ -11,15 +11,16 @@ from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+import standardwebhooks
 from django.db import transaction
 from django.test import override_settings
 from django.utils import timezone
 
 from clients import egress, push
-from clients.models import Delivery, DeliveryAttempt
+from clients.models import Client, Delivery, DeliveryAttempt
 from clients.push import fan_out, retry_delivery
 from clients.tasks import deliver_push
-from iam import events
+from iam import crypto, events
 from iam.models import AuditEntry, OutboxMessage
 from tests.conftest import ok
 from tests.factories import AccountFactory, MembershipFactory, WorkspaceFactory
@@ -117,6 +118,17 @@ def client(admin, receiver):
 
 
 def verify(secret: str, headers: dict, body: bytes) -> bool:
+    """What a receiver does: the official Standard Webhooks library, given the client secret exactly as
+    `clients/create` (or `regenerate-secret`) answered it."""
+    try:
+        standardwebhooks.Webhook(secret).verify(body, headers)
+    except standardwebhooks.WebhookVerificationError:
+        return False
+    return True
+
+
+def verify_legacy(secret: str, headers: dict, body: bytes) -> bool:
+    """A secret issued before the `whsec_` form signs with its UTF-8 bytes."""
     signed = f"{headers['webhook-id']}.{headers['webhook-timestamp']}.".encode() + body
     expected = base64.b64encode(hmac.new(secret.encode(), signed, hashlib.sha256).digest()).decode()
     scheme, _, signature = headers["webhook-signature"].partition(",")
@@ -161,7 +173,7 @@ def test_event_is_delivered_signed(client, workspace, receiver, django_capture_o
     assert before <= int(headers["webhook-timestamp"]) <= int(time.time())
     assert headers["content-type"] == "application/json"
     assert verify(client["secret"], headers, body)
-    assert not verify("another-secret", headers, body)
+    assert not verify(crypto.new_client_secret(), headers, body)
     delivery = Delivery.objects.get()
     assert (delivery.status, delivery.attempts, str(delivery.event_id)) == ("delivered", 1, event["id"])
     attempt = DeliveryAttempt.objects.get(delivery=delivery)
@@ -488,3 +500,28 @@ def test_fan_out_run_again_makes_no_second_delivery(
     assert len(deliveries) == 2 and len(published) == 2  # one per client, each handed to a worker
     assert all(d.status == "pending" and d.next_attempt_at <= timezone.now() for d in deliveries)
     assert not OutboxMessage.objects.filter(topic="push.delivery").exists()
+
+
+def test_client_secrets_have_the_standard_webhooks_form(client, admin):
+    """`whsec_` and the base64 of 32 random bytes, from create and from regenerate-secret."""
+    rotated = ok(admin.call("/clients/regenerate-secret", {"id": client["id"]}))["secret"]
+    for secret in (client["secret"], rotated):
+        prefix, _, key = secret.partition("_")
+        assert prefix == "whsec"
+        assert len(base64.b64decode(key, validate=True)) == 32
+    assert rotated != client["secret"]
+
+
+def test_a_secret_issued_before_the_whsec_form_keeps_signing_as_before(
+    client, admin, workspace, receiver, django_capture_on_commit_callbacks
+):
+    """Clients created before secrets took the `whsec_` form keep their secret, and their receivers'
+    verification, until the secret is regenerated: the key is the secret's UTF-8 bytes."""
+    legacy = "an-unprefixed-secret-of-an-older-release-0123456789"
+    Client.objects.filter(pk=client["id"]).update(
+        secret_encrypted=crypto.encrypt(legacy), secret_digest=crypto.digest(legacy)
+    )
+    emit_membership_created(workspace, django_capture_on_commit_callbacks)
+    headers, body = receiver.requests[-1]
+    assert verify_legacy(legacy, headers, body)
+    assert not verify_legacy(client["secret"], headers, body)

@@ -16,6 +16,8 @@ from tenancy.workspace_cache import forget_authorization
 from tests.conftest import ApiClient, client_for, err, ok
 from tests.factories import AccountFactory, ClientFactory, MembershipFactory, ProjectFactory, RoleFactory
 
+PERMISSION_FORM = "permission must have the form resource:action (each side a name or *), or *"
+
 FIELDS = {"authorized", "reason", "account", "workspace_id", "roles", "permissions", "allowed", "expires_at"}
 
 
@@ -158,11 +160,11 @@ def test_body_validation(api, client):
     err(api.call("/clients/validate", [1]), 400, "Invalid JSON structure.")
     err(api.call("/clients/validate", raw="{"), 400, "Malformed JSON syntax.")
     body = {"client_id": str(client.pk), "client_secret": "s", "token": "t"}
-    err(api.call("/clients/validate", {**body, "permission": "bad perm"}), 400, "invalid permission")
-    err(api.call("/clients/validate", {**body, "project_id": 3}), 400, "invalid project_id")
+    err(api.call("/clients/validate", {**body, "permission": "bad perm"}), 400, PERMISSION_FORM)
+    err(api.call("/clients/validate", {**body, "project_id": 3}), 400, "project_id must be a UUID string")
     err(api.call("/clients/validate", {**body, "permission": "a:" + "b" * 200}), 400)
     err(api.call("/clients/validate", {**body, "client_secret": ""}), 400, "client_secret required")
-    err(api.call("/clients/validate", {**body, "token": 5}), 400, "invalid token")
+    err(api.call("/clients/validate", {**body, "token": 5}), 400, "token must be a string")
     assert (
         ok(api.call("/clients/validate", {**body, "permission": None, "project_id": None}))["allowed"] is None
     )

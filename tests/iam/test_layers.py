@@ -1,6 +1,7 @@
 """The app layers of pyproject.toml's import-linter contract (`make lint` runs `lint-imports`): the apps
 depend one way, `clients -> authn -> rbac -> tenancy -> accounts -> iam`, and iam imports no app."""
 
+import ast
 import shutil
 import subprocess
 import sys
@@ -57,3 +58,21 @@ def test_an_upward_import_breaks_the_contract(tree, module, source, broken):
     assert result.returncode == 1, result.stdout + result.stderr
     assert "0 kept, 1 broken" in result.stdout
     assert broken in result.stdout
+
+
+def test_migrations_import_no_live_code():
+    """A migration says what it did when it was written: its SQL is frozen in it, so a later change to the
+    code (iam/counts.py, say) never changes an old migration. The one import of ours Django itself writes
+    is a model module's callable default (`clients.models.retry_deadline`)."""
+    offenders = []
+    for migration in sorted(ROOT.glob("*/migrations/0*.py")):
+        for node in ast.walk(ast.parse(migration.read_text())):
+            names = [alias.name for alias in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            offenders += [
+                f"{migration.relative_to(ROOT)}: {name}"
+                for name in names
+                if name.split(".")[0] in APPS and not name.endswith(".models")
+            ]
+    assert offenders == []

@@ -96,9 +96,9 @@ def test_empty_body_counts_as_empty_object(operator_api):
 @pytest.mark.parametrize(
     ("body", "message"),
     [
-        ({"email": 5, "password": "a-long-passphrase"}, "invalid email"),
-        ({"email": "x@example.com", "password": ["a"]}, "invalid password"),
-        ({"email": "x@example.com", "password": "a-long-passphrase", "name": 7}, "invalid name"),
+        ({"email": 5, "password": "a-long-passphrase"}, "email must be a string"),
+        ({"email": "x@example.com", "password": ["a"]}, "password must be a string"),
+        ({"email": "x@example.com", "password": "a-long-passphrase", "name": 7}, "name must be a string"),
         ({"email": "not-an-address", "password": "a-long-passphrase"}, "invalid email"),
         (
             {"email": "x@example.com", "password": "a-long-passphrase", "name": "n" * 256},
@@ -145,7 +145,7 @@ def test_unexpected_error_is_a_json_500(db):
         ({"options": {"order_bys": ["!nope"]}}, "unknown filter field: nope"),
         ({"options": {"limit": 0}}, "options.limit must be at least 1"),
         ({"options": {"limit": 1001}}, "options.limit must be at most 1000"),
-        ({"options": {"limit": "10"}}, "invalid options.limit"),
+        ({"options": {"limit": "10"}}, "options.limit must be an integer"),
         ({"options": {"offset": -1}}, "options.offset must be at least 0"),
         ({"options": {"order_bys": 5}}, "options.order_bys must be a string or an array of strings"),
         ({"filter": {"fields": {"verified": "yes"}}}, "invalid value for filter field: verified"),

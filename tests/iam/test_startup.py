@@ -61,7 +61,19 @@ def test_debug_off_refuses_the_built_in_secret_key():
 def test_debug_off_names_every_missing_setting():
     process = start(DEBUG="0")
     assert process.returncode != 0
-    assert "SECRET_KEY, IAM_JWT_SIGNING_KEY, REDIS_URL must be set when DEBUG is off" in process.stderr
+    last_line = process.stderr.strip().splitlines()[-1]
+    for key in ("SECRET_KEY", "IAM_JWT_SIGNING_KEY", "REDIS_URL"):
+        assert f"{key} must be set (" in last_line
+    assert "for development set DEBUG=1" in last_line
+
+
+def test_debug_off_blames_only_what_is_missing():
+    """With REDIS_URL set, the message does not send the reader looking for it."""
+    process = start(DEBUG="0", REDIS_URL=PRODUCTION["REDIS_URL"])
+    assert process.returncode != 0
+    last_line = process.stderr.strip().splitlines()[-1]
+    assert "SECRET_KEY must be set" in last_line
+    assert "REDIS_URL" not in last_line
 
 
 def test_debug_off_starts_with_all_three_and_uses_the_shared_cache():

@@ -217,6 +217,9 @@ class LiveService:
         self._create_database()
         migrated = self.manage("migrate", "--noinput")
         assert migrated.returncode == 0, migrated.stdout + migrated.stderr
+        # As deployed: the admin renders with DEBUG off from the collected files and their manifest.
+        collected = self.manage("collectstatic", "--noinput")
+        assert collected.returncode == 0, collected.stdout + collected.stderr
         # The three boot at once (each imports Django): the layer's start-up is the slowest of them.
         web = self.spawn_web(workers=2)
         self.worker = self.spawn_worker()

@@ -16,6 +16,8 @@ from tests.factories import (
 )
 from tests.rbac.test_policy import WILDCARDS
 
+PERMISSION_FORM = "permission must have the form resource:action (each side a name or *), or *"
+
 pytestmark = pytest.mark.django_db
 VALIDATE_FIELDS = {"authorized", "reason", "account", "workspace_id", "roles", "permissions", "allowed"}
 
@@ -148,8 +150,11 @@ def test_permission_denied_and_cross_tenant(workspace, checker, member_of):
             "account_id must name an existing account",
         ),
         ({"account_id": "ACCOUNT"}, "permission required"),
-        ({"account_id": "ACCOUNT", "permission": "not a permission"}, "invalid permission"),
-        ({"account_id": "ACCOUNT", "permission": "projects:list", "project_id": 5}, "invalid project_id"),
+        ({"account_id": "ACCOUNT", "permission": "not a permission"}, PERMISSION_FORM),
+        (
+            {"account_id": "ACCOUNT", "permission": "projects:list", "project_id": 5},
+            "project_id must be a UUID string",
+        ),
     ],
 )
 def test_validation(checker, body, message):
@@ -205,7 +210,7 @@ def test_validate_explains_like_permissions_check(client, workspace, checker):
     outsider = AccountFactory()
     assert validate(client, outsider, permission="projects:list", explain=True)["matched"] == []
     body = {"client_id": str(client.pk), "client_secret": client.secret, "token": "x", "explain": "yes"}
-    err(ApiClient().call("/clients/validate", body), 400, "invalid explain")
+    err(ApiClient().call("/clients/validate", body), 400, "explain must be true or false")
 
 
 @pytest.mark.parametrize(("granted", "wanted", "allowed"), WILDCARDS)

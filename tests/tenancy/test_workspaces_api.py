@@ -47,7 +47,7 @@ def test_any_account_creates_a_workspace_and_becomes_its_owner(account, account_
         ({"slug": "x" * 64}, "invalid slug", "slug"),
         ({"config": {}}, "config.schema_version required", "config"),
         ({"config": []}, "config must be an object", "config"),
-        ({"meta": {"schema_version": 1}}, "meta.schema_version required", "meta"),
+        ({"meta": {"schema_version": 1}}, "meta.schema_version must be a string", "meta"),
         ({"tags": "prod"}, "tags must be an array", "tags"),
         ({"tags": [""]}, "tags must be strings of 1 to 64 characters", "tags"),
         ({"tags": [f"t{n}" for n in range(51)]}, "tags must have at most 50 items", "tags"),
