@@ -115,3 +115,30 @@ def test_roles_of_500_large_permissions_listed_at_limit_1000_stay_bounded(worksp
         int(page["roles"][0]["permissions"][0]["name"][5:-5])
     )
     assert len(response.content) < settings.IAM_PAGE_MAX_BYTES + 2 * size(page["roles"][0])
+
+
+def test_one_role_of_500_large_permissions_described_stays_bounded(workspace, admin):
+    """The same for one record: `roles/describe` (and `roles/update`, which answers the role) of a role
+    holding 500 permissions at their size limits stays under 64 MiB."""
+    tags = [f"{n:02}" + "t" * 62 for n in range(50)]
+    permissions = Permission.objects.bulk_create(
+        Permission(
+            workspace=workspace, name=f"thing{n}:read", description="d" * 4096, tags=tags, meta=heavy_meta(n)
+        )
+        for n in range(500)
+    )
+    role = Role.objects.create(workspace=workspace, name="big", meta={"schema_version": "1"})
+    role.permissions.set(permissions)
+    ok(admin.call("/roles/list", {"filter": {"fields": {"name": "none"}}}))
+    for path, body in (
+        ("/roles/describe", {"id": str(role.pk)}),
+        ("/roles/update", {"id": str(role.pk), "description": "x"}),
+    ):
+        tracemalloc.start()
+        try:
+            response = admin.call(path, body)
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        assert peak < 64 * 1024 * 1024, f"{path}: peak allocation {peak / 2**20:.1f} MiB"
+        assert len(ok(response)["permissions"]) == 500
