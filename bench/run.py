@@ -12,15 +12,18 @@ same run:
 - password logins per second per core, and unknown e-mail against wrong password (enumeration timing);
 - the list cases (p50/p95 over sequential keep-alive requests), each with the `EXPLAIN ANALYZE` summary
   of its queries;
+- the noisy neighbour (issue 23): one tenant's heaviest allowed lists (limit 1000 over records at their size
+  limits) from 3 threads at full speed, while another tenant's `projects/list` and `clients/validate` are
+  timed (p50/p95);
 - push: a change acknowledged to its first delivery at a local receiver (one change every 0.3 s), and
   deliveries per second for a burst of changes to 5 clients, with 2 Celery worker processes (paused while
   the burst is committed, so the figure is theirs and not the committing loop's).
 
 The bench database is dropped at the end (BENCH_KEEP=1 keeps it). Knobs: BENCH_SECONDS (5), BENCH_ROUNDS
 (3: ping and validate alternate, the median counts), BENCH_CONNECTIONS (16), BENCH_BURST (2000),
-BENCH_LIST_REQUESTS (40), BENCH_ROWS (1000000), BENCH_PARTS (validate,login,lists,push), BENCH_WEB (a web
-command to measure instead of the Procfile's). Needs REDIS_URL for the push figures (Celery's broker and
-the shared cache).
+BENCH_LIST_REQUESTS (40), BENCH_ROWS (1000000), BENCH_PARTS (validate,login,lists,neighbour,push), BENCH_WEB
+(a web command to measure instead of the Procfile's). Needs REDIS_URL for the push figures (Celery's
+broker and the shared cache).
 """
 
 import concurrent.futures
@@ -54,7 +57,7 @@ ROUNDS = int(os.environ.get("BENCH_ROUNDS", "3"))
 CONNECTIONS = int(os.environ.get("BENCH_CONNECTIONS", "16"))
 BURST = int(os.environ.get("BENCH_BURST", "2000"))
 SEED_ROWS = int(os.environ.get("BENCH_ROWS", "1000000"))
-PARTS = set(os.environ.get("BENCH_PARTS", "validate,login,lists,push").split(","))
+PARTS = set(os.environ.get("BENCH_PARTS", "validate,login,lists,neighbour,push").split(","))
 LIST_REQUESTS = int(os.environ.get("BENCH_LIST_REQUESTS", "40"))
 LIST_WARMUP = 4
 WORKERS = 2  # gunicorn's
@@ -465,6 +468,8 @@ def _bench(env: dict, workdir: Path, processes: list) -> None:
         _login_figures(base, api, workdir)
     if "lists" in PARTS:
         _explain(token, workspace, _list_figures(api, token, workspace))
+    if "neighbour" in PARTS:
+        _neighbour_figures(base, token, workspace, validate_body)
     if "push" not in PARTS:
         pass
     elif os.environ.get("REDIS_URL"):
@@ -741,6 +746,96 @@ def _list_figures(api: Api, token: str, workspace) -> dict[str, float]:
             )
         )
     return medians
+
+
+NEIGHBOUR_PERMISSIONS = 200  # ~24 KB each: a role holding them all is past the 4 MiB page by itself
+NEIGHBOUR_ROLES = 5
+NEIGHBOUR_THREADS = 3
+
+
+def _max_meta(seed: str) -> dict:
+    """Just under 16 KiB of `meta` (CONTRACT 12's limit) in many small keys."""
+    meta, size, index = {"schema_version": "1"}, 24, 0
+    while size + len(seed) + 20 < 16 * 1024 - 40:
+        meta[f"{seed}-{index}"] = f"value-{index:06}"
+        size += len(seed) + 20
+        index += 1
+    return meta
+
+
+def _neighbour_figures(base: str, token: str, workspace, validate_body: str) -> None:
+    """Issue 23 item 3: a tenant at its size limits sends its heaviest lists at full speed; another
+    tenant's `projects/list` and `clients/validate` are timed meanwhile (goal: p95 under one second)."""
+    from accounts.models import Account
+    from authn.sessions import issue_session
+    from rbac.models import Permission, Role
+    from rbac.services import create_workspace
+
+    owner = Account.objects.create(email="heavy@bench.example", name="Heavy", verified=True)
+    heavy = create_workspace(
+        owner=owner,
+        actor=owner,
+        name="Heavy",
+        slug="heavy",
+        config={"schema_version": "1"},
+        tags=[],
+        meta={"schema_version": "1"},
+    )
+    tags = [f"{n:02}" + "t" * 62 for n in range(50)]
+    permissions = Permission.objects.bulk_create(
+        Permission(
+            workspace=heavy,
+            name=f"resource{n:04}:{'a' * 100}",
+            description="d" * 4096,
+            tags=tags,
+            meta=_max_meta(f"k{n}"),
+        )
+        for n in range(NEIGHBOUR_PERMISSIONS)
+    )
+    for n in range(NEIGHBOUR_ROLES):
+        role = Role.objects.create(workspace=heavy, name=f"heavy-{n}", tags=tags, meta=_max_meta("role"))
+        role.permissions.set(permissions)
+    heavy_headers = {
+        "Authorization": f"Bearer {issue_session(owner)['access_token']}",
+        "X-Workspace": "heavy",
+    }
+    stop = threading.Event()
+    heavy_calls: list[tuple[float, int]] = []
+
+    def hammer(thread: int) -> None:
+        api = Api(base)
+        paths = ["/roles/list", "/permissions/list"]
+        index = thread
+        while not stop.is_set():
+            data, elapsed = api.post(paths[index % 2], {"options": {"limit": 1000}}, heavy_headers)
+            heavy_calls.append((elapsed, data["metadata"]["count"]))
+            index += 1
+
+    threads = [threading.Thread(target=hammer, args=(n,), daemon=True) for n in range(NEIGHBOUR_THREADS)]
+    for thread in threads:
+        thread.start()
+    time.sleep(1)
+    other = Api(base)
+    scoped = {"Authorization": f"Bearer {token}", "X-Workspace": str(workspace.pk)}
+    timings: dict[str, list[float]] = {"projects/list": [], "clients/validate": []}
+    deadline = time.monotonic() + 2 * SECONDS
+    while time.monotonic() < deadline:
+        timings["projects/list"].append(other.post("/projects/list", {}, scoped)[1])
+        timings["clients/validate"].append(other.post("/clients/validate", json.loads(validate_body))[1])
+    stop.set()
+    for thread in threads:
+        thread.join()
+    for name, values in timings.items():
+        p95, p50 = percentile(values, 0.95), percentile(values, 0.5)
+        figure = f"p95 {p95:.0f} ms (p50 {p50:.0f}, {len(values)} requests)"
+        rows.append((f"noisy neighbour: the other tenant's `{name}`", figure, "p95 < 1000 ms"))
+    heavy_ms = [elapsed for elapsed, _ in heavy_calls]
+    per_page = sum(count for _, count in heavy_calls) / max(len(heavy_calls), 1)
+    notes.append(
+        f"noisy neighbour: {NEIGHBOUR_THREADS} threads of the heavy tenant made {len(heavy_calls)} lists at "
+        f"limit 1000 (p50 {percentile(heavy_ms, 0.5):.0f} ms, {per_page:.0f} records a page within the 4 MiB "
+        f"budget) over {NEIGHBOUR_PERMISSIONS} permissions and {NEIGHBOUR_ROLES} roles at their size limits"
+    )
 
 
 def _explain(token: str, workspace, medians: dict[str, float]) -> None:

@@ -4,6 +4,7 @@ import uuid
 from typing import NotRequired, Unpack
 from uuid import UUID
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -12,6 +13,7 @@ from iam import audit, crypto, events
 from iam.errors import ApiError
 from iam.service_helpers import Described, NewResource, apply_changes, save_changes, save_new, strict
 from tenancy.models import Workspace
+from tenancy.quotas import check_quota
 
 from . import egress, push
 from .client_cache import forget_client
@@ -64,6 +66,13 @@ def create_client(
     endpoint = fields.pop("endpoint", None) or None
     check_endpoint(endpoint)
     with transaction.atomic():
+        check_quota(
+            "clients",
+            settings.IAM_QUOTA_CLIENTS,
+            actor=actor,
+            records=Client.objects.in_workspace(workspace),
+            owner=workspace,
+        )
         client = Client(workspace=workspace, endpoint=endpoint, created_by=actor, **fields)
         secret = _set_secret(client)
         save_new(client, audited=UPDATABLE, actor=actor, unique=("name",))

@@ -7,9 +7,12 @@ class IamConfig(AppConfig):
     verbose_name = "IAM platform"
 
     def ready(self) -> None:
-        from iam import cache, outbox
+        from django.db.backends.signals import connection_created
+
+        from iam import cache, outbox, timeouts
 
         outbox.handler(cache.PURGE_TOPIC)(cache.purge_later)
+        connection_created.connect(timeouts.limit_request_connection, dispatch_uid="iam.statement_timeout")
 
 
 class IamAdminConfig(admin_apps.AdminConfig):

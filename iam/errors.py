@@ -7,6 +7,8 @@ from django.core.exceptions import PermissionDenied, RequestDataTooBig
 from django.http import Http404, JsonResponse
 from rest_framework import exceptions
 
+from iam import timeouts
+
 logger = logging.getLogger(__name__)
 
 AUTHENTICATION_REQUIRED = "Authentication required or invalid credentials."  # SPEC 7
@@ -92,6 +94,8 @@ def exception_handler(exc: Exception, context: dict) -> JsonResponse | None:
         error = method_not_allowed(context["view"].allowed_methods)
     elif isinstance(exc, exceptions.APIException):
         error = _from_drf(exc)
+    elif timeouts.timed_out(exc):  # CONTRACT 16
+        error = ApiError(503, timeouts.TOO_LONG)
     else:
         return None  # unexpected: Django logs it and JsonErrorsMiddleware renders the 500
     return error_response(error.status, error.message, error.field, error.headers)

@@ -2,19 +2,21 @@
 filters, ordering and pages every list endpoint shares."""
 
 import datetime as dt
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any, ClassVar
 
+from django.conf import settings
 from django.db import models
-from django.db.models import Q, QuerySet
+from django.db.models import Prefetch, Q, QuerySet
 from rest_framework import serializers
 from rest_framework.request import Request
 
 from iam import counts
-from iam.api import Endpoint
+from iam.api import EncodedJson, Endpoint
 from iam.errors import ApiError
 from iam.fields import Integer, Invalid, Tags
 from iam.lookups import HasTags
+from iam.serializers import FIRST_READ, Encoder, to_json
 
 MAX_PAGE_SIZE = 1000  # CONTRACT 11
 DEFAULT_PAGE_SIZE = 100  # SPEC 8
@@ -81,12 +83,19 @@ def _parse_filter_value(name: str, field: models.Field, value: Any) -> Any:
 class ListEndpoint(Endpoint):
     """SPEC's list contract, once. A list declares `list_key`, `filter_fields` (API name -> model field
     path) and `response_serializer`, and implements `get_queryset(request)`, already scoped to what the
-    caller may see; `select_related`/`prefetch_related` there keep the query count fixed per page."""
+    caller may see; `select_related` there keeps the query count fixed per read. The many-to-many
+    relations a `Record` response serializer nests are read by the page's `iam.serializers.Encoder` (its
+    `prefetch_related` is set aside), each related row once per page. A page is read and written a few
+    records at a time and ends at its byte budget (CONTRACT 11), so a worker never holds much more than
+    the page it answers. A nested relation the encoder does not read itself (a reverse foreign key, such
+    as an SSO connection's domains) is named in `page_prefetch` and prefetched with each read of the page.
+    """
 
     list_key: ClassVar[str]
     filter_fields: ClassVar[Mapping[str, str]]
     order_fields: ClassVar[tuple[str, ...]] = ("created_at", "updated_at")  # besides the filter fields
     default_order: ClassVar[str] = DEFAULT_ORDER
+    page_prefetch: ClassVar[tuple[str | Prefetch, ...]] = ()
     request_serializer = ListRequest
     read_only = True
 
@@ -124,17 +133,40 @@ class ListEndpoint(Endpoint):
         total = None if filters.get("tags") else counts.total(scoped, by_column)
         if total is None:
             total = queryset.count()
-        page = list(self._page(queryset.order_by(*ordering), offset, limit)) if total > offset else []
-        return {
-            self.list_key: self.response_serializer(page, many=True, context={"request": request}).data,
-            "metadata": {
-                "total": total,
-                "count": len(page),
-                "offset": offset,
-                "limit": limit,
-                "order_bys": order_bys,
-            },
-        }
+        # CONTRACT 11: the page ends before the record that would take it past its byte budget (it holds
+        # at least one); records are read and written a few at a time, so no more is built than it holds.
+        parts, size, count = [b"{" + to_json(self.list_key) + b":["], 0, 0
+        if total > offset:
+            encoder = Encoder(self.response_serializer(context={"request": request}))
+            budget = settings.IAM_PAGE_MAX_BYTES
+            ordered = queryset.prefetch_related(None).order_by(*ordering)
+            ordered = ordered.prefetch_related(*self.page_prefetch)
+            for record in self._records(ordered, offset, limit, encoder):
+                if count and size + len(record) > budget:
+                    break
+                parts += [b",", record] if count else [record]
+                size, count = size + len(record), count + 1
+        metadata = {"total": total, "count": count, "offset": offset, "limit": limit, "order_bys": order_bys}
+        parts.append(b'],"metadata":' + to_json(metadata) + b"}")
+        return EncodedJson(parts)
+
+    @classmethod
+    def _records(cls, ordered: QuerySet, offset: int, limit: int, encoder: Encoder) -> Iterator[bytes]:
+        """The page's records, encoded, read a few at a time (`Encoder.rows_to_read`): the first read as
+        one query; past it, the ids of the rest of the page in one (so they come from one snapshot), and
+        their rows by id. A record the first read holds is not repeated."""
+        first = list(cls._page(encoder.prepare(ordered), offset, min(limit, encoder.rows_to_read())))
+        yield from encoder.encode(first)
+        if len(first) == limit or len(first) < min(limit, FIRST_READ):
+            return
+        seen = {record.pk for record in first}
+        rest = ordered.values_list("pk", flat=True)[offset + len(first) : offset + limit]
+        ids = [pk for pk in rest if pk not in seen]
+        while ids:
+            read = encoder.rows_to_read()
+            batch, ids = ids[:read], ids[read:]
+            rows = {record.pk: record for record in encoder.prepare(ordered.filter(pk__in=batch))}
+            yield from encoder.encode([rows[pk] for pk in batch if pk in rows])
 
     @staticmethod
     def _page(ordered: QuerySet, offset: int, limit: int) -> QuerySet:

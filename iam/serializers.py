@@ -1,7 +1,8 @@
 """What the apps' serializers share: the fields every record ends with, and the update request built from
 the create request, so that one field's rules are written once."""
 
-from collections.abc import Callable, Iterable
+import uuid
+from collections.abc import Callable, Iterable, Iterator
 from datetime import tzinfo
 from typing import Any
 
@@ -9,11 +10,13 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Prefetch
 from django.db.models.constants import LOOKUP_SEP
+from django.db.models.functions import Cast
 from django.utils import timezone
 from rest_framework import ISO_8601, serializers
 from rest_framework.fields import SkipField
 from rest_framework.relations import PKOnlyObject
 from rest_framework.settings import api_settings
+from rest_framework.utils import encoders
 
 from .fields import JsonObject, Tags
 
@@ -71,9 +74,16 @@ class Record(serializers.ModelSerializer):
 
     def represent(self, instance: models.Model, zone: tzinfo | None) -> dict[str, Any]:
         """The record as DRF gives it; `zone`: the time zone of ISO 8601 date-times, None: DRF's way."""
+        return self.represent_fields(instance, zone, self.bound_plan())
+
+    def bound_plan(self) -> list[tuple[str, str, str | None, Callable | None, serializers.Field]]:
         plan = self.__dict__.get("_bound_plan")
         if plan is None:
             plan = self._bound_plan = _bind(self, _class_plan(self))
+        return plan
+
+    def represent_fields(self, instance: models.Model, zone: tzinfo | None, plan: Iterable) -> dict[str, Any]:
+        """`represent` of the fields of `plan` (a part of `bound_plan()`)."""
         ret = {}
         for name, how, attr, convert, field in plan:
             if how is _COLUMN:
@@ -181,3 +191,183 @@ def _prefetched(instance: models.Model, relation: str) -> Iterable[models.Model]
     if rows is None:
         rows = getattr(instance, "_prefetched_objects_cache", {}).get(relation)
     return getattr(instance, relation).all() if rows is None else rows
+
+
+# Encoding records one at a time (a list page, CONTRACT 11 and 16): a page stops at its byte budget, so a
+# worker must never build more of it than the budget holds. `Encoder` writes each record as the JSON
+# bytes DRF's JSONRenderer would write of its representation, and reads a `Record`'s nested many-to-many
+# records (a role's permissions, a membership's roles) for a few records at a time, each related row
+# once per page however many records hold it (`prefetch_related` makes one instance per pair: 40 roles
+# holding the same 500 permissions were 20,000 instances of them, issue 23). What a worker holds is then
+# what the page holds, plus the rows of one read.
+
+# DRF's JSONRenderer with its defaults (UNICODE_JSON, COMPACT_JSON, STRICT_JSON).
+_JSON = encoders.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
+FIRST_READ = 100  # rows read at once while their size is unknown (a page of SPEC's default size: one read)
+READ_BYTES = 1024 * 1024  # then about this many encoded bytes of rows at once
+
+
+def to_json(value: Any) -> bytes:
+    # JSONRenderer escapes these two line ends (valid in JSON, not in JavaScript source); so does this.
+    return _JSON.encode(value).replace("\u2028", "\\u2028").replace("\u2029", "\\u2029").encode()
+
+
+class Encoder:
+    """Writes records with `serializer` (any serializer; a `Record`'s nested many-to-many records read as
+    described above), keeping the count and size of what it wrote so far (`rows_to_read`)."""
+
+    def __init__(self, serializer: serializers.Serializer):
+        self.serializer = serializer
+        self.zone = _iso_zone()
+        self.count = self.size = 0
+        # The record's fields in order: runs of its own fields (a list of plan entries), and between them
+        # its nested relations (`Related`) and its JSON columns, which the database hands over as the
+        # JSON text it holds (`StoredJson`): a 16 KiB `meta` is copied, never parsed into thousands of
+        # Python objects and written again.
+        self.parts: list[list | Related | StoredJson] = []
+        if isinstance(serializer, Record):
+            model = serializer.Meta.model
+            run: list = []
+            for entry in serializer.bound_plan():
+                name, how, attr, _, field = entry
+                if how is _MANY:
+                    self.parts += [run, Related(model, attr, name, Encoder(field.child))]
+                    run = []
+                elif how is _COLUMN and type(field) is serializers.JSONField and not field.binary:
+                    self.parts += [run, StoredJson(attr, name)]
+                    run = []
+                else:
+                    run.append(entry)
+            self.parts.append(run)
+
+    def prepare(self, records: models.QuerySet) -> models.QuerySet:
+        """`records` as the encoder reads them: each with the ids its nested relations hold."""
+        for part in self.parts:
+            if isinstance(part, Related | StoredJson):
+                records = part.prepare(records)
+        return records
+
+    def rows_to_read(self) -> int:
+        """How many rows to read next: FIRST_READ, then as many as READ_BYTES holds at the mean size."""
+        if not self.count:
+            return FIRST_READ
+        return max(1, READ_BYTES * self.count // max(self.size, 1))
+
+    def encode(self, records: list[Any]) -> Iterator[bytes]:
+        """Each record's JSON, in order; stop iterating and nothing more is read."""
+        for part in self.parts:
+            if isinstance(part, Related):
+                part.load(records)
+        for record in records:
+            fragment = self._one(record)
+            self.count += 1
+            self.size += len(fragment)
+            yield fragment
+
+    def _one(self, record: Any) -> bytes:
+        if not self.parts or not isinstance(record, models.Model):
+            return to_json(self.serializer.to_representation(record))
+        if len(self.parts) == 1:
+            return to_json(self.serializer.represent_fields(record, self.zone, self.parts[0]))
+        pieces = [b"{"]  # joined once: a record of a role's 500 permissions is megabytes
+        for part in self.parts:
+            if part == []:  # no own field between two relations, or before the first
+                continue
+            if len(pieces) > 1:
+                pieces.append(b",")
+            if isinstance(part, StoredJson):
+                pieces += [part.key, part.value(record)]
+            elif isinstance(part, Related):
+                pieces += [part.key, b"["]
+                for index, row in enumerate(part.rows_of(record)):
+                    pieces += [b",", row] if index else [row]
+                pieces.append(b"]")
+            else:
+                pieces.append(to_json(self.serializer.represent_fields(record, self.zone, part))[1:-1])
+        pieces.append(b"}")
+        return b"".join(pieces)
+
+
+class StoredJson:
+    """A JSON column of the records an `Encoder` writes, read as the text the database holds (valid JSON:
+    PostgreSQL writes `jsonb` out canonically, SQLite keeps what Django wrote); DRF would parse it and
+    write it again, the same value."""
+
+    def __init__(self, attr: str, name: str):
+        self.column = attr
+        self.text = f"{PREFETCHED}{attr}_text"
+        self.key = to_json(name) + b":"
+
+    def prepare(self, records: models.QuerySet) -> models.QuerySet:
+        text = Cast(self.column, models.TextField())
+        return records.defer(self.column).annotate(**{self.text: text})
+
+    def value(self, record: models.Model) -> bytes:
+        text = getattr(record, self.text)
+        return b"null" if text is None else text.encode()
+
+
+class IdList(models.Aggregate):
+    """The ids of a group as one string, comma-separated (a UUID holds no comma)."""
+
+    function = "STRING_AGG"
+    template = "%(function)s(CAST(%(expressions)s AS text), ',')"
+    output_field = models.TextField()
+
+    def as_sqlite(self, compiler: Any, connection: Any, **extra: Any) -> Any:
+        return super().as_sql(compiler, connection, function="GROUP_CONCAT", **extra)
+
+
+class Related:
+    """One nested many-to-many relation of the records an `Encoder` writes: which rows each record holds
+    (read with the record: `prepare`), then the rows themselves as the records need them, read a few at a
+    time in the order they are first needed and each written once by its own `Encoder`."""
+
+    def __init__(self, model: type[models.Model], attr: str, name: str, encoder: Encoder):
+        field = model._meta.get_field(attr)
+        self.through = field.remote_field.through
+        self.owner, self.target = f"{field.m2m_field_name()}_id", f"{field.m2m_reverse_field_name()}_id"
+        self.model = field.related_model
+        self.key = to_json(name) + b":"
+        self.ids = f"{PREFETCHED}{attr}_ids"
+        self.encoder = encoder
+        self.written: dict[Any, bytes | None] = {}  # None: gone since the record was read
+        self.held: dict[Any, list] = {}
+        self.pending: list = []
+
+    def prepare(self, records: models.QuerySet) -> models.QuerySet:
+        held = self.through.objects.filter(**{self.owner: models.OuterRef("pk")}).values(self.owner)
+        return records.annotate(
+            **{self.ids: models.Subquery(held.annotate(ids=IdList(self.target)).values("ids"))}
+        )
+
+    def load(self, records: list[models.Model]) -> None:
+        self.held = {
+            record.pk: [uuid.UUID(pk) for pk in ids.split(",")]
+            for record in records
+            if (ids := getattr(record, self.ids))
+        }
+        queued = set(self.written)
+        self.pending = []
+        for record in records:
+            for target in self.held.get(record.pk, ()):
+                if target not in queued:
+                    queued.add(target)
+                    self.pending.append(target)
+        self.pending.reverse()  # popped from the end: first needed, first read
+
+    def rows_of(self, record: models.Model) -> list[bytes]:
+        targets = self.held.get(record.pk, ())
+        for target in targets:
+            while target not in self.written and self.pending:
+                self._read()
+        return [fragment for target in targets if (fragment := self.written.get(target)) is not None]
+
+    def _read(self) -> None:
+        batch = [self.pending.pop() for _ in range(min(len(self.pending), self.encoder.rows_to_read()))]
+        rows = list(self.encoder.prepare(self.model._default_manager.filter(pk__in=batch)))
+        for row, fragment in zip(rows, self.encoder.encode(rows), strict=True):
+            self.written[row.pk] = fragment
+        for pk in batch:
+            self.written.setdefault(pk, None)

@@ -313,6 +313,24 @@ IAM_AUDIT_RETENTION_DAYS = env("IAM_AUDIT_RETENTION_DAYS", 365, int)
 # `GET /metrics` asks for `Authorization: Bearer <this>` when set.
 IAM_METRICS_TOKEN = env("IAM_METRICS_TOKEN", "")
 
+# CONTRACT 16: quotas. Per workspace, the records it may hold (`PENDING_INVITATIONS`: invitations not yet
+# answered; `PERMISSIONS_PER_ROLE`, `ROLES_PER_MEMBERSHIP`: one role's, one membership's), and per account
+# the workspaces it has created and not deleted. Operators (and management commands) are exempt.
+IAM_QUOTA_PROJECTS = env("IAM_QUOTA_PROJECTS", 1000, int)
+IAM_QUOTA_ROLES = env("IAM_QUOTA_ROLES", 1000, int)
+IAM_QUOTA_PERMISSIONS = env("IAM_QUOTA_PERMISSIONS", 5000, int)
+IAM_QUOTA_CLIENTS = env("IAM_QUOTA_CLIENTS", 100, int)
+IAM_QUOTA_SSO_CONNECTIONS = env("IAM_QUOTA_SSO_CONNECTIONS", 10, int)
+IAM_QUOTA_PENDING_INVITATIONS = env("IAM_QUOTA_PENDING_INVITATIONS", 1000, int)
+IAM_QUOTA_PERMISSIONS_PER_ROLE = env("IAM_QUOTA_PERMISSIONS_PER_ROLE", 500, int)
+IAM_QUOTA_ROLES_PER_MEMBERSHIP = env("IAM_QUOTA_ROLES_PER_MEMBERSHIP", 50, int)
+IAM_QUOTA_WORKSPACES = env("IAM_QUOTA_WORKSPACES", 20, int)
+# CONTRACT 16: every statement of a request is cancelled past this (503 `request took too long`); the
+# worker, beat and management commands run without it (iam/timeouts.py).
+IAM_STATEMENT_TIMEOUT_MS = env("IAM_STATEMENT_TIMEOUT_MS", 5000, int)
+# CONTRACT 11: a list page ends before the record that would take its serialized records past this.
+IAM_PAGE_MAX_BYTES = env("IAM_PAGE_MAX_BYTES", 4 * 1024 * 1024, int)
+
 # The key that encrypts client secrets at rest (CONTRACT 7): derived from SECRET_KEY when unset.
 IAM_ENCRYPTION_KEY = env(
     "IAM_ENCRYPTION_KEY",

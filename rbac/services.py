@@ -25,6 +25,7 @@ from iam.service_helpers import (
     strict,
 )
 from tenancy.models import Project, Workspace
+from tenancy.quotas import check_quota
 from tenancy.workspace_cache import forget_authorization
 
 from . import policy
@@ -79,9 +80,18 @@ def _active_holders(memberships: QuerySet) -> list[UUID]:
 
 @strict
 @transaction.atomic
-def create_workspace(*, owner: Account, **fields: Unpack[NewWorkspace]) -> Workspace:
-    """CONTRACT 4: the creator becomes the owner, in the same transaction."""
-    workspace = Workspace(**fields)
+def create_workspace(*, owner: Account, actor: Account | None, **fields: Unpack[NewWorkspace]) -> Workspace:
+    """CONTRACT 4: `owner` becomes the owner, in the same transaction. `actor`, the account whose request
+    creates it (None: a command), is its `created_by`, and the workspaces it created count against its
+    quota (CONTRACT 16)."""
+    check_quota(
+        "workspaces",
+        settings.IAM_QUOTA_WORKSPACES,
+        actor=actor,
+        records=Workspace.objects.filter(created_by=actor),
+        owner=actor,
+    )
+    workspace = Workspace(created_by=actor, **fields)
     save_new(
         workspace,
         audited=("name", "slug", "description", "tags"),
@@ -141,6 +151,13 @@ def create_permission(
     workspace: Workspace, *, actor: Account | None, **fields: Unpack[NewPermission]
 ) -> Permission:
     policy.require_grantable(actor, workspace, [fields["name"]])
+    check_quota(
+        "permissions",
+        settings.IAM_QUOTA_PERMISSIONS,
+        actor=actor,
+        records=Permission.objects.in_workspace(workspace),
+        owner=workspace,
+    )
     permission = Permission(workspace=workspace, **fields)
     save_new(
         permission, audited=("name", "code", "description", "tags"), actor=actor, unique=("name", "code")
@@ -204,6 +221,14 @@ def create_role(
     **fields: Unpack[NewResource],
 ) -> Role:
     policy.require_grantable(actor, workspace, [permission.name for permission in permissions])
+    _check_permissions_per_role(permissions, actor=actor)
+    check_quota(
+        "roles",
+        settings.IAM_QUOTA_ROLES,
+        actor=actor,
+        records=Role.objects.in_workspace(workspace),
+        owner=workspace,
+    )
     role = Role(workspace=workspace, **fields)
     save_new(
         role,
@@ -228,6 +253,7 @@ def update_role(
     """`permissions` replaces the attached permissions (SPEC 1)."""
     if permissions is not None:
         policy.require_grantable(actor, role.workspace_id, [permission.name for permission in permissions])
+        _check_permissions_per_role(permissions, actor=actor)
     changed = "name" in changes and changes["name"] != role.name
     relations = _ids_change(role.permissions, permissions, "permission_ids")
     save_changes(role, changes, fields=ROLE_FIELDS, actor=actor, also=relations, unique=("name",))
@@ -238,6 +264,16 @@ def update_role(
     if changed:
         _role_event("updated", role)
     return role
+
+
+def _check_permissions_per_role(permissions: list[Permission], *, actor: Account | None) -> None:
+    check_quota(
+        "permissions per role",
+        settings.IAM_QUOTA_PERMISSIONS_PER_ROLE,
+        actor=actor,
+        size=len({permission.pk for permission in permissions}),
+        field="permission_ids",
+    )
 
 
 def _role_event(verb: str, role: Role) -> None:
@@ -280,6 +316,16 @@ def _membership_exists(
     )
 
 
+def _check_roles_per_membership(roles: list[Role], *, actor: Account | None) -> None:
+    check_quota(
+        "roles per membership",
+        settings.IAM_QUOTA_ROLES_PER_MEMBERSHIP,
+        actor=actor,
+        size=len({role.pk for role in roles}),
+        field="role_ids",
+    )
+
+
 def _membership_changed(verb: str, membership: Membership) -> None:
     forget_authorization(membership.workspace_id)
     events.emit_for(membership, verb, account_ids=[membership.account_id])
@@ -308,6 +354,7 @@ def create_membership(
         policy.require_grantable(
             actor, workspace, granted_by(roles), project_id=project.pk if project else None
         )
+    _check_roles_per_membership(roles, actor=actor)
     if _membership_exists(workspace, account.pk, scope, project):
         raise ApiError(409, CONFLICT)
     consented = actor is None or actor.is_superuser or actor.pk == account.pk
@@ -385,6 +432,8 @@ def update_membership(
         policy.require_grantable(
             actor, membership.workspace_id, granted_by(result), project_id=project.pk if project else None
         )
+    if roles is not None:
+        _check_roles_per_membership(roles, actor=actor)
     if _membership_exists(membership.workspace, membership.account_id, scope, project, exclude=membership.pk):
         raise ApiError(409, CONFLICT)
     relations = _ids_change(membership.roles, roles, "role_ids")
@@ -475,17 +524,6 @@ def invitations_in_status(status: str) -> Q:
     return Q(status=status)
 
 
-def require_pending_invitations_quota(workspace: Workspace, *, actor: Account | None) -> None:
-    """CONTRACT 16's quota on pending invitations (`IAM_QUOTA_PENDING_INVITATIONS`). Exact under
-    concurrent creates: the caller holds the workspace row's lock, so counts and inserts of one workspace
-    take turns. Operators (and the system) are exempt."""
-    if actor is None or actor.is_superuser:
-        return
-    limit = settings.IAM_QUOTA_PENDING_INVITATIONS
-    if open_invitations(Invitation.objects.in_workspace(workspace)).count() >= limit:
-        raise ApiError(403, f"quota reached: pending invitations ({limit})")
-
-
 @transaction.atomic
 def create_invitation(
     workspace: Workspace,
@@ -503,7 +541,7 @@ def create_invitation(
     timing are the same either way (no enumeration). CONTRACT 4's escalation rule applies to the roles."""
     _check_scope(scope, project)
     policy.require_grantable(actor, workspace, granted_by(roles), project_id=project.pk if project else None)
-    Workspace.objects.select_for_update().filter(pk=workspace.pk).first()  # CONTRACT 16: exact counts
+    _check_roles_per_membership(roles, actor=actor)  # the roles the membership will hold
     email = normalize_email(email)
     now = timezone.now()
     same_place = Invitation.objects.in_workspace(workspace).filter(email=email, scope=scope, project=project)
@@ -518,7 +556,13 @@ def create_invitation(
     )
     if members.exists():
         raise ApiError(409, ALREADY_MEMBER, "email")
-    require_pending_invitations_quota(workspace, actor=actor)
+    check_quota(
+        "pending invitations",
+        settings.IAM_QUOTA_PENDING_INVITATIONS,
+        actor=actor,
+        records=open_invitations(Invitation.objects.in_workspace(workspace)),
+        owner=workspace,
+    )
     invitation = Invitation(
         workspace=workspace,
         email=email,

@@ -57,7 +57,7 @@ class WorkspaceCreate(Endpoint, route="workspace/create"):
     response_serializer = WorkspaceSerializer
 
     def handle(self, request: Request, data: dict) -> dict:
-        return self.serialize(create_workspace(owner=request.user, **data))
+        return self.serialize(create_workspace(owner=request.user, actor=request.user, **data))
 
 
 class WorkspaceDescribe(WorkspaceEndpoint, route="workspace/describe"):

@@ -6,6 +6,7 @@ from authn import oauth_state, throttling
 from iam.addresses import client_ip, user_agent
 from iam.api import Endpoint
 from iam.errors import ApiError
+from iam.serializers import prefetch
 from rbac.api import RecordEndpoint, RecordList, changes_of
 from rbac.models import Role
 from rbac.policy import EndpointPermission
@@ -85,6 +86,7 @@ class SsoList(RecordList, route="sso/list"):
 
     model = SsoConnection
     related = RELATED
+    page_prefetch = (prefetch("domain_rows"),)  # a reverse foreign key: the page's encoder reads the rest
     list_key = "sso_connections"
     filter_fields = {
         "id": "id",

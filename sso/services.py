@@ -18,6 +18,7 @@ from rbac import policy
 from rbac.models import Role
 from rbac.services import granted_by
 from tenancy.models import Workspace
+from tenancy.quotas import check_quota
 
 from . import dns_proof, provider
 from .models import SsoConnection, SsoDomain
@@ -90,17 +91,6 @@ DISCOVERED = (
     "jwks_uri",
     "token_auth_methods",
 )
-
-
-def _check_quota(workspace: Workspace, actor: Account | None) -> None:
-    """CONTRACT 16: counted under a lock on the workspace's row, so two creates at the edge queue and
-    exactly the limit gets in; operators (and commands, `actor` None) are exempt."""
-    if actor is None or actor.is_superuser:
-        return
-    limit = settings.IAM_QUOTA_SSO_CONNECTIONS
-    list(Workspace.objects.select_for_update(no_key=True).filter(pk=workspace.pk).values_list("pk"))
-    if SsoConnection.objects.in_workspace(workspace)[:limit].count() >= limit:
-        raise ApiError(403, f"quota reached: sso connections ({limit})")
 
 
 def _check_roles(workspace: Workspace, roles: list[Role], actor: Account | None) -> None:
@@ -180,7 +170,13 @@ def create_connection(
     if SsoConnection.objects.in_workspace(workspace).filter(name=connection.name).exists():
         raise ApiError(409, "name already exists", "name")  # before the provider is asked
     _discover(connection)  # before the quota's lock: no lock is held while the provider answers
-    _check_quota(workspace, actor)
+    check_quota(
+        "sso connections",
+        settings.IAM_QUOTA_SSO_CONNECTIONS,
+        actor=actor,
+        records=SsoConnection.objects.in_workspace(workspace),
+        owner=workspace,
+    )
     save_new(connection, audited=UPDATABLE, actor=actor, unique=("name",), also=_roles_change(None, roles))
     connection.default_roles.set(roles)
     domain_change = _set_domains(connection, domains)

@@ -9,6 +9,11 @@ class Workspace(Resource):
     slug = models.SlugField(max_length=63, unique=True)
     description = models.TextField(null=True, blank=True)
     config = models.JSONField(default=dict, blank=True)
+    # The account whose request created it (CONTRACT 16: the workspaces an account created count against its
+    # quota); null for one an operator's command made, or when that account is gone.
+    created_by = models.ForeignKey(
+        "accounts.Account", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
 
     class Meta:
         indexes = [models.Index(fields=["created_at", "id"], name="workspace_created")]

@@ -12,6 +12,7 @@ from iam.errors import ApiError
 from iam.service_helpers import Described, NewResource, renamed, save_changes, save_new, strict
 
 from .models import Project, Workspace
+from .quotas import check_quota
 from .workspace_cache import forget_authorization, forget_records, forget_workspace
 
 WORKSPACE_FIELDS = ("name", "description", "config", "tags", "meta")
@@ -64,6 +65,13 @@ def delete_workspace(workspace: Workspace, *, actor: Account | None) -> dict:
 @strict
 @transaction.atomic
 def create_project(workspace: Workspace, *, actor: Account | None, **fields: Unpack[NewProject]) -> Project:
+    check_quota(
+        "projects",
+        settings.IAM_QUOTA_PROJECTS,
+        actor=actor,
+        records=Project.objects.in_workspace(workspace),
+        owner=workspace,
+    )
     project = Project(workspace=workspace, created_by=actor, **fields)
     save_new(project, audited=("name", "code", "description", "tags"), actor=actor, unique=("name", "code"))
     return project

@@ -233,8 +233,8 @@ class LiveService:
 
     # Processes
 
-    def spawn(self, name: str, command: list[str]) -> Process:
-        process = Process(name, command, self.env, self.tmp / f"{name}.log")
+    def spawn(self, name: str, command: list[str], env: dict | None = None) -> Process:
+        process = Process(name, command, {**self.env, **(env or {})}, self.tmp / f"{name}.log")
         self.processes.append(process)
         return process
 
@@ -270,14 +270,15 @@ class LiveService:
         assert self.web is not None
         return self.web.url
 
-    def start_web(self, workers: int = 2) -> Web:
+    def start_web(self, workers: int = 2, env: dict | None = None) -> Web:
         """The Procfile's `web` (gunicorn with its worker class, on a loopback port); another call starts
-        another web tier that shares only PostgreSQL and Redis with the first."""
-        return self.wait_for_web(*self.spawn_web(workers))
+        another web tier that shares only PostgreSQL and Redis with the first, with `env`'s settings over
+        the layer's own (`{"IAM_QUOTA_PROJECTS": "5"}`)."""
+        return self.wait_for_web(*self.spawn_web(workers, env))
 
-    def spawn_web(self, workers: int) -> tuple[Process, str]:
+    def spawn_web(self, workers: int, env: dict | None = None) -> tuple[Process, str]:
         port = free_port()
-        return self.spawn(f"web-{port}", web_command(port, workers)), f"http://127.0.0.1:{port}"
+        return self.spawn(f"web-{port}", web_command(port, workers), env), f"http://127.0.0.1:{port}"
 
     def wait_for_web(self, process: Process, url: str) -> Web:
         def healthy() -> bool:

@@ -164,7 +164,12 @@ def test_roles_list_of_100_costs_at_most_4_queries(workspace, admin, django_asse
     for role in RoleFactory.create_batch(100, workspace=workspace):
         role.permissions.set(permissions)
     ok(admin.call("/roles/list"))
-    with django_assert_max_num_queries(4):
+    with django_assert_max_num_queries(3):  # count, the roles with their permission ids, the permissions
+        data = ok(admin.call("/roles/list", {"options": {"limit": 100}}))
+    assert data["metadata"]["count"] == 100
+    # Past 100 records a page reads the rest in a second read (CONTRACT 16: what a worker holds at once
+    # stays bounded): the ids of the rest, then their rows and their permissions.
+    with django_assert_max_num_queries(6):
         data = ok(admin.call("/roles/list", {"options": {"limit": 1000}}))
     assert data["metadata"]["total"] == 101 and all(
         len(item["permissions"]) in (5, 1) for item in data["roles"]
@@ -299,7 +304,9 @@ def test_memberships_list_of_100_costs_at_most_5_queries(workspace, admin, djang
     for account in AccountFactory.create_batch(100):
         MembershipFactory(workspace=workspace, account=account, roles=roles)
     ok(admin.call("/memberships/list"))
-    with django_assert_max_num_queries(5):
+    with django_assert_max_num_queries(4):  # count, memberships, their roles, the roles' permissions
+        assert ok(admin.call("/memberships/list"))["metadata"]["count"] == 100
+    with django_assert_max_num_queries(8):  # past 100 records: a second read (see the roles' list)
         data = ok(admin.call("/memberships/list", {"options": {"limit": 1000}}))
     assert data["metadata"]["count"] == 101
     assert any(

@@ -28,7 +28,7 @@ class Command(ServiceCommand):
         if created:
             # Through the service: recorded as the command's, with the owner set-up of `workspace/create`.
             workspace = create_workspace(
-                name=name, slug=slug, config=dict(META), tags=[], meta=dict(META), owner=owner
+                name=name, slug=slug, config=dict(META), tags=[], meta=dict(META), owner=owner, actor=None
             )
         else:
             ensure_owner(workspace, owner)
