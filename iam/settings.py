@@ -298,8 +298,6 @@ IAM_EMAIL_REQUESTS_PER_IP_PER_HOUR = env("IAM_EMAIL_REQUESTS_PER_IP_PER_HOUR", 2
 # Invitation e-mails (CONTRACT 15) one address receives per hour, whoever invites; past it the invitation
 # still stands (the account sees it signed in, `memberships/accept` with Bearer and id), unmailed.
 IAM_INVITATIONS_PER_ADDRESS_PER_HOUR = env("IAM_INVITATIONS_PER_ADDRESS_PER_HOUR", 10, int)
-# CONTRACT 16: pending invitations one workspace may hold at once (operators exempt).
-IAM_QUOTA_PENDING_INVITATIONS = env("IAM_QUOTA_PENDING_INVITATIONS", 1000, int)
 IAM_OAUTH_STARTS_PER_IP_PER_MINUTE = env("IAM_OAUTH_STARTS_PER_IP_PER_MINUTE", 30, int)
 IAM_WEBHOOK_ALLOW_PRIVATE = env("IAM_WEBHOOK_ALLOW_PRIVATE", DEBUG or TESTING, bool)
 IAM_WEBHOOK_TIMEOUT_SECONDS = 5
@@ -347,10 +345,8 @@ IAM_IDP_A_SCOPE = env("IAM_IDP_A_SCOPE", "openid email profile")
 IAM_OAUTH_REDIRECT_ALLOWLIST = env("IAM_OAUTH_REDIRECT_ALLOWLIST", [], list)
 
 # Enterprise SSO per workspace (CONTRACT 18): the nameservers that answer the DNS TXT proof of a domain
-# (`address` or `address:port`, comma-separated; the system's when empty), and the connections a
-# workspace may hold (CONTRACT 16; operators exempt).
+# (`address` or `address:port`, comma-separated; the system's when empty).
 IAM_DNS_NAMESERVERS = env("IAM_DNS_NAMESERVERS", [], list)
-IAM_QUOTA_SSO_CONNECTIONS = env("IAM_QUOTA_SSO_CONNECTIONS", 10, int)
 
 LOGGING = {
     "version": 1,
