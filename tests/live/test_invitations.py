@@ -99,3 +99,51 @@ def test_the_pending_invitations_quota_is_exact_under_concurrent_creates(live, s
     assert Counter(response.status_code for response in responses) == {200: QUOTA, 403: RACERS - QUOTA}
     refused = {response.json()["message"] for response in responses if response.status_code == 403}
     assert refused == {f"quota reached: pending invitations ({QUOTA})"}
+
+
+def test_a_disabled_account_accepts_nothing_and_the_log_keeps_the_invitees_client_out(live):
+    """Against the running service: an account an operator disabled cannot accept an invitation mailed to
+    its address (403), and the inviting workspace's audit log holds no address, IP or user agent of the
+    people who accepted or declined, whatever their browser sent."""
+    operator_token = live.bootstrap_operator()[2]
+    owner = live.register()["access_token"]
+    workspace = create_workspace(live, owner)["id"]
+    role = create_role(live, owner, workspace)
+    browser = {"User-Agent": f"invitee-browser-{unique('ua')}"}
+
+    disabled = f"{unique('disabled')}@example.com"
+    account = live.register(email=disabled)["account"]
+    ok(live.post("/accounts/update", {"id": account["id"], "enabled": False}, token=operator_token))
+    ok(live.post("/invitations/create", invite_body(disabled, role), token=owner, workspace=workspace))
+    link = invitation_token(live, disabled)
+    err(
+        live.post("/invitations/accept", {"token": link, "password": NEW_PASSWORD}, headers=browser),
+        403,
+        "account disabled",
+    )
+
+    accepting, declining = f"{unique('yes')}@example.com", f"{unique('no')}@example.com"
+    for address in (accepting, declining):
+        ok(live.post("/invitations/create", invite_body(address, role), token=owner, workspace=workspace))
+    body = {"token": invitation_token(live, accepting), "password": NEW_PASSWORD, "name": "Yes"}
+    ok(live.post("/invitations/accept", body, headers=browser))
+    declined = ok(
+        live.post("/invitations/decline", {"token": invitation_token(live, declining)}, headers=browser)
+    )
+    assert declined["status"] == "declined"
+
+    entries = ok(live.post("/audit/list", {"options": {"limit": 1000}}, token=owner, workspace=workspace))[
+        "entries"
+    ]
+    by_invitees = [
+        entry for entry in entries if entry["action"] in ("invitation.accept", "invitation.decline")
+    ]
+    assert sorted(entry["action"] for entry in by_invitees) == ["invitation.accept", "invitation.decline"]
+    for entry in by_invitees:
+        assert (entry["ip"], entry["user_agent"]) == (None, ""), entry
+        assert accepting not in str(entry["changes"]) and declining not in str(entry["changes"]), entry
+    assert all(entry["user_agent"] != browser["User-Agent"] for entry in entries)
+
+
+def invite_body(address: str, role: dict) -> dict:
+    return {"email": address, "scope": "workspace", "role_ids": [role["id"]]}
