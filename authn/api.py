@@ -77,7 +77,8 @@ class Login(Endpoint, route="auth/login"):
     get the same 401 `invalid credentials`, in the same time. After 5 failures for one address within 15
     minutes, or 50 from one client address, logins for it answer 429 with `Retry-After` until the window
     passes, without checking the password. A disabled account with the right password gets 403 `account
-    disabled`."""
+    disabled`. An account with an authenticator (TOTP) gets `{"mfa_required": true, "mfa_token"}` instead
+    of a session: `auth/mfa/verify` completes the login with a code within 5 minutes."""
 
     example_request = {"email": "ada@example.com", "password": "correct-horse-battery-staple"}
 
@@ -94,6 +95,8 @@ class Login(Endpoint, route="auth/login"):
             ip=client_ip(request),
             user_agent=user_agent(request),
         )
+        if session.get("mfa_required"):
+            return session  # `{"mfa_required": true, "mfa_token"}`: the second step is `auth/mfa/verify`
         return session_payload(account, session)
 
 

@@ -59,6 +59,18 @@ _KINDS = {
         "subject": "You are invited to a workspace",
     },
 }
+# Notices (CONTRACT 17): no link, no token; they tell the account its second factor changed.
+MFA_ADDED = "mfa_added"
+MFA_REMOVED = "mfa_removed"
+RECOVERY_CODE_USED = "recovery_code_used"
+_NOTICES = {
+    MFA_ADDED: {"template": "emails/mfa_added", "subject": "A second factor was added to your account"},
+    MFA_REMOVED: {
+        "template": "emails/mfa_removed",
+        "subject": "The second factor of your account was removed",
+    },
+    RECOVERY_CODE_USED: {"template": "emails/recovery_code_used", "subject": "A recovery code was used"},
+}
 LIFETIMES = {INVITE: INVITATION_LIFETIME, INVITATION: INVITATION_LIFETIME}
 
 # Names in mails (issue 23): a registration's `name` goes to any address it names, a workspace's `name`
@@ -94,7 +106,7 @@ def enqueue(kind: str, account_id: UUID | None) -> OutboxMessage | None:
     (CONTRACT 13: no enumeration by timing): the same insert runs in a savepoint that is rolled back. The
     transaction still got an id, so its commit flushes as a real one does, and both paths send as many
     statements (SAVEPOINT, INSERT, then RELEASE or ROLLBACK TO)."""
-    assert kind in _KINDS, kind
+    assert kind in _KINDS or kind in _NOTICES, kind
     payload = {"kind": kind, "account_id": str(account_id) if account_id else None}
     savepoint = transaction.savepoint()
     if account_id is None:
@@ -169,6 +181,9 @@ def build(
 @outbox.handler(TOPIC)
 def send(message: OutboxMessage) -> None:
     kind = message.payload.get("kind")
+    if kind in _NOTICES:
+        _send_notice(kind, message)
+        return
     if kind not in _KINDS:
         raise outbox.Undeliverable(f"unknown e-mail kind {kind!r}")
     if kind == INVITATION:
@@ -194,6 +209,25 @@ def send(message: OutboxMessage) -> None:
             return
         throttling.invitations_by_address.hit(account.email)
     _deliver(build(kind, account, membership=membership))
+    logger.info("email: sent %s to account %s", kind, account.pk)
+
+
+def _send_notice(kind: str, message: OutboxMessage) -> None:
+    """A notice to an enabled account, re-read at send time."""
+    account_id = message.payload.get("account_id")
+    account = Account.objects.filter(pk=account_id).first() if account_id else None
+    if account is None or not account.enabled:
+        return
+    spec = _NOTICES[kind]
+    context = {"name": mail_name(account.name)}
+    email = EmailMultiAlternatives(
+        subject=spec["subject"],
+        body=render_to_string(f"{spec['template']}.txt", context),
+        from_email=settings.DEFAULT_FROM_EMAIL,
+        to=[account.email],
+    )
+    email.attach_alternative(render_to_string(f"{spec['template']}.html", context), "text/html")
+    _deliver(email)
     logger.info("email: sent %s to account %s", kind, account.pk)
 
 

@@ -109,6 +109,50 @@ class RefreshToken(models.Model):
         return str(self.jti)
 
 
+class Totp(models.Model):
+    """An account's TOTP second factor (CONTRACT 17): pending until a first code confirms it. The secret
+    is encrypted at rest like client secrets; `last_used_step` is the time step of the last code
+    accepted, so no code works twice."""
+
+    account = models.OneToOneField(
+        "accounts.Account", on_delete=models.CASCADE, primary_key=True, related_name="+"
+    )
+    secret_encrypted = models.TextField(editable=False)
+    created_at = models.DateTimeField(default=timezone.now)
+    confirmed_at = models.DateTimeField(null=True, blank=True)
+    last_used_step = models.BigIntegerField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"totp of {self.account_id}"
+
+
+class RecoveryCode(models.Model):
+    """One single-use recovery code of an account's TOTP, stored as an HMAC digest only."""
+
+    account = models.ForeignKey("accounts.Account", on_delete=models.CASCADE, related_name="+")
+    digest = models.CharField(max_length=64)
+    used_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["account", "digest"], name="recovery_code_account")]
+
+    def __str__(self) -> str:
+        return f"recovery code {self.pk} of {self.account_id}"
+
+
+class MfaChallenge(models.Model):
+    """An `mfa_token` handed out after a first factor: spent by the one `auth/mfa/verify` that
+    completes it."""
+
+    jti = models.UUIDField(primary_key=True)
+    account = models.ForeignKey("accounts.Account", on_delete=models.CASCADE, related_name="+")
+    expires_at = models.DateTimeField(db_index=True)
+    used_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return str(self.jti)
+
+
 class OAuthState(models.Model):
     """The server-side half of one OAuth login (SPEC 4 rule 3): kept 10 minutes, used once (CONTRACT 10).
     Only a SHA-256 digest of the state is stored, and the PKCE code_verifier is encrypted at rest."""
@@ -160,6 +204,11 @@ def sweep_refresh_tokens(now, kept_since) -> int:
 def sweep_sessions(now, kept_since) -> int:
     """An expired session can no longer be refreshed nor listed: its row goes."""
     return Session.objects.filter(expires_at__lt=now).delete()[0]
+
+
+@retention.sweep("mfa challenges")
+def sweep_mfa_challenges(now, kept_since) -> int:
+    return MfaChallenge.objects.filter(expires_at__lt=now).delete()[0]
 
 
 @retention.sweep("oauth states")

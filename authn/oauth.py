@@ -12,7 +12,7 @@ from accounts.models import Account
 from accounts.services import create_account
 from iam import audit
 
-from . import services
+from . import mfa, services
 from .models import Credential, OAuthState
 from .oauth_provider import OAUTH_FAILED, PROVIDER, OAuthFailure, Profile, fetch_profile, provider_config
 from .oauth_state import consume_state, fallback_redirect, secret_of, with_query
@@ -152,7 +152,10 @@ def finish(
         except IntegrityError as exc:  # a concurrent callback created the same account or credential
             raise OAuthFailure(failed, "concurrent sign-in") from exc
         with transaction.atomic():
-            session = start_session(account, amr=["fed"], ip=ip, user_agent=user_agent)  # RFC 8176
+            if mfa.has_totp(account):  # CONTRACT 17: the provider was the first factor; `auth/mfa/verify`
+                session = {"mfa_token": mfa.challenge(account, amr=["fed"])}
+            else:
+                session = start_session(account, amr=["fed"], ip=ip, user_agent=user_agent)  # RFC 8176
     except OAuthFailure as failure:
         logger.info("oauth %s callback failed: %s (%s)", provider, failure.reason, failure)
         target = failure.redirect_url or redirect_url or fallback_redirect()

@@ -138,3 +138,38 @@ class SessionRevokeRequest(serializers.Serializer):
 class SessionRevoked(serializers.Serializer):
     id = serializers.UUIDField()
     revoked = serializers.BooleanField()
+
+
+# Second factor (CONTRACT 17)
+
+
+class TotpEnrolled(serializers.Serializer):
+    secret = serializers.CharField()
+    otpauth_uri = serializers.CharField()
+
+
+class CodeRequest(serializers.Serializer):
+    code = String(max_length=16)
+
+
+class RecoveryCodes(serializers.Serializer):
+    recovery_codes = serializers.ListField(child=serializers.CharField())
+
+
+class SecondFactorRequest(serializers.Serializer):
+    code = String(required=False, max_length=16)
+    recovery_code = String(required=False, max_length=64)
+
+
+class MfaVerifyRequest(SecondFactorRequest):
+    mfa_token = String(max_length=4096)
+
+
+class TotpDisabled(serializers.Serializer):
+    account_id = serializers.UUIDField()
+    totp = serializers.BooleanField()
+
+
+class MfaRequired(serializers.Serializer):
+    mfa_required = serializers.BooleanField()
+    mfa_token = serializers.CharField()

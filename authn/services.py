@@ -26,7 +26,7 @@ from iam.service_helpers import Tagged, renamed, save_changes, save_new, strict,
 from tenancy.models import Workspace
 from tenancy.workspace_cache import root_workspace
 
-from . import emails, keys, throttling, tokens
+from . import emails, keys, mfa, throttling, tokens
 from .models import Credential, SigningKey
 from .sessions import start_session
 from .tokens import TokenError
@@ -131,6 +131,8 @@ def login(*, email: str, password: str, ip: str, user_agent: str) -> tuple[Accou
     throttling.login_failures_by_email.reset(email)
     with transaction.atomic():
         touch_credential(credential)
+        if mfa.has_totp(account):  # CONTRACT 17: the password was the first factor; no session yet
+            return account, {"mfa_required": True, "mfa_token": mfa.challenge(account, amr=["pwd"])}
         session = start_session(account, amr=["pwd"], ip=ip, user_agent=user_agent)
         audit.record("account.login", resource=("account", account.pk), actor=account)
     metrics.LOGINS.labels("ok").inc()

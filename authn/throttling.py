@@ -46,6 +46,10 @@ login_failures_by_email = Window(
 login_failures_by_ip = Window(
     "login-ip", settings.IAM_LOGIN_FAILURES_PER_IP, settings.IAM_LOGIN_FAILURE_WINDOW
 )
+# Wrong second-factor codes (TOTP or recovery), per account.
+mfa_failures_by_account = Window(
+    "mfa-account", settings.IAM_MFA_FAILURES_PER_ACCOUNT, settings.IAM_LOGIN_FAILURE_WINDOW
+)
 emails_by_address = Window("emails", settings.IAM_EMAILS_PER_ADDRESS_PER_HOUR, timedelta(hours=1))
 # reset-password and resend-confirm requests per client address, whatever e-mail address they name.
 email_requests_by_ip = Window(

@@ -15,6 +15,7 @@ REFRESH = "refresh"
 PASSWORD_RESET = "PasswordReset"
 ACCOUNT_CONFIRM = "AccountConfirm"
 MEMBERSHIP_INVITE = "MembershipInvite"
+MFA_CHALLENGE = "MfaChallenge"  # CONTRACT 17: the `mfa_token` between a first factor and the second
 
 REQUIRED_CLAIMS = ["sub", "type", "sv", "iat", "exp", "jti", "iss"]
 SESSION_TYPES = frozenset({ACCESS, REFRESH})

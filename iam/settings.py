@@ -292,6 +292,9 @@ IAM_PUBLIC_URL = env("IAM_PUBLIC_URL", "http://127.0.0.1:8000").rstrip("/")
 IAM_LOGIN_FAILURES_PER_EMAIL = env("IAM_LOGIN_FAILURES_PER_EMAIL", 5, int)
 IAM_LOGIN_FAILURES_PER_IP = env("IAM_LOGIN_FAILURES_PER_IP", 50, int)
 IAM_LOGIN_FAILURE_WINDOW = timedelta(minutes=15)
+# CONTRACT 17: wrong second-factor codes one account may send within IAM_LOGIN_FAILURE_WINDOW; past it, 429.
+IAM_MFA_FAILURES_PER_ACCOUNT = env("IAM_MFA_FAILURES_PER_ACCOUNT", 5, int)
+IAM_MFA_TOKEN_LIFETIME = timedelta(minutes=5)
 IAM_EMAILS_PER_ADDRESS_PER_HOUR = env("IAM_EMAILS_PER_ADDRESS_PER_HOUR", 3, int)
 # reset-password and resend-confirm requests one client address may make per hour (CONTRACT 13); past it, 429.
 IAM_EMAIL_REQUESTS_PER_IP_PER_HOUR = env("IAM_EMAIL_REQUESTS_PER_IP_PER_HOUR", 20, int)

@@ -1,0 +1,229 @@
+"""TOTP second factor with recovery codes (CONTRACT 17): enrolment, the second step of a login
+(`mfa_token`), and removal. RFC 6238 with SHA-1, 6 digits, 30-second steps and one step of drift either
+way; each code is accepted once (the account keeps the last time step used)."""
+
+import secrets
+import time
+import uuid
+
+import pyotp
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from accounts.models import Account
+from iam import audit, crypto
+from iam.errors import ApiError
+
+from . import emails, sessions, throttling, tokens
+from .models import MfaChallenge, RecoveryCode, Totp
+from .tokens import TokenError
+
+INVALID_CODE = "invalid code"
+TOTP_ALREADY_ENABLED = "totp already enabled"
+TOTP_NOT_ENROLLED = "totp not enrolled"
+INVALID_MFA_TOKEN = "invalid mfa_token"
+TOO_MANY_CODES = "too many failed codes"
+RECOVERY_CODES = 10
+STEP_SECONDS = 30
+DRIFT_STEPS = 1
+_RECOVERY_ALPHABET = "abcdefghjkmnpqrstuvwxyz23456789"  # no 0/o, 1/l/i to misread
+
+
+def _now() -> float:
+    return time.time()
+
+
+def _totp(secret: str) -> pyotp.TOTP:
+    return pyotp.TOTP(secret, digits=6, interval=STEP_SECONDS)  # SHA-1 by default
+
+
+def active_totp(account: Account) -> Totp | None:
+    return Totp.objects.filter(account=account, confirmed_at__isnull=False).first()
+
+
+def has_totp(account: Account) -> bool:
+    return Totp.objects.filter(account=account, confirmed_at__isnull=False).exists()
+
+
+# Enrolment
+
+
+@transaction.atomic
+def enroll(account: Account) -> dict:
+    """A new pending secret (replacing a pending one); 409 while TOTP is active."""
+    existing = Totp.objects.select_for_update().filter(account=account).first()
+    if existing is not None and existing.confirmed_at is not None:
+        raise ApiError(409, TOTP_ALREADY_ENABLED)
+    secret = pyotp.random_base32()
+    Totp.objects.update_or_create(
+        account=account,
+        defaults={
+            "secret_encrypted": crypto.encrypt(secret),
+            "created_at": timezone.now(),
+            "confirmed_at": None,
+            "last_used_step": None,
+        },
+    )
+    uri = _totp(secret).provisioning_uri(name=account.email, issuer_name=settings.IAM_JWT_ISSUER)
+    return {"secret": secret, "otpauth_uri": uri}
+
+
+@transaction.atomic
+def confirm(account: Account, code: str) -> dict:
+    """Activates a pending enrolment with a first code: answers the ten recovery codes, shown once."""
+    _refuse_when_throttled(account)
+    totp = Totp.objects.select_for_update().filter(account=account).first()
+    if totp is None:
+        raise ApiError(409, TOTP_NOT_ENROLLED)
+    if totp.confirmed_at is not None:
+        raise ApiError(409, TOTP_ALREADY_ENABLED)
+    if not _accept_code(totp, code):
+        _wrong_code(account, "code")
+    totp.confirmed_at = timezone.now()
+    totp.save(update_fields=["confirmed_at"])
+    codes = _new_recovery_codes(account)
+    audit.record("account.mfa_enabled", resource=("account", account.pk), changes={"method": "totp"})
+    emails.enqueue(emails.MFA_ADDED, account.pk)
+    return {"recovery_codes": codes}
+
+
+@transaction.atomic
+def disable(account: Account, claims: dict, *, code: str | None, recovery_code: str | None) -> None:
+    """Removes TOTP and its recovery codes after a code (or a recovery code) proves the factor; every
+    other session of the account ends."""
+    if code is None and recovery_code is None:
+        raise ApiError(400, "code or recovery_code required", "code")
+    _refuse_when_throttled(account)
+    totp = Totp.objects.select_for_update().filter(account=account, confirmed_at__isnull=False).first()
+    if totp is None:
+        raise ApiError(409, TOTP_NOT_ENROLLED)
+    _check_second_factor(account, totp, code=code, recovery_code=recovery_code)
+    Totp.objects.filter(account=account).delete()
+    RecoveryCode.objects.filter(account=account).delete()
+    audit.record("account.mfa_disabled", resource=("account", account.pk), changes={"method": "totp"})
+    emails.enqueue(emails.MFA_REMOVED, account.pk)
+    sessions.end_other_sessions(account, keep=claims.get("sid"), actor=account)
+
+
+# Codes
+
+
+def _accept_code(totp: Totp, code: str) -> bool:
+    """Whether `code` is the code of the current step or one step either side, and newer than the last
+    accepted one; the step is then recorded, in the caller's transaction (the row is locked)."""
+    code = (code or "").strip()
+    if len(code) != 6 or not code.isdigit():
+        return False
+    otp = _totp(crypto.decrypt(totp.secret_encrypted))
+    current = int(_now()) // STEP_SECONDS
+    for step in range(current - DRIFT_STEPS, current + DRIFT_STEPS + 1):
+        if totp.last_used_step is not None and step <= totp.last_used_step:
+            continue
+        if secrets.compare_digest(otp.at(step * STEP_SECONDS), code):
+            totp.last_used_step = step
+            totp.save(update_fields=["last_used_step"])
+            return True
+    return False
+
+
+def _normalize_recovery(code: str) -> str:
+    return "".join(char for char in (code or "").lower() if char.isalnum())
+
+
+def _new_recovery_codes(account: Account) -> list[str]:
+    RecoveryCode.objects.filter(account=account).delete()
+    codes = []
+    for _ in range(RECOVERY_CODES):
+        raw = "".join(secrets.choice(_RECOVERY_ALPHABET) for _ in range(10))
+        codes.append(f"{raw[:5]}-{raw[5:]}")
+    RecoveryCode.objects.bulk_create(
+        [RecoveryCode(account=account, digest=crypto.digest(_normalize_recovery(code))) for code in codes]
+    )
+    return codes
+
+
+def _use_recovery_code(account: Account, recovery_code: str) -> bool:
+    normalized = _normalize_recovery(recovery_code)
+    if not normalized:
+        return False
+    spent = RecoveryCode.objects.filter(
+        account=account, digest=crypto.digest(normalized), used_at__isnull=True
+    ).update(used_at=timezone.now())
+    if not spent:
+        return False
+    audit.record("account.mfa_recovery_code_used", resource=("account", account.pk), actor=account)
+    emails.enqueue(emails.RECOVERY_CODE_USED, account.pk)
+    return True
+
+
+def _refuse_when_throttled(account: Account) -> None:
+    if retry_after := throttling.mfa_failures_by_account.retry_after(str(account.pk)):
+        raise ApiError(429, TOO_MANY_CODES, headers={"Retry-After": str(retry_after)})
+
+
+def _wrong_code(account: Account, field: str) -> None:
+    throttling.mfa_failures_by_account.hit(str(account.pk))
+    raise ApiError(400, INVALID_CODE, field)
+
+
+def _check_second_factor(
+    account: Account, totp: Totp, *, code: str | None, recovery_code: str | None
+) -> None:
+    """A TOTP code, else a recovery code: 400 `invalid code` (counted) unless it is right and unused."""
+    if code is not None:
+        if not _accept_code(totp, code):
+            _wrong_code(account, "code")
+    elif not _use_recovery_code(account, recovery_code or ""):
+        _wrong_code(account, "recovery_code")
+
+
+# The second step of a login
+
+
+def challenge(account: Account, *, amr: list[str]) -> str:
+    """An `mfa_token` (5 minutes, single use) for an account that proved a first factor (`amr`)."""
+    jti = uuid.uuid4()
+    token, expires_at = tokens.issue(
+        account.pk,
+        type=tokens.MFA_CHALLENGE,
+        session_version=account.session_version,
+        lifetime=settings.IAM_MFA_TOKEN_LIFETIME,
+        jti=jti,
+        extra={"amr": list(amr)},
+    )
+    MfaChallenge.objects.create(jti=jti, account=account, expires_at=expires_at)
+    return token
+
+
+def verify(
+    mfa_token: str, *, code: str | None, recovery_code: str | None, ip: str | None, user_agent: str
+) -> tuple[Account, dict]:
+    """Completes a login: the `mfa_token` and a second factor start the session (`amr` the first factor's
+    with `otp` and `mfa`). A wrong code leaves the token usable; a right one spends it."""
+    try:
+        claims = tokens.decode(mfa_token, types={tokens.MFA_CHALLENGE})
+    except TokenError as exc:
+        raise ApiError(400, INVALID_MFA_TOKEN, "mfa_token") from exc
+    account = Account.objects.filter(pk=claims["sub"]).first()
+    if account is None or claims["sv"] != account.session_version or not claims.get("amr"):
+        raise ApiError(400, INVALID_MFA_TOKEN, "mfa_token")
+    if code is None and recovery_code is None:
+        raise ApiError(400, "code or recovery_code required", "code")
+    _refuse_when_throttled(account)
+    with transaction.atomic():
+        open_challenge = Q(jti=claims["jti"], account=account, used_at__isnull=True)
+        if not MfaChallenge.objects.select_for_update().filter(open_challenge).exists():
+            raise ApiError(400, INVALID_MFA_TOKEN, "mfa_token")
+        totp = Totp.objects.select_for_update().filter(account=account, confirmed_at__isnull=False).first()
+        if totp is None:
+            raise ApiError(400, INVALID_MFA_TOKEN, "mfa_token")
+        _check_second_factor(account, totp, code=code, recovery_code=recovery_code)
+        if not account.enabled:
+            raise ApiError(403, "account disabled")
+        MfaChallenge.objects.filter(open_challenge).update(used_at=timezone.now())
+        amr = [*claims["amr"], "otp", "mfa"]
+        session = sessions.start_session(account, amr=amr, ip=ip, user_agent=user_agent)
+        audit.record("account.login", resource=("account", account.pk), changes={"amr": amr}, actor=account)
+    return account, session
