@@ -8,7 +8,7 @@ import jwt
 import pytest
 from django.test import override_settings
 
-from authn import tokens
+from authn import mfa, tokens
 from clients import validation
 from clients.api import ClientValidate
 from rbac.models import Membership
@@ -305,3 +305,10 @@ def test_a_deleted_workspace_s_clients_stop_at_once(
     assert validate(client, token)["reason"] == "invalid_client"
     err(ApiClient().call("/clients/events", events), 401, "invalid client")
     assert validate(other, token)["authorized"] is True
+
+
+def test_an_mfa_token_is_no_access_token(client, user):
+    account, _ = user
+    mfa_token = mfa.challenge(account, amr=["pwd"])
+    data = validate(client, mfa_token)
+    assert data["authorized"] is False and data["reason"] == "invalid_token"

@@ -4,12 +4,16 @@ app; and every takeover path the rules close."""
 
 from urllib.parse import parse_qsl, urlsplit
 
+import jwt
+import pyotp
 import pytest
 import requests
+from django.utils import timezone
 
 from accounts.models import Account
-from authn.models import Credential
+from authn.models import Credential, Session, Totp
 from authn.oauth_state import begin
+from iam import crypto
 from rbac.models import Membership
 from sso import services
 from sso.models import SsoConnection
@@ -326,3 +330,23 @@ def test_two_workspaces_with_their_own_connections_and_domains(
         Credential.objects.get(provider_id=f"{beta_connection.pk}:user-1").account.email == "carol@beta.test"
     )
     assert Credential.objects.get(provider_id=f"{acme.pk}:user-1").account == alice
+
+
+def test_an_account_with_totp_gets_an_mfa_token_then_a_session_of_fed_otp_mfa(api, admin, idp):
+    connection = connect(admin, idp)
+    alice = AccountFactory(email="alice@acme.test", verified=True)
+    secret = pyotp.random_base32()
+    Totp.objects.create(account=alice, secret_encrypted=crypto.encrypt(secret), confirmed_at=timezone.now())
+    query = sso_login(api, connection_id=str(connection.pk))
+    assert set(query) == {"mfa_token"}
+    assert not Session.objects.filter(account=alice).exists()
+    err(ApiClient(query["mfa_token"]).call("/sessions/list"), 401)
+    data = ok(
+        api.call("/auth/mfa/verify", {"mfa_token": query["mfa_token"], "code": pyotp.TOTP(secret).now()})
+    )
+    assert data["account"]["id"] == str(alice.pk)
+    assert jwt.decode(data["access_token"], options={"verify_signature": False})["amr"] == [
+        "fed",
+        "otp",
+        "mfa",
+    ]
