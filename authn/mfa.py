@@ -114,7 +114,7 @@ def _accept_code(totp: Totp, code: str) -> bool:
     """Whether `code` is the code of the current step or one step either side, and newer than the last
     accepted one; the step is then recorded, in the caller's transaction (the row is locked)."""
     code = (code or "").strip()
-    if len(code) != 6 or not code.isdigit():
+    if len(code) != 6 or not (code.isascii() and code.isdigit()):
         return False
     otp = _totp(crypto.decrypt(totp.secret_encrypted))
     current = int(_now()) // STEP_SECONDS

@@ -432,3 +432,30 @@ def test_the_oauth_callback_hands_back_an_mfa_token(api, root, configured, clock
 
 def test_the_oauth_callback_without_totp_still_answers_tokens(api, root, configured):
     assert {"access_token", "refresh_token"} <= set(sign_in(api))
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"code": 123456},
+        {"code": None},
+        {"recovery_code": ""},
+        {"code": "１２３４５６"},
+        {"code": "12345\x00"},
+        {"recovery_code": 5},
+        {"code": "x" * 5000},
+        [],
+        "x",
+    ],
+)
+def test_odd_bodies_get_a_400(api, ada, clock, body):
+    client, _, _ = enrolled(api, ada, clock)
+    token = ok(login(api, ada))["mfa_token"]
+    verify_body = {**body, "mfa_token": token} if isinstance(body, dict) else body
+    for caller, path, sent in (
+        (api, "/auth/mfa/verify", verify_body),
+        (client, "/auth/mfa/totp/confirm", body),
+        (client, "/auth/mfa/totp/disable", body),
+    ):
+        response = caller.call(path, sent)
+        assert response.status_code in (400, 409), (path, response.json())
