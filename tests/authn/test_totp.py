@@ -440,7 +440,7 @@ def test_the_oauth_callback_without_totp_still_answers_tokens(api, root, configu
         {"code": 123456},
         {"code": None},
         {"recovery_code": ""},
-        {"code": "１２３４５６"},
+        {"code": "\uff11\uff12\uff13\uff14\uff15\uff16"},  # fullwidth digits
         {"code": "12345\x00"},
         {"recovery_code": 5},
         {"code": "x" * 5000},
