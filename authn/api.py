@@ -228,7 +228,9 @@ class OAuthInitiate(Endpoint, route="auth/oauth/idp_a/initiate"):
     `IAM_OAUTH_REDIRECT_ALLOWLIST` setting (else 400 `redirect_url not allowed`). After the provider, the
     callback redirects the browser there with `access_token` and `refresh_token` query parameters, or with
     `error=invalid_state` or `error=oauth_failed`; the query parameters of `redirect_url` are kept, so an app
-    can carry a nonce of its own. The state lives 10 minutes and works once."""
+    can carry a nonce of its own. For an account with an authenticator (TOTP), the callback carries an
+    `mfa_token` instead of the two tokens: `auth/mfa/verify` completes the login with a code. The state
+    lives 10 minutes and works once."""
 
     example_request = {"redirect_url": "http://localhost:3000/after-login?nonce=5f2b9c"}
 

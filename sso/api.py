@@ -148,7 +148,8 @@ class SsoInitiate(Endpoint, route="auth/sso/initiate"):
     """Starts a login through a workspace's own OpenID provider: by `email` (the enabled connection
     holding that address's verified domain) or by `connection_id`. Answers the URL to send the browser
     to; the callback goes on to `redirect_url` (an allowed client URL) with the session, or with
-    `error=invalid_state` or `error=sso_failed`."""
+    `error=invalid_state` or `error=sso_failed`. For an account with an authenticator (TOTP) it carries
+    an `mfa_token` instead of the session: `auth/mfa/verify` completes the login with a code."""
 
     example_request = {"email": "alice@acme.com", "redirect_url": "https://app.example.com/after-login"}
 

@@ -6,6 +6,8 @@ import pyotp
 import pytest
 from django.core import mail
 
+from accounts.account_cache import forget_account
+from accounts.models import Account
 from authn import mfa
 from authn.models import MfaChallenge, RecoveryCode, Session, Totp
 from iam import crypto
@@ -459,3 +461,16 @@ def test_odd_bodies_get_a_400(api, ada, clock, body):
     ):
         response = caller.call(path, sent)
         assert response.status_code in (400, 409), (path, response.json())
+
+
+def test_a_disabled_account_completes_no_login(api, ada, clock):
+    _, secret, _ = enrolled(api, ada, clock)
+    token = ok(login(api, ada))["mfa_token"]
+    Account.objects.filter(pk=ada.pk).update(enabled=False)
+    forget_account(ada.pk)
+    err(
+        api.call("/auth/mfa/verify", {"mfa_token": token, "code": code(secret, clock.now)}),
+        403,
+        "account disabled",
+    )
+    assert not MfaChallenge.objects.filter(used_at__isnull=False).exists()
