@@ -214,7 +214,7 @@ def verify(
     _refuse_when_throttled(account)
     with transaction.atomic():
         open_challenge = Q(jti=claims["jti"], account=account, used_at__isnull=True)
-        if not MfaChallenge.objects.select_for_update().filter(open_challenge).exists():
+        if not MfaChallenge.objects.filter(open_challenge).exists():
             raise ApiError(400, INVALID_MFA_TOKEN, "mfa_token")
         totp = Totp.objects.select_for_update().filter(account=account, confirmed_at__isnull=False).first()
         if totp is None:
@@ -222,7 +222,10 @@ def verify(
         _check_second_factor(account, totp, code=code, recovery_code=recovery_code)
         if not account.enabled:
             raise ApiError(403, "account disabled")
-        MfaChallenge.objects.filter(open_challenge).update(used_at=timezone.now())
+        # Spent by one conditional UPDATE: of concurrent uses, the others find it spent and undo their
+        # own work (a recovery code or a code's step) with the 400.
+        if not MfaChallenge.objects.filter(open_challenge).update(used_at=timezone.now()):
+            raise ApiError(400, INVALID_MFA_TOKEN, "mfa_token")
         amr = [*claims["amr"], "otp", "mfa"]
         session = sessions.start_session(account, amr=amr, ip=ip, user_agent=user_agent)
         audit.record("account.login", resource=("account", account.pk), changes={"amr": amr}, actor=account)

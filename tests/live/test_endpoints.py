@@ -6,9 +6,11 @@ strings of about 1 MiB and duplicated keys. None may answer 5xx."""
 
 import json
 import re
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import jwt
+import pyotp
 import pytest
 from rest_framework import serializers
 
@@ -210,6 +212,25 @@ def valid_call(world: World, path: str) -> dict:
         # The account's own current session: no recent login needed (CONTRACT 17), and no one else's.
         call["token"] = throwaway["access_token"]
         call["body"] = {"id": jwt.decode(call["token"], options={"verify_signature": False})["sid"]}
+    elif path.startswith("/auth/mfa/"):
+        # The throwaway account's own second factor (a fresh login: recent enough to enroll or disable).
+        call["token"] = None if path == "/auth/mfa/verify" else throwaway["access_token"]
+        secret = None
+        if path != "/auth/mfa/totp/enroll":
+            enrolled = ok(live.post("/auth/mfa/totp/enroll", {}, token=throwaway["access_token"]))
+            secret = pyotp.TOTP(enrolled["secret"])
+        if path in ("/auth/mfa/totp/disable", "/auth/mfa/verify"):
+            body = {"code": secret.now()}
+            ok(live.post("/auth/mfa/totp/confirm", body, token=throwaway["access_token"]))
+        next_code = secret.at(time.time() + 30) if secret else None  # the confirming step is spent
+        if path == "/auth/mfa/totp/confirm":
+            call["body"] = {"code": secret.now()}
+        elif path == "/auth/mfa/totp/disable":
+            call["body"] = {"code": next_code}
+        elif path == "/auth/mfa/verify":
+            login = {"email": throwaway["account"]["email"], "password": "a-long-live-passphrase"}
+            token = ok(live.post("/auth/login", login))["mfa_token"]
+            call["body"] = {"mfa_token": token, "code": next_code}
     elif path in invitations:
         # The invited account's own act (CONTRACT 15): its Bearer token and the id of its invitation.
         invited = add_member(live, world.token, ws, throwaway["account"]["id"], status="invited")

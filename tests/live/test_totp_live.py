@@ -1,0 +1,59 @@
+"""TOTP's single use under concurrency (CONTRACT 17): one `mfa_token` sent by many requests at once
+starts one session, and one code sent with many `mfa_token`s at once is accepted once, across every web
+worker (the rows are locked; nothing is decided in one process's memory)."""
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pyotp
+
+from tests.live.api import ok
+from tests.live.conftest import PASSWORD
+
+CONCURRENCY = 12
+
+
+def enrolled(live) -> tuple[str, str]:
+    """A new account with TOTP active: its e-mail and secret."""
+    session = live.register()
+    token = session["access_token"]
+    secret = ok(live.post("/auth/mfa/totp/enroll", {}, token=token))["secret"]
+    ok(live.post("/auth/mfa/totp/confirm", {"code": pyotp.TOTP(secret).now()}, token=token))
+    return session["account"]["email"], secret
+
+
+def mfa_token(live, email: str) -> str:
+    answer = ok(live.post("/auth/login", {"email": email, "password": PASSWORD}))
+    assert answer["mfa_required"] is True
+    return answer["mfa_token"]
+
+
+def all_at_once(calls) -> list[int]:
+    with ThreadPoolExecutor(CONCURRENCY) as pool:
+        return sorted(response.status_code for response in pool.map(lambda call: call(), calls))
+
+
+def test_one_mfa_token_sent_at_once_starts_one_session(live):
+    email, secret = enrolled(live)
+    token = mfa_token(live, email)
+    code = pyotp.TOTP(secret).at(
+        time.time() + 30
+    )  # the confirming code's step is spent; drift allows the next
+    statuses = all_at_once(
+        [lambda: live.post("/auth/mfa/verify", {"mfa_token": token, "code": code})] * CONCURRENCY
+    )
+    assert statuses == [200] + [400] * (CONCURRENCY - 1), statuses  # the others: `invalid mfa_token`
+
+
+def test_one_code_sent_with_many_mfa_tokens_at_once_is_accepted_once(live):
+    email, secret = enrolled(live)
+    tokens = [mfa_token(live, email) for _ in range(CONCURRENCY)]
+    code = pyotp.TOTP(secret).at(time.time() + 30)
+    statuses = all_at_once(
+        [
+            lambda token=token: live.post("/auth/mfa/verify", {"mfa_token": token, "code": code})
+            for token in tokens
+        ]
+    )
+    # the others: `invalid code`, or 429 once 5 of them counted as wrong codes for the account
+    assert statuses[0] == 200 and set(statuses[1:]) <= {400, 429}, statuses
