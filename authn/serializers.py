@@ -168,8 +168,3 @@ class MfaVerifyRequest(SecondFactorRequest):
 class TotpDisabled(serializers.Serializer):
     account_id = serializers.UUIDField()
     totp = serializers.BooleanField()
-
-
-class MfaRequired(serializers.Serializer):
-    mfa_required = serializers.BooleanField()
-    mfa_token = serializers.CharField()
