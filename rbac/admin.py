@@ -26,7 +26,9 @@ from .models import Invitation, Membership, Permission, Role
 from .serializers import (
     MembershipSerializer,
     PermissionSerializer,
+    RoleCreateRequest,
     RoleSerializer,
+    RoleUpdateRequest,
 )
 
 
@@ -145,7 +147,11 @@ class RoleAdmin(EndpointAdmin):
     permission_names = names_column("permissions")
     search_fields = ("name", "=id", "workspace__slug")
     fields = api_fields(RoleSerializer)
-    endpoints = (api.RoleCreate, api.RoleUpdate, api.RoleDelete)
+    create_request = RoleCreateRequest
+    update_request = RoleUpdateRequest
+    create_service = staticmethod(services.create_role)
+    update_service = staticmethod(services.update_role)
+    delete_service = staticmethod(services.delete_role)
 
 
 # What a membership's title reads (`Membership.__str__`), in one query and one for the roles.

@@ -24,6 +24,7 @@ from iam.serializers import Encoder, prefetch
 from tenancy.models import Project, WorkspaceScopedQuerySet
 
 from . import policy, services
+from .endpoints import answer_fresh, get_object
 from .models import Invitation, Membership, Permission, Role
 from .policy import EndpointPermission
 from .serializers import (
@@ -259,29 +260,26 @@ class PermissionDelete(PermissionEndpoint, route="permissions/delete"):
 # Roles
 
 
-class RoleEndpoint(RecordEndpoint):
-    """A role of the workspace, named by `id`, with its permissions: a change that touches them answers
-    them as they are now (`reload`). `permission_ids` name permissions of the workspace."""
-
-    model = Role
-    related = ("permissions",)
-    reload = True
-    response_serializer = RoleSerializer
-
-    def changes(self, request: Request, data: dict) -> dict:
-        changes = changes_of(super().changes(request, data), "permission_ids")
-        if "permission_ids" in data:
-            permissions = Permission.objects.in_workspace(request.workspace)
-            changes["permissions"] = services.resolve(
-                permissions, data["permission_ids"], field="permission_ids"
-            )
-        return changes
+def roles_with_permissions(request: Request) -> QuerySet:
+    """The roles of the `X-Workspace` workspace, each with its permissions (a query each, whatever the
+    count)."""
+    return Role.objects.in_workspace(request.workspace).prefetch_related(prefetch("permissions"))
 
 
-class RoleCreate(RoleEndpoint, route="roles/create"):
+def permissions_named(request: Request, ids: list) -> list[Permission]:
+    """The permissions of the `X-Workspace` workspace that `permission_ids` names (400 for any other)."""
+    permissions = Permission.objects.in_workspace(request.workspace)
+    return services.resolve(permissions, ids, field="permission_ids")
+
+
+class RoleCreate(Endpoint):
     """A new role of the `X-Workspace` workspace holding `permission_ids`: permissions of this workspace, each
     covered by the caller's own grants (else 403 `cannot grant permissions you do not hold`)."""
 
+    permission = "roles:create"
+    workspace_scoped = True
+    request_serializer = RoleCreateRequest
+    response_serializer = RoleSerializer
     example_request = {
         "name": "billing-reader",
         "description": "Reads invoices",
@@ -290,53 +288,84 @@ class RoleCreate(RoleEndpoint, route="roles/create"):
         "meta": {"schema_version": "1"},
     }
 
-    creates = True
-    request_serializer = RoleCreateRequest
-    service = services.create_role
+    def handle(self, request: Request, data: dict) -> EncodedJson:
+        fields = changes_of(data, "permission_ids")
+        permissions = permissions_named(request, data["permission_ids"])
+        role = services.create_role(request.workspace, **fields, permissions=permissions, actor=request.user)
+        return answer_fresh(request, RoleSerializer, roles_with_permissions(request), role)
 
 
-class RoleDescribe(RoleEndpoint, route="roles/describe"):
+class RoleDescribe(Endpoint):
     """A role of the `X-Workspace` workspace by `id`, with each of its permissions as a whole Permission
     object."""
 
+    permission = "roles:describe"
+    workspace_scoped = True
+    read_only = True
+    request_serializer = IdRequest
+    response_serializer = RoleSerializer
     example_request = {"id": "5a1f3c7e-9b2d-4f6a-b8c4-1e3d5f7a9c26"}
 
-    read_only = True
+    def handle(self, request: Request, data: dict) -> EncodedJson:
+        role = get_object(
+            request, Role.objects.in_workspace(request.workspace), permission=self.permission, pk=data["id"]
+        )
+        return answer_fresh(request, RoleSerializer, roles_with_permissions(request), role)
 
 
-class RoleList(RecordList, route="roles/list"):
+class RoleList(ListEndpoint):
     """The roles of the `X-Workspace` workspace, each with its permissions."""
 
-    example_request = {"filter": {"fields": {"name": "billing-reader"}}, "options": {"limit": 100}}
-
-    model = Role
-    related = RoleEndpoint.related
+    permission = "roles:list"
+    workspace_scoped = True
     list_key = "roles"
     response_serializer = RoleSerializer
     filter_fields = {name: name for name in ("id", "workspace_id", "name", "description")}
+    example_request = {"filter": {"fields": {"name": "billing-reader"}}, "options": {"limit": 100}}
+
+    def get_queryset(self, request: Request) -> QuerySet:
+        return roles_with_permissions(request)
 
 
-class RoleUpdate(RoleEndpoint, route="roles/update"):
+class RoleUpdate(Endpoint):
     """Changes a role named by `id`; `permission_ids` replaces its permissions, each of this workspace and
     covered by the caller's own grants. Its holders' grants change at once."""
 
+    permission = "roles:update"
+    workspace_scoped = True
+    request_serializer = RoleUpdateRequest
+    response_serializer = RoleSerializer
     example_request = {
         "id": "5a1f3c7e-9b2d-4f6a-b8c4-1e3d5f7a9c26",
         "permission_ids": ["c2e7a9b4-1d3f-4a6c-8e5b-7f9d2c4a6e18", "0a4c6e8b-2d1f-4b3a-9c5e-7d9f1b3a5c72"],
     }
 
-    request_serializer = RoleUpdateRequest
-    service = services.update_role
+    def handle(self, request: Request, data: dict) -> EncodedJson:
+        role = get_object(
+            request, Role.objects.in_workspace(request.workspace), permission=self.permission, pk=data["id"]
+        )
+        changes = changes_of(data, "id", "permission_ids")
+        if "permission_ids" in data:
+            changes["permissions"] = permissions_named(request, data["permission_ids"])
+        services.update_role(role, **changes, actor=request.user)
+        return answer_fresh(request, RoleSerializer, roles_with_permissions(request), role)
 
 
-class RoleDelete(RoleEndpoint, route="roles/delete"):
+class RoleDelete(Endpoint):
     """Deletes a role named by `id`; the memberships that held it lose it, and their accounts its
     permissions, at once."""
 
+    permission = "roles:delete"
+    workspace_scoped = True
+    request_serializer = IdRequest
+    response_serializer = Deleted
     example_request = {"id": "5a1f3c7e-9b2d-4f6a-b8c4-1e3d5f7a9c26"}
 
-    response_serializer = Deleted
-    service = services.delete_role
+    def handle(self, request: Request, data: dict) -> dict:
+        role = get_object(
+            request, Role.objects.in_workspace(request.workspace), permission=self.permission, pk=data["id"]
+        )
+        return services.delete_role(role, actor=request.user)
 
 
 # Memberships

@@ -1,0 +1,63 @@
+"""The two steps every endpoint acting on one stored object shares, written once and called by name
+from each endpoint's `handle`:
+
+- `get_object` loads the object the body names, through the one policy (`rbac.policy.authorize`): what
+  does not depend on the object is refused first, an object that does not exist within the caller's
+  reach is a 404 `<model> not found`, then the decision on the object itself (its project, its account).
+- `answer_fresh` answers an object as the database holds it after a change, written as a list page writes
+  its items (`iam.serializers.Encoder`: each nested object read once, JSON columns as stored), so a role
+  of 500 permissions at their size limits is never held as parsed Python objects.
+
+The endpoint's permission (`permission = "roles:update"`), its workspace scoping (`workspace_scoped =
+True`) and its route (the app's urls.py) are written on the endpoint itself; the permission before the
+body and the `X-Workspace` selection are `rbac.policy.EndpointPermission`'s (DRF's permission class,
+named in settings.REST_FRAMEWORK)."""
+
+from collections.abc import Iterable
+from typing import Any
+
+from django.db.models import Model, QuerySet
+from rest_framework.request import Request
+from rest_framework.serializers import Serializer
+
+from iam.api import EncodedJson
+from iam.errors import ApiError
+from iam.serializers import Encoder
+
+from . import policy
+
+
+def get_object(
+    request: Request,
+    queryset: QuerySet,
+    *,
+    permission: str,
+    project_scoped: bool = False,
+    fields: Iterable[str] = (),
+    **lookup: Any,
+) -> Any:
+    """The object of `queryset` (already scoped to the `X-Workspace` workspace where it belongs to one)
+    that every `lookup` key names, once the caller may act on it with `permission`. `project_scoped`: a
+    project-scope grant counts for the object's own project. `fields`: the request's fields (an update's),
+    for the rules that depend on what changes (an account's own flags, a credential's secret)."""
+    found = queryset.filter(**lookup).first() if lookup else None
+    policy.authorize(
+        request.user,
+        getattr(request, "workspace", None),
+        permission,
+        found,
+        project_scoped=project_scoped,
+        fields=fields,
+    )
+    if found is None:
+        raise ApiError(404, f"{queryset.model._meta.verbose_name} not found")
+    return found
+
+
+def answer_fresh(
+    request: Request, serializer: type[Serializer], queryset: QuerySet, obj: Model
+) -> EncodedJson:
+    """`obj` re-read from `queryset` (its relations changed by the service) and written by `serializer`."""
+    encoder = Encoder(serializer(context={"request": request}))
+    fresh = encoder.prepare(queryset.prefetch_related(None)).get(pk=obj.pk)
+    return EncodedJson([next(encoder.encode([fresh]))])
