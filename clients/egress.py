@@ -293,7 +293,8 @@ class _PinnedAdapter(requests.adapters.HTTPAdapter):
 
     def get_connection_with_tls_context(self, request, verify, proxies=None, cert=None):
         scheme, host, port, address = request.pinned
-        tls = {"ssl_context": _tls, "server_hostname": host}  # dropped by the pool manager for http
+        # Part of the pool's key for http too (a connection serves one host), used there for nothing else.
+        tls = {"ssl_context": _tls, "server_hostname": host}
         return self.poolmanager.connection_from_host(address, port, scheme, pool_kwargs=tls)
 
     def cert_verify(self, conn, url, verify, cert) -> None:
@@ -336,7 +337,8 @@ def post(url: str, body: bytes, headers: dict[str, str], *, timeout: float) -> i
     http.client.HTTPException for a failure worth retrying. `timeout` bounds the whole attempt, not
     each socket operation, so a receiver that drips bytes cannot hold the worker. Every call checks the
     endpoint again (the address rules, on a DNS answer at most a few seconds old); the connection is kept
-    alive for the next delivery to the same checked address."""
+    alive for the next delivery to the same checked address (urllib3 replaces one the receiver closed).
+    """
     headers = {"Content-Type": "application/json", **headers}
     return _exchange("POST", url, body, headers, timeout, 64 * 1024, cached=True)[0]
 
