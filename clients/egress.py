@@ -318,7 +318,7 @@ def _exchange(method: str, url: str, body, headers: dict, timeout: float, limit:
     _request.deadline = time.monotonic() + timeout
     try:
         with _adapter.send(request, stream=True, timeout=timeout) as response:
-            content = b""
+            content = bytearray()
             for chunk in response.iter_content(16 * 1024):
                 content += chunk
                 if len(content) > limit:
@@ -329,7 +329,7 @@ def _exchange(method: str, url: str, body, headers: dict, timeout: float, limit:
         raise
     finally:
         _request.deadline = None
-    return response.status_code, content
+    return response.status_code, bytes(content)
 
 
 def post(url: str, body: bytes, headers: dict[str, str], *, timeout: float) -> int:
