@@ -1,9 +1,9 @@
-"""Outbound requests to client endpoints, guarded against SSRF (CONTRACT 8): the host is resolved, every
-address is vetted, and the connection goes to a vetted address, so a DNS answer that changes between the
-check and the connection (rebinding) cannot reach an internal service."""
+"""Outbound requests to client endpoints and SSO providers, guarded against SSRF (CONTRACT 8): the host is
+resolved, every address is vetted, and the connection goes to a vetted address, so a DNS answer that
+changes between the check and the connection (rebinding) cannot reach an internal service. The transport
+is requests' `HTTPAdapter` and urllib3's pools, handed the vetted address, on sockets that keep to the
+request's deadline."""
 
-import contextlib
-import http.client
 import ipaddress
 import os
 import re
@@ -14,6 +14,8 @@ import time
 from urllib.parse import urlsplit
 
 import ada_url
+import requests
+import urllib3
 from django.conf import settings
 
 
@@ -175,8 +177,8 @@ def _resolve(host: str, port: int) -> list[str]:
     return [info[4][0] for info in infos]
 
 
-def vet(url: str, *, cached: bool = False) -> tuple[str, str, int, str, str]:
-    """Returns (scheme, host, port, path, address to connect to) or raises EndpointRefused. `cached` takes
+def vet(url: str, *, cached: bool = False) -> tuple[str, str, int, str]:
+    """Returns (scheme, host, port, address to connect to) or raises EndpointRefused. `cached` takes
     the host's addresses from the last few seconds' answer (deliveries); the rules run on them anyway."""
     check_form(url)  # an endpoint stored before the rule is refused at delivery
     try:
@@ -195,10 +197,7 @@ def vet(url: str, *, cached: bool = False) -> tuple[str, str, int, str, str]:
         for address in addresses:
             if _refused(ipaddress.ip_address(address.split("%", 1)[0])):
                 raise EndpointRefused(f"{host} resolves to a non-public address")
-    path = parts.path or "/"
-    if parts.query:
-        path = f"{path}?{parts.query}"
-    return parts.scheme, host, port, path, addresses[0]
+    return parts.scheme, host, port, addresses[0]
 
 
 def is_allowed(url: str) -> bool:
@@ -213,115 +212,124 @@ def is_allowed(url: str) -> bool:
     return True
 
 
+class _Deadline:
+    """Socket calls that first cut the socket's timeout to what is left of the deadline of the request
+    under way in this thread: a timeout bounds one call only, and http.client reads a status line,
+    headers and a body in as many calls as the peer spreads them over, so a receiver that drips bytes
+    would otherwise hold the worker as long as it likes."""
+
+    def _cut(self) -> None:
+        deadline = getattr(_request, "deadline", None)
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError("deadline passed")
+            self.settimeout(left)
+
+    def recv_into(self, *args, **kwargs):
+        self._cut()
+        return super().recv_into(*args, **kwargs)
+
+    def send(self, *args, **kwargs):
+        self._cut()
+        return super().send(*args, **kwargs)
+
+    def sendall(self, *args, **kwargs):
+        self._cut()
+        return super().sendall(*args, **kwargs)
+
+    def do_handshake(self, *args, **kwargs):  # TLS
+        self._cut()
+        return super().do_handshake(*args, **kwargs)
+
+
+class _Socket(_Deadline, socket.socket):
+    pass
+
+
+class _TLSSocket(_Deadline, ssl.SSLSocket):
+    pass
+
+
+_request = threading.local()  # `deadline`: the monotonic time the request under way must end by
+_tls = ssl.create_default_context()  # the system's trust store, the certificate checked for the host name
+_tls.sslsocket_class = _TLSSocket
+
+
 def _connect(address: str, port: int, timeout: float) -> socket.socket:
-    """A connection to the vetted address, with Nagle off as http.client's own `connect` has it: with
-    it on, a request on a kept-alive connection waits for the receiver's delayed ACK (40 ms on Linux)."""
+    """A connection to the vetted address, no name resolved, with Nagle off as urllib3 has it: with it on,
+    a request on a kept-alive connection waits for the receiver's delayed ACK (40 ms on Linux)."""
     sock = socket.create_connection((address, port), timeout)
-    with contextlib.suppress(OSError):
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    return sock
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return _Socket(fileno=sock.detach())
 
 
-class _PinnedHTTPConnection(http.client.HTTPConnection):
-    def __init__(self, host: str, port: int, address: str, timeout: float):
-        super().__init__(host, port, timeout=timeout)
-        self._address = address
-
-    def connect(self) -> None:
-        self.sock = _connect(self._address, self.port, self.timeout)
+class _HTTPConnection(urllib3.connection.HTTPConnection):
+    def _new_conn(self) -> socket.socket:
+        return _connect(self.host, self.port, self.timeout)
 
 
-class _PinnedHTTPSConnection(http.client.HTTPSConnection):
-    def __init__(self, host: str, port: int, address: str, timeout: float):
-        super().__init__(host, port, timeout=timeout, context=ssl.create_default_context())
-        self._address = address
-
-    def connect(self) -> None:
-        sock = _connect(self._address, self.port, self.timeout)
-        self.sock = self._context.wrap_socket(sock, server_hostname=self.host)
+class _HTTPSConnection(urllib3.connection.HTTPSConnection):
+    _new_conn = _HTTPConnection._new_conn
 
 
-class _Watchdog:
-    """Shuts the socket of an attempt down when its time is up; a read blocked on it then returns. One
-    thread per process watches every attempt (a thread started per attempt cost a quarter of a
-    delivery's time on a kept-alive connection)."""
-
-    def __init__(self):
-        self._reset()
-        os.register_at_fork(after_in_child=self._reset)  # a forked worker watches with a thread of its own
-
-    def _reset(self) -> None:
-        self._changed = threading.Condition()
-        self._watched: dict[int, tuple[float, _Watch]] = {}
-        self._thread: threading.Thread | None = None
-
-    def watch(self, connection: http.client.HTTPConnection, timeout: float) -> "_Watch":
-        watch = _Watch(connection)
-        deadline = time.monotonic() + timeout
-        with self._changed:
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="egress-watchdog", daemon=True)
-                self._thread.start()
-            earliest = min((due for due, _ in self._watched.values()), default=None)
-            self._watched[id(watch)] = (deadline, watch)
-            if earliest is None or deadline < earliest:
-                self._changed.notify()
-        return watch
-
-    def done(self, watch: "_Watch") -> None:
-        with self._changed:
-            self._watched.pop(id(watch), None)
-
-    def _run(self) -> None:
-        changed = self._changed
-        with changed:
-            while changed is self._changed:
-                now = time.monotonic()
-                for key, (due, watch) in list(self._watched.items()):
-                    if due <= now:
-                        del self._watched[key]
-                        watch.fire()
-                earliest = min((due for due, _ in self._watched.values()), default=None)
-                changed.wait(None if earliest is None else earliest - now)
+class _HTTPPool(urllib3.HTTPConnectionPool):
+    ConnectionCls = _HTTPConnection
 
 
-class _Watch:
-    def __init__(self, connection: http.client.HTTPConnection):
-        self.connection = connection
-        self.fired = False
-
-    def fire(self) -> None:
-        self.fired = True
-        sock = self.connection.sock
-        if sock is not None:
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
+class _HTTPSPool(urllib3.HTTPSConnectionPool):
+    ConnectionCls = _HTTPSConnection
 
 
-_watchdog = _Watchdog()
+class _PinnedAdapter(requests.adapters.HTTPAdapter):
+    """requests' transport, whose pool for a request is the one to the address the guard vetted
+    (`request.pinned`): connections are kept alive per (host, address, port), and TLS sends and checks
+    the URL's host name on a connection to that address. No redirect is followed (only a Session
+    follows them)."""
+
+    def init_poolmanager(self, *args, **kwargs) -> None:
+        super().init_poolmanager(*args, **kwargs)
+        self.poolmanager.pool_classes_by_scheme = {"http": _HTTPPool, "https": _HTTPSPool}
+
+    def get_connection_with_tls_context(self, request, verify, proxies=None, cert=None):
+        scheme, host, port, address = request.pinned
+        # Part of the pool's key for http too (a connection serves one host), used there for nothing else.
+        tls = {"ssl_context": _tls, "server_hostname": host}
+        return self.poolmanager.connection_from_host(address, port, scheme, pool_kwargs=tls)
+
+    def cert_verify(self, conn, url, verify, cert) -> None:
+        pass  # `_tls` verifies, instead of requests' certifi bundle
 
 
-class _Idle(threading.local):
-    """Connections kept open after a complete answer, per thread, keyed by the vetted address they were
-    opened to: a connection is reused only for a delivery whose own check pins that same address."""
-
-    LIMIT = 64
-
-    def __init__(self):
-        self.connections: dict[tuple, http.client.HTTPConnection] = {}
-
-    def take(self, key: tuple) -> http.client.HTTPConnection | None:
-        return self.connections.pop(key, None)
-
-    def keep(self, key: tuple, connection: http.client.HTTPConnection) -> None:
-        if len(self.connections) >= self.LIMIT:
-            oldest = next(iter(self.connections))
-            self.connections.pop(oldest).close()
-        self.connections[key] = connection
+_adapter = _PinnedAdapter(pool_connections=64)
+os.register_at_fork(after_in_child=lambda: _adapter.init_poolmanager(64, 10))  # no socket shared
 
 
-_idle = _Idle()
-_STALE = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError)
+def _exchange(method: str, url: str, body, headers: dict, timeout: float, limit: int, *, cached: bool):
+    """One request to the address `vet` answers, ended by `timeout` whatever the peer does: the status
+    and at most `limit` + 1 bytes of the body (the connection is kept for the next request only when
+    the whole body was read)."""
+    scheme, host, port, address = vet(url, cached=cached)
+    name = f"[{host}]" if ":" in host else host  # the Host header urllib3 would write for the URL
+    if port != (443 if scheme == "https" else 80):
+        name = f"{name}:{port}"
+    request = requests.Request(method, url, data=body, headers={"Host": name, **headers}).prepare()
+    request.pinned = (scheme, host, port, address)
+    _request.deadline = time.monotonic() + timeout
+    try:
+        with _adapter.send(request, stream=True, timeout=timeout) as response:
+            content = bytearray()
+            for chunk in response.iter_content(16 * 1024):
+                content += chunk
+                if len(content) > limit:
+                    break
+    except OSError as exc:  # requests' exceptions are OSErrors
+        if isinstance(exc, requests.Timeout) or time.monotonic() >= _request.deadline:
+            raise TimeoutError(f"timed out after {timeout}s") from None
+        raise
+    finally:
+        _request.deadline = None
+    return response.status_code, bytes(content)
 
 
 def post(url: str, body: bytes, headers: dict[str, str], *, timeout: float) -> int:
@@ -329,43 +337,10 @@ def post(url: str, body: bytes, headers: dict[str, str], *, timeout: float) -> i
     http.client.HTTPException for a failure worth retrying. `timeout` bounds the whole attempt, not
     each socket operation, so a receiver that drips bytes cannot hold the worker. Every call checks the
     endpoint again (the address rules, on a DNS answer at most a few seconds old); the connection is kept
-    alive for the next delivery to the same checked address, and one that the receiver closed meanwhile is
-    replaced once."""
-    scheme, host, port, path, address = vet(url, cached=True)
-    key = (scheme, host, port, address)
-    connection = _idle.take(key)
-    if connection is not None:
-        try:
-            return _send(key, connection, path, body, headers, timeout)
-        except _STALE:
-            pass  # closed by the receiver while idle: the request did not get through, send it anew
-    connection_class = _PinnedHTTPSConnection if scheme == "https" else _PinnedHTTPConnection
-    return _send(key, connection_class(host, port, address, timeout), path, body, headers, timeout)
-
-
-def _send(
-    key: tuple, connection: http.client.HTTPConnection, path: str, body: bytes, headers, timeout
-) -> int:
-    watchdog = _watchdog.watch(connection, timeout)
-    keep = False
-    try:
-        connection.request("POST", path, body=body, headers={"Content-Type": "application/json", **headers})
-        response = connection.getresponse()
-        response.read(64 * 1024)
-        keep = not response.will_close and response.isclosed()  # answered in full, and kept open
-    except (OSError, http.client.HTTPException):
-        if watchdog.fired:
-            raise TimeoutError(f"timed out after {timeout}s") from None
-        raise
-    finally:
-        _watchdog.done(watchdog)
-        if watchdog.fired or not keep:
-            connection.close()
-    if watchdog.fired:
-        connection.close()
-        raise TimeoutError(f"timed out after {timeout}s")
-    _idle.keep(key, connection)
-    return response.status
+    alive for the next delivery to the same checked address (urllib3 replaces one the receiver closed).
+    """
+    headers = {"Content-Type": "application/json", **headers}
+    return _exchange("POST", url, body, headers, timeout, 64 * 1024, cached=True)[0]
 
 
 def fetch(
@@ -382,23 +357,8 @@ def fetch(
     answers the status and at most `limit` bytes of the body (more is an error: ValueError). Raises
     EndpointRefused, or OSError / http.client.HTTPException when the service cannot be reached. For the
     OpenID providers of SSO connections (discovery, JWKS, token and user-info)."""
-    scheme, host, port, path, address = vet(url)
-    connection_class = _PinnedHTTPSConnection if scheme == "https" else _PinnedHTTPConnection
-    connection = connection_class(host, port, address, timeout)
-    watchdog = _watchdog.watch(connection, timeout)
-    try:
-        connection.request(method, path, body=body, headers={"Accept": "application/json", **(headers or {})})
-        response = connection.getresponse()
-        content = response.read(limit + 1)
-    except (OSError, http.client.HTTPException):
-        if watchdog.fired:
-            raise TimeoutError(f"timed out after {timeout}s") from None
-        raise
-    finally:
-        _watchdog.done(watchdog)
-        connection.close()
-    if watchdog.fired:
-        raise TimeoutError(f"timed out after {timeout}s")
+    headers = {"Accept": "application/json", **(headers or {})}
+    status, content = _exchange(method, url, body, headers, timeout, limit, cached=False)
     if len(content) > limit:
         raise ValueError(f"answer over {limit} bytes")
-    return response.status, content
+    return status, content

@@ -24,9 +24,7 @@ CHANGELIST = reverse("admin:clients_client_changelist")
 @pytest.fixture(autouse=True)
 def _no_idle_connections():
     yield
-    for connection in egress._idle.connections.values():
-        connection.close()
-    egress._idle.connections.clear()
+    egress._adapter.poolmanager.clear()  # closes the connections kept alive
 
 
 @pytest.fixture

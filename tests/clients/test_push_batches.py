@@ -20,6 +20,7 @@ from tests.clients.test_push import (  # noqa: F401 (fixtures)
     admin,
     emit_membership_created,
     keep_alive_receiver,
+    kept_connections,
     make_client,
     verify,
     workspace,
@@ -29,9 +30,7 @@ from tests.clients.test_push import (  # noqa: F401 (fixtures)
 @pytest.fixture(autouse=True)
 def _fresh_egress():
     yield
-    for kept in egress._idle.connections.values():
-        kept.close()
-    egress._idle.connections.clear()
+    egress._adapter.poolmanager.clear()  # closes the connections kept alive
     egress._resolved.answers.clear()
 
 
@@ -241,10 +240,10 @@ def test_kept_alive_connections_send_without_waiting_for_delayed_acks(
     django_capture_on_commit_callbacks,
 ):
     """With Nagle's algorithm on, each request on a kept-alive connection waits ~40 ms for the receiver's
-    delayed ACK: http.client turns it off in its own `connect`, which the pinned connections replace."""
+    delayed ACK: urllib3 turns it off in its own `_new_conn`, which the pinned connections replace."""
     make_client(admin, keep_alive_receiver.url)
     emit_membership_created(workspace, django_capture_on_commit_callbacks)
-    [kept] = egress._idle.connections.values()
+    [kept] = kept_connections()
     assert kept.sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
 
 

@@ -2,6 +2,7 @@
 stand-in OpenID provider on loopback: initiate -> the provider's /authorize -> our callback -> the client
 app; and every takeover path the rules close."""
 
+import socket
 from urllib.parse import parse_qsl, urlsplit
 
 import jwt
@@ -254,6 +255,38 @@ def test_the_provider_refusing_the_code_fails(api, admin, idp):
         client_secret_encrypted=services.crypto.encrypt("a-wrong-secret")
     )
     assert sso_login(api, email="alice@acme.test") == {"error": "sso_failed"}
+
+
+def test_a_jwks_uri_on_a_refused_address_is_never_fetched(api, admin, idp, settings, monkeypatch):
+    """The keys go through the address guard like every other request to the provider: the token
+    endpoint's host resolves to a public address (stood in for by the provider on loopback), the JWKS
+    host to the cloud metadata address."""
+    connection = connect(admin, idp)
+    port = urlsplit(idp.issuer).port
+    SsoConnection.objects.filter(pk=connection.pk).update(
+        token_endpoint=f"http://idp.example.com:{port}/token", jwks_uri=f"http://keys.example.com:{port}/jwks"
+    )
+    answers = {"idp.example.com": "93.184.216.34", "keys.example.com": "169.254.169.254"}
+    system = socket.getaddrinfo
+
+    def resolve(host, port, *args, **kwargs):
+        if host in answers:
+            return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (answers[host], port))]
+        return system(host, port, *args, **kwargs)
+
+    connected, connect_to = [], socket.create_connection
+
+    def to_stand_in(address, *args, **kwargs):
+        connected.append(address[0])
+        return connect_to(("127.0.0.1", address[1]), *args, **kwargs)
+
+    callback = to_provider(api, email="alice@acme.test")
+    monkeypatch.setattr(socket, "getaddrinfo", resolve)
+    monkeypatch.setattr(socket, "create_connection", to_stand_in)
+    settings.IAM_WEBHOOK_ALLOW_PRIVATE = False
+    assert back_from_provider(api, callback) == {"error": "sso_failed"}
+    assert connected == ["93.184.216.34"]  # the token endpoint, answered; nothing else connected to
+    assert "/jwks" not in idp.requests and not Account.objects.filter(email="alice@acme.test").exists()
 
 
 def test_a_connection_disabled_meanwhile_fails(api, admin, idp):
