@@ -29,6 +29,7 @@ from django.dispatch import receiver
 from django.utils import timezone
 
 from iam import audit, crypto, events, metrics, outbox
+from iam.models import OutboxMessage
 
 from . import egress
 from .models import Client, Delivery, DeliveryAttempt
@@ -63,6 +64,14 @@ def fan_out(sender: object, *, event: dict, **kwargs: object) -> None:
     )
     if clients:
         owe(event, clients)
+
+
+@outbox.handler("push.event")
+def fan_out_message(message: OutboxMessage) -> None:
+    """A `push.event` outbox message written before events went straight to `fan_out` (one an earlier
+    version left pending, or failed and retried from the admin): fanned out the same way. Nothing writes
+    such a message any more."""
+    fan_out(None, event=message.payload)
 
 
 def owe(event: dict, clients: list[Client]) -> list[Delivery]:
