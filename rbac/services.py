@@ -79,13 +79,7 @@ def create_workspace(
         owner=actor,
     )
     workspace = Workspace(
-        created_by=actor,
-        name=name,
-        slug=slug,
-        description=description,
-        config=config,
-        tags=tags,
-        meta=meta,
+        created_by=actor, name=name, slug=slug, description=description, config=config, tags=tags, meta=meta
     )
     save_unique(workspace, Workspace.objects.all(), {"slug": slug}, force_insert=True)
     audit.record(  # the request's account is the actor (none for a command)
