@@ -1,4 +1,4 @@
-from typing import Unpack
+from typing import Any
 
 from django.contrib.auth.password_validation import validate_password
 from django.core.exceptions import ValidationError
@@ -7,18 +7,10 @@ from django.db.models import F
 
 from iam import audit, events
 from iam.errors import ApiError
-from iam.service_helpers import Described, save_changes, save_new, strict
+from iam.service_helpers import UNSET, apply_changes, sent
 
 from .account_cache import forget_account
 from .models import Account, normalize_email
-
-UPDATABLE = ("name", "description", "avatar_url", "enabled", "verified", "tags", "meta")
-
-
-class AccountChanges(Described, total=False):
-    avatar_url: str | None
-    enabled: bool
-    verified: bool
 
 
 def check_password_rules(password: str, account: Account | None = None) -> None:
@@ -67,30 +59,52 @@ def create_account(
         account.set_unusable_password()
     else:
         account.set_password(password)
-    save_new(account, audited=("email", "name", "verified", "is_superuser"), actor=actor)
+    account.save(force_insert=True)
+    audit.record(
+        "account.create",
+        resource=("account", account.pk),
+        changes=audit.created(account, ("email", "name", "verified", "is_superuser")),
+        actor=actor,
+    )
     return account
 
 
-@strict
 @transaction.atomic
-def update_account(account: Account, *, actor: Account | None, **changes: Unpack[AccountChanges]) -> Account:
+def update_account(
+    account: Account,
+    *,
+    actor: Account | None,
+    name: str = UNSET,
+    description: str | None = UNSET,
+    avatar_url: str | None = UNSET,
+    enabled: bool = UNSET,
+    verified: bool = UNSET,
+    tags: list[str] = UNSET,
+    meta: dict[str, Any] = UNSET,
+) -> Account:
+    changes = sent(
+        name=name,
+        description=description,
+        avatar_url=avatar_url,
+        enabled=enabled,
+        verified=verified,
+        tags=tags,
+        meta=meta,
+    )
     flags_changed = any(
-        name in changes and changes[name] != getattr(account, name) for name in ("enabled", "verified")
+        flag in changes and changes[flag] != getattr(account, flag) for flag in ("enabled", "verified")
     )
-    disabling = changes.get("enabled") is False and account.enabled
-    save_changes(
-        account,
-        {**changes, "updated_by": actor},
-        fields=(*UPDATABLE, "updated_by"),
-        audited=UPDATABLE,
-        actor=actor,
-    )
+    disabling = enabled is False and account.enabled
+    entry = audit.diff(account, changes)
+    account.save(update_fields=apply_changes(account, {**changes, "updated_by": actor}))
+    if entry:
+        audit.record("account.update", resource=("account", account.pk), changes=entry, actor=actor)
     forget_account(account.pk)
     if disabling:
         # CONTRACT 4: tokens issued before a disable stay dead once the account is enabled again.
         end_sessions(account)
     if flags_changed:
-        events.emit_for(account, "updated", account_ids=[account.pk])
+        events.emit("account.updated", resource=("account", account.pk), account_ids=[account.pk])
     return account
 
 
@@ -100,9 +114,9 @@ def set_operator(account: Account, *, operator: bool, actor: Account | None) -> 
     do everywhere, so cached copies go and the clients hear `account.updated` (CONTRACT 8)."""
     if account.is_superuser == operator:
         return account
-    audit.record_for(
-        account,
-        "update",
+    audit.record(
+        "account.update",
+        resource=("account", account.pk),
         changes={"is_superuser": {"before": account.is_superuser, "after": operator}},
         actor=actor,
     )
@@ -110,7 +124,7 @@ def set_operator(account: Account, *, operator: bool, actor: Account | None) -> 
     account.updated_by = actor
     account.save(update_fields=["is_superuser", "updated_by"])
     forget_account(account.pk)
-    events.emit_for(account, "updated", account_ids=[account.pk])
+    events.emit("account.updated", resource=("account", account.pk), account_ids=[account.pk])
     return account
 
 
@@ -120,7 +134,7 @@ def clear_password(account: Account, *, actor: Account | None) -> None:
     ends every session, as a new password does (CONTRACT 5)."""
     account.set_unusable_password()
     account.save(update_fields=["password"])
-    audit.record_for(account, "password_clear", actor=actor)
+    audit.record("account.password_clear", resource=("account", account.pk), actor=actor)
     end_sessions(account)
 
 
@@ -129,7 +143,7 @@ def set_password(account: Account, password: str) -> None:
     """A new password ends every session (CONTRACT 5)."""
     account.set_password(password)
     account.save(update_fields=["password"])
-    audit.record_for(account, "password_set")
+    audit.record("account.password_set", resource=("account", account.pk))
     end_sessions(account)
 
 
@@ -155,9 +169,14 @@ def end_sessions(account: Account) -> int:
 def delete_account(account: Account, *, actor: Account | None) -> dict:
     summary = {"id": str(account.pk), "email": account.email}
     account_id = account.pk
-    audit.record_for(account, "delete", changes=audit.removed(account, ("email", "name")), actor=actor)
+    audit.record(
+        "account.delete",
+        resource=("account", account.pk),
+        changes=audit.removed(account, ("email", "name")),
+        actor=actor,
+    )
     # Resolved before the delete: the memberships that name the workspaces go with the account.
-    events.emit_for(account, "deleted", account_ids=[account_id])
+    events.emit("account.deleted", resource=("account", account.pk), account_ids=[account_id])
     account.delete()  # CONTRACT 6: memberships and credentials cascade
     forget_account(account_id)
     return summary

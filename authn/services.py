@@ -1,6 +1,6 @@
 import hashlib
 from datetime import datetime
-from typing import Any, NotRequired, TypedDict, Unpack
+from typing import Any
 from uuid import UUID
 
 from django.conf import settings
@@ -22,7 +22,7 @@ from accounts.services import (
 )
 from iam import audit, cache, metrics
 from iam.errors import AUTHENTICATION_REQUIRED, ApiError
-from iam.service_helpers import Tagged, renamed, save_changes, save_new, strict, unique_conflict
+from iam.service_helpers import UNSET, apply_changes, sent, unique_conflict
 from tenancy.models import Workspace
 from tenancy.workspace_cache import root_workspace
 
@@ -79,7 +79,14 @@ def _add_credential(account: Account, *, actor: Account | None, **fields: Any) -
     """A credential of the account, in the root workspace (CONTRACT 3: no tenant holds an account's
     credential), recorded with each field given."""
     credential = Credential(account=account, workspace=root_workspace(), **fields)
-    save_new(credential, audited=("account_id", *fields), actor=actor)
+    credential.save(force_insert=True)
+    audit.record(
+        "credential.create",
+        resource=("credential", credential.pk),
+        workspace_id=credential.workspace_id,
+        changes=audit.created(credential, ("account_id", *fields)),
+        actor=actor,
+    )
     return credential
 
 
@@ -237,7 +244,17 @@ def reclaim_account(account: Account, *, password: str | None, actor: Account | 
             email=account.email,
         )
     else:  # the revoked one of the password set before, now holding the owner's new password
-        save_changes(credential, {"status": Credential.Status.ACTIVE}, fields=("status",), actor=actor)
+        changes = {"status": Credential.Status.ACTIVE}
+        entry = audit.diff(credential, changes)
+        credential.save(update_fields=apply_changes(credential, changes))
+        if entry:
+            audit.record(
+                "credential.update",
+                resource=("credential", credential.pk),
+                workspace_id=credential.workspace_id,
+                changes=entry,
+                actor=actor,
+            )
 
 
 ACCOUNT_DISABLED = "account disabled"
@@ -293,33 +310,21 @@ def update_password(*, token: str, password: str) -> Account:
 
 # Credentials (SPEC 4, CONTRACT 6 and 12). No create: registration and OAuth make them.
 
-CREDENTIAL_UPDATABLE = ("kind", "provider", "status", "provider_id", "email", "last_used_at", "tags", "meta")
 
-
-class CredentialChanges(Tagged, total=False):
-    kind: str
-    provider: str
-    status: str
-    new_provider_id: str | None  # the API's names for `provider_id` and `email` (SPEC 4)
-    new_email: str | None
-    last_used_at: datetime | None
-
-
-class CredentialKeys(TypedDict):
-    id: UUID
-    account_id: UUID
-    provider_id: NotRequired[str]
-    email: NotRequired[str]
-
-
-@strict
 def find_credential(
-    workspace: Workspace, *, lock: bool = False, **keys: Unpack[CredentialKeys]
+    workspace: Workspace,
+    *,
+    id: UUID,
+    account_id: UUID,
+    provider_id: str = UNSET,
+    email: str = UNSET,
+    lock: bool = False,
 ) -> Credential | None:
     """CONTRACT 12: `id` and `account_id` must name the same credential of the workspace; `provider_id`
     and `email`, when given, must be its current values. Anything else is None (404 at the endpoint)."""
+    keys = sent(id=id, account_id=account_id, provider_id=provider_id, email=email)
     if "email" in keys:
-        keys["email"] = normalize_email(keys["email"])
+        keys["email"] = normalize_email(email)
     found = Credential.objects.in_workspace(workspace).filter(**keys)
     if lock:
         found = found.select_for_update()
@@ -340,14 +345,32 @@ def _check_credential_conflicts(credential: Credential) -> None:
         raise ApiError(409, "provider_id already exists", "new_provider_id")
 
 
-@strict
 @transaction.atomic
 def update_credential(
-    credential: Credential, *, secret: str | None = None, **changes: Unpack[CredentialChanges]
+    credential: Credential,
+    *,
+    kind: str = UNSET,
+    provider: str = UNSET,
+    status: str = UNSET,
+    new_provider_id: str | None = UNSET,  # the API's names for `provider_id` and `email` (SPEC 4)
+    new_email: str | None = UNSET,
+    last_used_at: datetime | None = UNSET,
+    tags: list[str] = UNSET,
+    meta: dict[str, Any] = UNSET,
+    secret: str | None = None,
 ) -> Credential:
     """`secret` on a password credential sets the account's password (argon2, CONTRACT 12). A new password
     or a credential revoked ends every session of the account. No `actor`: the request's is recorded."""
-    changes = renamed(changes, new_provider_id="provider_id", new_email="email")
+    changes = sent(
+        kind=kind,
+        provider=provider,
+        status=status,
+        provider_id=new_provider_id,
+        email=new_email,
+        last_used_at=last_used_at,
+        tags=tags,
+        meta=meta,
+    )
     if secret is not None and changes.get("kind", credential.kind) != Credential.Kind.PASSWORD:
         raise ApiError(400, "secret applies to password credentials only", "secret")
     account = credential.account
@@ -359,14 +382,20 @@ def update_credential(
     revoked = (
         changes.get("status") == Credential.Status.REVOKED and credential.status != Credential.Status.REVOKED
     )
-    save_changes(
-        credential,
-        changes,
-        fields=CREDENTIAL_UPDATABLE,
-        check=lambda: _check_credential_conflicts(credential),
-        conflict="provider_id already exists",
-        field="new_provider_id",
-    )
+    entry = audit.diff(credential, changes)
+    fields = apply_changes(credential, changes)
+    _check_credential_conflicts(credential)
+    with unique_conflict(
+        "provider_id already exists", "new_provider_id", check=lambda: _check_credential_conflicts(credential)
+    ):
+        credential.save(update_fields=fields)
+    if entry:
+        audit.record(
+            "credential.update",
+            resource=("credential", credential.pk),
+            workspace_id=credential.workspace_id,
+            changes=entry,
+        )
     if secret is not None:
         set_password(account, secret)  # ends the sessions
     elif revoked:
@@ -419,7 +448,13 @@ def revoke_credentials(
     revoked = list(usable)
     for credential in revoked:
         changes = {"status": {"before": credential.status, "after": Credential.Status.REVOKED}}
-        audit.record_for(credential, "update", changes=changes, actor=actor)
+        audit.record(
+            "credential.update",
+            resource=("credential", credential.pk),
+            workspace_id=credential.workspace_id,
+            changes=changes,
+            actor=actor,
+        )
     Credential.objects.filter(pk__in=[credential.pk for credential in revoked]).update(
         status=Credential.Status.REVOKED, updated_at=timezone.now()
     )
@@ -442,7 +477,12 @@ def delete_credential(credential: Credential) -> dict:
     usable = credential.status != Credential.Status.REVOKED
     account = credential.account
     removed = audit.removed(credential, ("account_id", "kind", "provider", "status", "provider_id"))
-    audit.record_for(credential, "delete", changes=removed)
+    audit.record(
+        "credential.delete",
+        resource=("credential", credential.pk),
+        workspace_id=credential.workspace_id,
+        changes=removed,
+    )
     credential.delete()
     if usable:
         end_sessions(account)

@@ -5,4 +5,5 @@ class ClientsConfig(AppConfig):
     name = "clients"
 
     def ready(self) -> None:
-        from . import client_cache, push  # noqa: F401  register the outbox handlers and the workspace purge
+        # Importing connects `push.fan_out` to `iam.events.emitted` and registers the workspace purge.
+        from . import client_cache, push  # noqa: F401

@@ -1,5 +1,5 @@
-"""Push events to client endpoints (CONTRACT 8). `iam.events.emit` records a `push.event` outbox message
-in the change's transaction and runs its handler at once: the handler fans the event out into one
+"""Push events to client endpoints (CONTRACT 8). `iam.events.emit` writes each event in the change's
+transaction and sends it to `fan_out` at once (the `iam.events.emitted` signal), which writes one
 `Delivery` per client with an endpoint. The delivery row is the whole retry state (due time, attempts,
 deadline); every attempt is recorded as a `DeliveryAttempt` row (Saleor).
 
@@ -25,9 +25,10 @@ from django.conf import settings
 from django.core.cache import cache
 from django.db import transaction
 from django.db.models import F, Min, Q
+from django.dispatch import receiver
 from django.utils import timezone
 
-from iam import audit, crypto, metrics, outbox
+from iam import audit, crypto, events, metrics, outbox
 from iam.models import OutboxMessage
 
 from . import egress
@@ -52,11 +53,10 @@ def sign(secret: str, event_id: str, timestamp: int, body: bytes) -> str:
     return f"v1,{base64.b64encode(mac).decode()}"
 
 
-@outbox.handler("push.event")
-def fan_out(message: OutboxMessage) -> None:
+@receiver(events.emitted)
+def fan_out(sender: object, *, event: dict, **kwargs: object) -> None:
     """One delivery per client, written in one statement: the fan-out runs inside the change's
     transaction, so its round trips are the change's. Each delivery is due at once."""
-    event = message.payload
     clients = list(
         Client.objects.filter(workspace_id=event["workspace_id"], endpoint__isnull=False)
         .exclude(endpoint="")
@@ -64,6 +64,14 @@ def fan_out(message: OutboxMessage) -> None:
     )
     if clients:
         owe(event, clients)
+
+
+@outbox.handler("push.event")
+def fan_out_message(message: OutboxMessage) -> None:
+    """A `push.event` outbox message written before events went straight to `fan_out` (one an earlier
+    version left pending, or failed and retried from the admin): fanned out the same way. Nothing writes
+    such a message any more."""
+    fan_out(None, event=message.payload)
 
 
 def owe(event: dict, clients: list[Client]) -> list[Delivery]:

@@ -1,7 +1,7 @@
 """Every write to clients (SPEC 4 Clients, CONTRACT 7): the API and the admin call these."""
 
 import uuid
-from typing import NotRequired, Unpack
+from typing import Any
 from uuid import UUID
 
 from django.conf import settings
@@ -11,7 +11,7 @@ from django.utils import timezone
 from accounts.models import Account
 from iam import audit, crypto, events
 from iam.errors import ApiError
-from iam.service_helpers import Described, NewResource, apply_changes, save_changes, save_new, strict
+from iam.service_helpers import UNSET, apply_changes, save_unique, sent
 from tenancy.models import Workspace
 from tenancy.quotas import check_quota
 
@@ -19,17 +19,9 @@ from . import egress, push
 from .client_cache import forget_client
 from .models import Client, Delivery
 
-NAME_CONFLICT = "name already exists"  # CONTRACT 12, as `unique=("name",)` answers it
+NAME_CONFLICT = "name already exists"  # CONTRACT 12, as `save_unique` answers it
 NO_ENDPOINT = "client has no endpoint"
-UPDATABLE = ("name", "endpoint", "description", "tags")  # what the audit log shows of a client
-
-
-class NewClient(NewResource):
-    endpoint: NotRequired[str | None]
-
-
-class ClientChanges(Described, total=False):
-    endpoint: str | None
+AUDITED = ("name", "endpoint", "description", "tags")  # what the audit log shows of a client
 
 
 def get_client(workspace: Workspace, *, id: UUID) -> Client:
@@ -58,12 +50,18 @@ def _set_secret(client: Client) -> str:
     return secret
 
 
-@strict
 def create_client(
-    workspace: Workspace, *, actor: Account | None, **fields: Unpack[NewClient]
+    workspace: Workspace,
+    *,
+    actor: Account | None,
+    name: str,
+    tags: list[str],
+    meta: dict[str, Any],
+    description: str | None = None,
+    endpoint: str | None = None,
 ) -> tuple[Client, str]:
     """Returns the client and its plaintext secret, shown this once (SPEC 4 Clients rule 1)."""
-    endpoint = fields.pop("endpoint", None) or None
+    endpoint = endpoint or None
     check_endpoint(endpoint)
     with transaction.atomic():
         check_quota(
@@ -73,22 +71,55 @@ def create_client(
             records=Client.objects.in_workspace(workspace),
             owner=workspace,
         )
-        client = Client(workspace=workspace, endpoint=endpoint, created_by=actor, **fields)
+        client = Client(
+            workspace=workspace,
+            endpoint=endpoint,
+            created_by=actor,
+            name=name,
+            description=description,
+            tags=tags,
+            meta=meta,
+        )
         secret = _set_secret(client)
-        save_new(client, audited=UPDATABLE, actor=actor, unique=("name",))
+        save_unique(client, Client.objects.in_workspace(workspace), {"name": name}, force_insert=True)
+        audit.record(
+            "client.create",
+            resource=("client", client.pk),
+            workspace_id=workspace.pk,
+            changes=audit.created(client, AUDITED),
+            actor=actor,
+        )
         forget_client(client.pk)  # drops a cached "unknown client" for this id
     return client, secret
 
 
-@strict
-def update_client(client: Client, *, actor: Account | None, **changes: Unpack[ClientChanges]) -> Client:
-    if "endpoint" in changes:
-        check_endpoint(changes["endpoint"])
-        changes = {**changes, "endpoint": changes["endpoint"] or None}
+def update_client(
+    client: Client,
+    *,
+    actor: Account | None,
+    name: str = UNSET,
+    description: str | None = UNSET,
+    endpoint: str | None = UNSET,
+    tags: list[str] = UNSET,
+    meta: dict[str, Any] = UNSET,
+) -> Client:
+    if endpoint is not UNSET:
+        check_endpoint(endpoint)
+        endpoint = endpoint or None
+    changes = sent(name=name, description=description, endpoint=endpoint, tags=tags, meta=meta)
     with transaction.atomic():
-        save_changes(
-            client, changes, fields=(*UPDATABLE, "meta"), audited=UPDATABLE, actor=actor, unique=("name",)
-        )
+        entry = audit.diff(client, changes, AUDITED)
+        fields = apply_changes(client, changes)
+        peers = Client.objects.in_workspace(client.workspace_id)
+        save_unique(client, peers, {"name": changes.get("name")}, update_fields=fields)
+        if entry:
+            audit.record(
+                "client.update",
+                resource=("client", client.pk),
+                workspace_id=client.workspace_id,
+                changes=entry,
+                actor=actor,
+            )
         forget_client(client.pk)
     return client
 
@@ -97,7 +128,13 @@ def delete_client(client: Client, *, actor: Account | None) -> dict:
     """Destructive (SPEC 4): the client stops validating at once and its pending pushes are dropped."""
     summary = {"id": str(client.pk)}
     with transaction.atomic():
-        audit.record_for(client, "delete", changes=audit.removed(client, ("name", "endpoint")), actor=actor)
+        audit.record(
+            "client.delete",
+            resource=("client", client.pk),
+            workspace_id=client.workspace_id,
+            changes=audit.removed(client, ("name", "endpoint")),
+            actor=actor,
+        )
         forget_client(client.pk)
         client.deliveries.filter(status=Delivery.Status.PENDING).update(status=Delivery.Status.FAILED)
         client.delete()
@@ -109,11 +146,21 @@ def regenerate_secret(client: Client, *, actor: Account | None) -> str:
     with transaction.atomic():
         secret = _set_secret(client)
         client.secret_version += 1
-        fields = apply_changes(client, {}, fields=[])
+        fields = apply_changes(client, {})
         client.save(update_fields=["secret_encrypted", "secret_digest", "secret_version", *fields])
         forget_client(client.pk)
-        audit.record_for(client, "regenerate_secret", actor=actor)
-        events.emit_for(client, "secret_rotated", account_ids=[])
+        audit.record(
+            "client.regenerate_secret",
+            resource=("client", client.pk),
+            workspace_id=client.workspace_id,
+            actor=actor,
+        )
+        events.emit(
+            "client.secret_rotated",
+            resource=("client", client.pk),
+            account_ids=[],
+            workspace_ids=[client.workspace_id],
+        )
     return secret
 
 
@@ -133,9 +180,10 @@ def send_test_event(client: Client, *, actor: Account | None) -> Delivery:
     }
     with transaction.atomic():
         [delivery] = push.owe(event, [client])
-        audit.record_for(
-            client,
-            "send_test_event",
+        audit.record(
+            "client.send_test_event",
+            resource=("client", client.pk),
+            workspace_id=client.workspace_id,
             changes={"event_id": event["id"], "endpoint": client.endpoint},
             actor=actor,
         )

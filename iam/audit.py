@@ -16,7 +16,7 @@ from django.db import models
 from rest_framework.throttling import BaseThrottle
 
 from iam import context
-from iam.models import AuditEntry, workspace_of
+from iam.models import AuditEntry
 
 REDACTED = "[redacted]"
 # A key containing any of these never carries its value into an entry (client_secret, secret_digest,
@@ -49,11 +49,11 @@ def _plain(value: Any) -> Any:
     return str(value)
 
 
-def diff(instance: models.Model, changes: Mapping[str, Any], fields: Iterable[str]) -> dict:
-    """Before (from `instance`, not yet changed) and after (from `changes`) of each field in `fields` that
-    `changes` really changes. Call it before applying the changes."""
+def diff(instance: models.Model, changes: Mapping[str, Any], fields: Iterable[str] | None = None) -> dict:
+    """Before (from `instance`, not yet changed) and after (from `changes`) of each field in `fields` (by
+    default every one in `changes`) that `changes` really changes. Call it before applying the changes."""
     out = {}
-    for name in fields:
+    for name in changes if fields is None else fields:
         if name not in changes:
             continue
         before, after = _plain(getattr(instance, name, None)), _plain(changes[name])
@@ -129,22 +129,3 @@ def record(
         request_id=ctx.request_id or "",
         **({} if str(workspace_id) in _withheld.get() else _request_details(ctx.request)),
     )
-
-
-def record_for(
-    instance: models.Model, verb: str, *, changes: Mapping[str, Any] | None = None, actor: Any = None
-) -> AuditEntry:
-    """`record()` of `<model>.<verb>` about `instance`, in the workspace it belongs to."""
-    kind = instance._meta.model_name
-    return record(
-        f"{kind}.{verb}",
-        resource=(kind, instance.pk),
-        workspace_id=workspace_of(instance),
-        changes=changes,
-        actor=actor,
-    )
-
-
-def record_update(action: str, *, changes: Mapping[str, Any], **kwargs: Any) -> AuditEntry | None:
-    """`record()` for an update: an update that changes nothing is no change, and leaves no entry."""
-    return record(action, changes=changes, **kwargs) if changes else None

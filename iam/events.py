@@ -1,22 +1,22 @@
-"""Authorization-change events (CONTRACT 8), recorded through the outbox in the caller's transaction.
+"""Authorization-change events (CONTRACT 8), written in the caller's transaction.
 
 `emit()` writes each event once per affected workspace to the event log (`iam.models.Event`, read by
-`POST /clients/events`) and one `push.event` outbox message; the clients app handles that
-topic by fanning the event out to each client endpoint of the workspace (one delivery per client, each
+`POST /clients/events`) and sends it to the `emitted` signal's receiver, `clients.push.fan_out`, which
+writes one push delivery per client endpoint of the workspace (each delivered after commit by a worker,
 with its own retries and recorded attempts). The fan-out runs at once, in the change's transaction: it
-must find the clients as they were, since a workspace's delete takes its clients with it. Apps below
-`clients` can emit without importing it."""
+must find the clients as they were, since a workspace's delete takes its clients with it. The signal lets
+apps below `clients` emit without importing it."""
 
 import uuid
 from collections.abc import Callable, Iterable
 from uuid import UUID
 
-from django.db import connection, models
+from django.db import connection
 from django.db.models.expressions import RawSQL
+from django.dispatch import Signal
 from django.utils import timezone
 
-from iam import outbox
-from iam.models import Event, workspace_of
+from iam.models import Event
 
 KINDS = frozenset(
     {
@@ -36,6 +36,10 @@ KINDS = frozenset(
         "client.secret_rotated",
     }
 )
+
+# Sent with `event=` (the event's body) for each event written; its receiver is `clients.push.fan_out`,
+# connected when the clients app is ready (clients/apps.py). A receiver's error fails the change.
+emitted = Signal()
 
 AccountWorkspaces = Callable[[list[str]], set[UUID]]
 _account_workspaces: list[AccountWorkspaces] = []
@@ -82,19 +86,11 @@ def emit(
                 **(data or {}),
             },
         }
-        record(event)
-        outbox.enqueue("push.event", event, run_now=True)
+        store(event)
+        emitted.send(sender=None, event=event)
 
 
-def emit_for(instance: models.Model, verb: str, *, account_ids: Iterable[UUID]) -> None:
-    """`emit()` of `<model>.<verb>` about `instance`, for the workspace it belongs to;
-    for one in none (an account), for every workspace of `account_ids`."""
-    kind, workspace_id = instance._meta.model_name, workspace_of(instance)
-    workspace_ids = [workspace_id] if workspace_id is not None else None
-    emit(f"{kind}.{verb}", resource=(kind, instance.pk), account_ids=account_ids, workspace_ids=workspace_ids)
-
-
-def record(event: dict) -> None:
+def store(event: dict) -> None:
     """Writes the event to the log that `POST /clients/events` reads, with the writing transaction's id
     on PostgreSQL (the commit-order guard, see `iam.models.Event`)."""
     xid = RawSQL("pg_current_xact_id()::text::bigint", ()) if connection.vendor == "postgresql" else 0

@@ -1,5 +1,4 @@
 import uuid
-from typing import Any
 
 from django.db import models
 from django.utils import timezone
@@ -16,13 +15,6 @@ class Resource(models.Model):
 
     class Meta:
         abstract = True
-
-
-def workspace_of(record: models.Model) -> Any:
-    """The id of the workspace a record belongs to: a workspace its own, an account (in none) None."""
-    if record._meta.label == "tenancy.Workspace":
-        return record.pk
-    return getattr(record, "workspace_id", None)
 
 
 class OutboxMessage(models.Model):

@@ -42,16 +42,9 @@ class Undeliverable(Exception):
     """A permanent failure: retrying cannot help."""
 
 
-def enqueue(
-    topic: str, payload: dict, *, within: timedelta = timedelta(hours=24), run_now: bool = False
-) -> OutboxMessage:
-    """`run_now` runs the handler at once, inside the caller's transaction, for work that must see the
-    rows as they are before the change commits; a failure there is retried like any other."""
+def enqueue(topic: str, payload: dict, *, within: timedelta = timedelta(hours=24)) -> OutboxMessage:
     message = record(topic, payload, within=within)
-    if run_now:
-        process(message.pk)
-    else:
-        transaction.on_commit(lambda: publish(message.pk))
+    transaction.on_commit(lambda: publish(message.pk))
     return message
 
 

@@ -4,7 +4,7 @@ and records the push event CONTRACT 8 owes, in the same transaction."""
 
 from collections.abc import Iterable
 from datetime import timedelta
-from typing import Any, NotRequired, Unpack
+from typing import Any
 from uuid import UUID
 
 from django.conf import settings
@@ -15,15 +15,7 @@ from django.utils import timezone
 from accounts.models import Account, normalize_email
 from iam import audit, events, outbox
 from iam.errors import ApiError
-from iam.service_helpers import (
-    Described,
-    NewResource,
-    Tagged,
-    apply_changes,
-    save_changes,
-    save_new,
-    strict,
-)
+from iam.service_helpers import UNSET, apply_changes, save_unique, sent, unique_conflict
 from tenancy.models import Project, Workspace
 from tenancy.quotas import check_quota
 from tenancy.workspace_cache import forget_authorization
@@ -31,22 +23,8 @@ from tenancy.workspace_cache import forget_authorization
 from . import policy
 from .models import Invitation, Membership, Permission, Role
 
-PERMISSION_FIELDS = ("name", "code", "description", "tags", "meta")
-ROLE_FIELDS = ("name", "description", "tags", "meta")
-MEMBERSHIP_FIELDS = ("scope", "status", "project", "tags", "meta", "accepted_at")
 OWNER_ROLE = "owner"
 ALL_PERMISSIONS = "*"
-
-
-class NewWorkspace(NewResource):
-    slug: str
-    config: dict[str, Any]
-
-
-class MembershipChanges(Tagged, total=False):
-    scope: str
-    status: str
-    project: Project | None
 
 
 def resolve(queryset: QuerySet, ids: Iterable[UUID], *, field: str) -> list:
@@ -78,9 +56,18 @@ def _active_holders(memberships: QuerySet) -> list[UUID]:
 # Workspaces
 
 
-@strict
 @transaction.atomic
-def create_workspace(*, owner: Account, actor: Account | None, **fields: Unpack[NewWorkspace]) -> Workspace:
+def create_workspace(
+    *,
+    owner: Account,
+    actor: Account | None,
+    name: str,
+    slug: str,
+    config: dict[str, Any],
+    tags: list[str],
+    meta: dict[str, Any],
+    description: str | None = None,
+) -> Workspace:
     """CONTRACT 4: `owner` becomes the owner, in the same transaction. `actor`, the account whose request
     creates it (None: a command), is its `created_by`, and the workspaces it created count against its
     quota (CONTRACT 16)."""
@@ -91,11 +78,15 @@ def create_workspace(*, owner: Account, actor: Account | None, **fields: Unpack[
         records=Workspace.objects.filter(created_by=actor),
         owner=actor,
     )
-    workspace = Workspace(created_by=actor, **fields)
-    save_new(
-        workspace,
-        audited=("name", "slug", "description", "tags"),
-        unique=("slug",),
+    workspace = Workspace(
+        created_by=actor, name=name, slug=slug, description=description, config=config, tags=tags, meta=meta
+    )
+    save_unique(workspace, Workspace.objects.all(), {"slug": slug}, force_insert=True)
+    audit.record(  # the request's account is the actor (none for a command)
+        "workspace.create",
+        resource=("workspace", workspace.pk),
+        workspace_id=workspace.pk,
+        changes=audit.created(workspace, ("name", "slug", "description", "tags")),
     )
     ensure_owner(workspace, owner)
     return workspace
@@ -126,8 +117,11 @@ def ensure_owner(workspace: Workspace, account: Account) -> Membership:
     )
     if made:  # the owner set-up of workspace/create, `bootstrap` or `create_workspace`
         changes = audit.created(membership, ("account_id", "scope", "status"))
-        audit.record_for(
-            membership, "create", changes=changes | {"roles": {"before": None, "after": [OWNER_ROLE]}}
+        audit.record(
+            "membership.create",
+            resource=("membership", membership.pk),
+            workspace_id=workspace.pk,
+            changes=changes | {"roles": {"before": None, "after": [OWNER_ROLE]}},
         )
     if membership.status != Membership.Status.ACTIVE or membership.accepted_at is None:
         membership.status = Membership.Status.ACTIVE
@@ -141,16 +135,18 @@ def ensure_owner(workspace: Workspace, account: Account) -> Membership:
 # Permissions
 
 
-class NewPermission(NewResource):
-    code: NotRequired[str | None]
-
-
-@strict
 @transaction.atomic
 def create_permission(
-    workspace: Workspace, *, actor: Account | None, **fields: Unpack[NewPermission]
+    workspace: Workspace,
+    *,
+    actor: Account | None,
+    name: str,
+    tags: list[str],
+    meta: dict[str, Any],
+    code: str | None = None,
+    description: str | None = None,
 ) -> Permission:
-    policy.require_grantable(actor, workspace, [fields["name"]])
+    policy.require_grantable(actor, workspace, [name])
     check_quota(
         "permissions",
         settings.IAM_QUOTA_PERMISSIONS,
@@ -158,51 +154,78 @@ def create_permission(
         records=Permission.objects.in_workspace(workspace),
         owner=workspace,
     )
-    permission = Permission(workspace=workspace, **fields)
-    save_new(
-        permission, audited=("name", "code", "description", "tags"), actor=actor, unique=("name", "code")
+    permission = Permission(
+        workspace=workspace, name=name, code=code, description=description, tags=tags, meta=meta
+    )
+    peers = Permission.objects.in_workspace(workspace)
+    save_unique(permission, peers, {"name": name, "code": code}, force_insert=True)
+    audit.record(
+        "permission.create",
+        resource=("permission", permission.pk),
+        workspace_id=workspace.pk,
+        changes=audit.created(permission, ("name", "code", "description", "tags")),
+        actor=actor,
     )
     return permission
 
 
-class PermissionChanges(Described, total=False):
-    code: str | None
-
-
-@strict
 @transaction.atomic
 def update_permission(
-    permission: Permission, *, actor: Account | None, **changes: Unpack[PermissionChanges]
+    permission: Permission,
+    *,
+    actor: Account | None,
+    name: str = UNSET,
+    code: str | None = UNSET,
+    description: str | None = UNSET,
+    tags: list[str] = UNSET,
+    meta: dict[str, Any] = UNSET,
 ) -> Permission:
+    changes = sent(name=name, code=code, description=description, tags=tags, meta=meta)
     renamed = "name" in changes and changes["name"] != permission.name
     if renamed:
-        policy.require_grantable(actor, permission.workspace_id, [changes["name"]])
-    save_changes(
-        permission,
-        changes,
-        fields=PERMISSION_FIELDS,
-        actor=actor,
-        unique=("name", "code"),
+        policy.require_grantable(actor, permission.workspace_id, [name])
+    entry = audit.diff(permission, changes)
+    fields = apply_changes(permission, changes)
+    peers = Permission.objects.in_workspace(permission.workspace_id)
+    save_unique(
+        permission, peers, {"name": changes.get("name"), "code": changes.get("code")}, update_fields=fields
     )
+    if entry:
+        audit.record(
+            "permission.update",
+            resource=("permission", permission.pk),
+            workspace_id=permission.workspace_id,
+            changes=entry,
+            actor=actor,
+        )
     if renamed:
-        _permission_changed("updated", permission)
+        forget_authorization(permission.workspace_id)
+        events.emit(
+            "permission.updated",
+            resource=("permission", permission.pk),
+            account_ids=_active_holders(Membership.objects.filter(roles__permissions=permission)),
+            workspace_ids=[permission.workspace_id],
+        )
     return permission
-
-
-def _permission_changed(verb: str, permission: Permission) -> None:
-    forget_authorization(permission.workspace_id)
-    events.emit_for(
-        permission,
-        verb,
-        account_ids=_active_holders(Membership.objects.filter(roles__permissions=permission)),
-    )
 
 
 @transaction.atomic
 def delete_permission(permission: Permission, *, actor: Account | None) -> dict:
     """CONTRACT 6: the permission leaves the roles that held it."""
-    audit.record_for(permission, "delete", changes=audit.removed(permission, ("name", "code")), actor=actor)
-    _permission_changed("deleted", permission)
+    audit.record(
+        "permission.delete",
+        resource=("permission", permission.pk),
+        workspace_id=permission.workspace_id,
+        changes=audit.removed(permission, ("name", "code")),
+        actor=actor,
+    )
+    forget_authorization(permission.workspace_id)
+    events.emit(
+        "permission.deleted",
+        resource=("permission", permission.pk),
+        account_ids=_active_holders(Membership.objects.filter(roles__permissions=permission)),
+        workspace_ids=[permission.workspace_id],
+    )
     summary = {"id": str(permission.pk)}
     permission.delete()
     return summary
@@ -211,14 +234,16 @@ def delete_permission(permission: Permission, *, actor: Account | None) -> dict:
 # Roles
 
 
-@strict
 @transaction.atomic
 def create_role(
     workspace: Workspace,
     *,
     permissions: list[Permission],
     actor: Account | None,
-    **fields: Unpack[NewResource],
+    name: str,
+    tags: list[str],
+    meta: dict[str, Any],
+    description: str | None = None,
 ) -> Role:
     policy.require_grantable(actor, workspace, [permission.name for permission in permissions])
     _check_permissions_per_role(permissions, actor=actor)
@@ -229,40 +254,65 @@ def create_role(
         records=Role.objects.in_workspace(workspace),
         owner=workspace,
     )
-    role = Role(workspace=workspace, **fields)
-    save_new(
-        role,
-        audited=("name", "description", "tags"),
+    role = Role(workspace=workspace, name=name, description=description, tags=tags, meta=meta)
+    save_unique(role, Role.objects.in_workspace(workspace), {"name": name}, force_insert=True)
+    audit.record(
+        "role.create",
+        resource=("role", role.pk),
+        workspace_id=workspace.pk,
+        changes=audit.created(role, ("name", "description", "tags"))
+        | _ids_change(None, permissions, "permission_ids"),
         actor=actor,
-        also=_ids_change(None, permissions, "permission_ids"),
-        unique=("name",),
     )
     role.permissions.set(permissions)
     return role
 
 
-@strict
 @transaction.atomic
 def update_role(
     role: Role,
     *,
-    permissions: list[Permission] | None = None,
     actor: Account | None,
-    **changes: Unpack[Described],
+    name: str = UNSET,
+    description: str | None = UNSET,
+    tags: list[str] = UNSET,
+    meta: dict[str, Any] = UNSET,
+    permissions: list[Permission] | None = None,
 ) -> Role:
     """`permissions` replaces the attached permissions (SPEC 1)."""
     if permissions is not None:
         policy.require_grantable(actor, role.workspace_id, [permission.name for permission in permissions])
         _check_permissions_per_role(permissions, actor=actor)
+    changes = sent(name=name, description=description, tags=tags, meta=meta)
     changed = "name" in changes and changes["name"] != role.name
-    relations = _ids_change(role.permissions, permissions, "permission_ids")
-    save_changes(role, changes, fields=ROLE_FIELDS, actor=actor, also=relations, unique=("name",))
+    entry = audit.diff(role, changes) | _ids_change(role.permissions, permissions, "permission_ids")
+    fields = apply_changes(role, changes)
+    save_unique(
+        role,
+        Role.objects.in_workspace(role.workspace_id),
+        {"name": changes.get("name")},
+        update_fields=fields,
+    )
+    if entry:
+        audit.record(
+            "role.update",
+            resource=("role", role.pk),
+            workspace_id=role.workspace_id,
+            changes=entry,
+            actor=actor,
+        )
     if permissions is not None:
         before = set(role.permissions.values_list("pk", flat=True))
         role.permissions.set(permissions)
         changed = changed or before != {permission.pk for permission in permissions}
-    if changed:
-        _role_event("updated", role)
+    if changed:  # a change to what the role grants
+        forget_authorization(role.workspace_id)
+        events.emit(
+            "role.updated",
+            resource=("role", role.pk),
+            account_ids=_active_holders(role.memberships.all()),
+            workspace_ids=[role.workspace_id],
+        )
     return role
 
 
@@ -276,17 +326,23 @@ def _check_permissions_per_role(permissions: list[Permission], *, actor: Account
     )
 
 
-def _role_event(verb: str, role: Role) -> None:
-    """What a change to a role's name or permissions, or its deletion, owes."""
-    forget_authorization(role.workspace_id)
-    events.emit_for(role, verb, account_ids=_active_holders(role.memberships.all()))
-
-
 @transaction.atomic
 def delete_role(role: Role, *, actor: Account | None) -> dict:
     """CONTRACT 6: the role leaves the memberships that held it."""
-    audit.record_for(role, "delete", changes=audit.removed(role, ("name",)), actor=actor)
-    _role_event("deleted", role)
+    audit.record(
+        "role.delete",
+        resource=("role", role.pk),
+        workspace_id=role.workspace_id,
+        changes=audit.removed(role, ("name",)),
+        actor=actor,
+    )
+    forget_authorization(role.workspace_id)
+    events.emit(
+        "role.deleted",
+        resource=("role", role.pk),
+        account_ids=_active_holders(role.memberships.all()),
+        workspace_ids=[role.workspace_id],
+    )
     summary = {"id": str(role.pk)}
     role.delete()
     return summary
@@ -324,11 +380,6 @@ def _check_roles_per_membership(roles: list[Role], *, actor: Account | None) -> 
         size=len({role.pk for role in roles}),
         field="role_ids",
     )
-
-
-def _membership_changed(verb: str, membership: Membership) -> None:
-    forget_authorization(membership.workspace_id)
-    events.emit_for(membership, verb, account_ids=[membership.account_id])
 
 
 @transaction.atomic
@@ -370,12 +421,24 @@ def create_membership(
         meta=meta,
         accepted_at=timezone.now() if consented and status != Membership.Status.INVITED else None,
     )
-    audited = ("account_id", "scope", "status", "project_id", "tags")
-    save_new(
-        membership, audited=audited, actor=actor, also=_ids_change(None, roles, "role_ids"), conflict=CONFLICT
+    with unique_conflict(CONFLICT):  # a race past `_membership_exists`
+        membership.save(force_insert=True)
+    audit.record(
+        "membership.create",
+        resource=("membership", membership.pk),
+        workspace_id=workspace.pk,
+        changes=audit.created(membership, ("account_id", "scope", "status", "project_id", "tags"))
+        | _ids_change(None, roles, "role_ids"),
+        actor=actor,
     )
     membership.roles.set(roles)
-    _membership_changed("created", membership)
+    forget_authorization(membership.workspace_id)
+    events.emit(
+        "membership.created",
+        resource=("membership", membership.pk),
+        account_ids=[membership.account_id],
+        workspace_ids=[membership.workspace_id],
+    )
     if membership.status == Membership.Status.INVITED and not (actor and actor.pk == account.pk):
         invite(membership)
     return membership
@@ -403,17 +466,20 @@ def granted_by(roles: Iterable[Role]) -> list[str]:
     )
 
 
-@strict
 @transaction.atomic
 def update_membership(
     membership: Membership,
     *,
-    roles: list[Role] | None = None,
     actor: Account | None,
-    **changes: Unpack[MembershipChanges],
+    scope: str = UNSET,
+    status: str = UNSET,
+    project: Project | None = UNSET,
+    tags: list[str] = UNSET,
+    meta: dict[str, Any] = UNSET,
+    roles: list[Role] | None = None,
 ) -> Membership:
     """`roles` replaces the assigned roles (CONTRACT 6). Moving to workspace scope drops the project."""
-    changes = dict(changes)
+    changes = sent(scope=scope, status=status, project=project, tags=tags, meta=meta)
     scope = changes.get("scope", membership.scope)
     if scope == Membership.Scope.WORKSPACE and "scope" in changes and "project" not in changes:
         changes["project"] = None
@@ -436,13 +502,27 @@ def update_membership(
         _check_roles_per_membership(roles, actor=actor)
     if _membership_exists(membership.workspace, membership.account_id, scope, project, exclude=membership.pk):
         raise ApiError(409, CONFLICT)
-    relations = _ids_change(membership.roles, roles, "role_ids")
-    save_changes(
-        membership, changes, fields=MEMBERSHIP_FIELDS, actor=actor, also=relations, conflict=CONFLICT
-    )
+    entry = audit.diff(membership, changes) | _ids_change(membership.roles, roles, "role_ids")
+    fields = apply_changes(membership, changes)
+    with unique_conflict(CONFLICT):  # a race past `_membership_exists`
+        membership.save(update_fields=fields)
+    if entry:
+        audit.record(
+            "membership.update",
+            resource=("membership", membership.pk),
+            workspace_id=membership.workspace_id,
+            changes=entry,
+            actor=actor,
+        )
     if roles is not None:
         membership.roles.set(roles)
-    _membership_changed("updated", membership)
+    forget_authorization(membership.workspace_id)
+    events.emit(
+        "membership.updated",
+        resource=("membership", membership.pk),
+        account_ids=[membership.account_id],
+        workspace_ids=[membership.workspace_id],
+    )
     return membership
 
 
@@ -464,8 +544,20 @@ def accept_invitation(membership: Membership, *, roles: Iterable[Role] = ()) -> 
         if added:
             changes |= _ids_change(membership.roles, [*membership.roles.all(), *added], "role_ids")
             membership.roles.add(*added)
-        audit.record_for(membership, "accept", changes=changes, actor=membership.account)
-        _membership_changed("updated", membership)
+        audit.record(
+            "membership.accept",
+            resource=("membership", membership.pk),
+            workspace_id=membership.workspace_id,
+            changes=changes,
+            actor=membership.account,
+        )
+        forget_authorization(membership.workspace_id)
+        events.emit(
+            "membership.updated",
+            resource=("membership", membership.pk),
+            account_ids=[membership.account_id],
+            workspace_ids=[membership.workspace_id],
+        )
     return membership
 
 
@@ -490,13 +582,20 @@ def _still_invited(membership: Membership) -> Membership:
 
 @transaction.atomic
 def delete_membership(membership: Membership, *, actor: Account | None) -> dict:
-    audit.record_for(
-        membership,
-        "delete",
+    audit.record(
+        "membership.delete",
+        resource=("membership", membership.pk),
+        workspace_id=membership.workspace_id,
         changes=audit.removed(membership, ("account_id", "scope", "status", "project_id")),
         actor=actor,
     )
-    _membership_changed("deleted", membership)
+    forget_authorization(membership.workspace_id)
+    events.emit(
+        "membership.deleted",
+        resource=("membership", membership.pk),
+        account_ids=[membership.account_id],
+        workspace_ids=[membership.workspace_id],
+    )
     summary = {"id": str(membership.pk)}
     membership.delete()
     return summary
@@ -506,7 +605,6 @@ def delete_membership(membership: Membership, *, actor: Account | None) -> dict:
 
 INVITATION_PENDING = "invitation already pending"
 ALREADY_MEMBER = "already a member"
-INVITATION_FIELDS = ("status", "accepted_at", "membership", "expires_at")
 
 
 def open_invitations(invitations: QuerySet) -> QuerySet:
@@ -574,13 +672,15 @@ def create_invitation(
         created_at=now,
         expires_at=now + INVITATION_LIFETIME,
     )
-    save_new(
-        invitation,
-        audited=("email", "scope", "project_id", "tags"),
+    with unique_conflict(INVITATION_PENDING, "email"):  # a race past the pending check
+        invitation.save(force_insert=True)
+    audit.record(
+        "invitation.create",
+        resource=("invitation", invitation.pk),
+        workspace_id=workspace.pk,
+        changes=audit.created(invitation, ("email", "scope", "project_id", "tags"))
+        | _ids_change(None, roles, "role_ids"),
         actor=actor,
-        also=_ids_change(None, roles, "role_ids"),
-        conflict=INVITATION_PENDING,
-        field="email",
     )
     invitation.roles.set(roles)
     mail_invitation(invitation)
@@ -620,10 +720,15 @@ def revoke_invitation(invitation: Invitation, *, actor: Account | None) -> Invit
     if not locked.is_open:
         raise ApiError(400, NOT_PENDING.format("revoked"))
     changes = {"status": Invitation.Status.REVOKED}
-    entry = audit.diff(locked, changes, ("status",))
-    apply_changes(locked, changes, fields=INVITATION_FIELDS)
-    locked.save()
-    audit.record_for(locked, "revoke", changes=entry, actor=actor)
+    entry = audit.diff(locked, changes)
+    locked.save(update_fields=apply_changes(locked, changes))
+    audit.record(
+        "invitation.revoke",
+        resource=("invitation", locked.pk),
+        workspace_id=locked.workspace_id,
+        changes=entry,
+        actor=actor,
+    )
     return locked
 
 
@@ -634,10 +739,15 @@ def resend_invitation(invitation: Invitation, *, actor: Account | None) -> Invit
     if not locked.is_open:
         raise ApiError(400, NOT_PENDING.format("resent"))
     changes = {"expires_at": timezone.now() + INVITATION_LIFETIME}
-    entry = audit.diff(locked, changes, ("expires_at",))
-    apply_changes(locked, changes, fields=INVITATION_FIELDS)
-    locked.save()
-    audit.record_for(locked, "resend", changes=entry, actor=actor)
+    entry = audit.diff(locked, changes)
+    locked.save(update_fields=apply_changes(locked, changes))
+    audit.record(
+        "invitation.resend",
+        resource=("invitation", locked.pk),
+        workspace_id=locked.workspace_id,
+        changes=entry,
+        actor=actor,
+    )
     mail_invitation(locked)
     return locked
 
@@ -677,9 +787,14 @@ def accept_email_invitation(invitation: Invitation, *, account: Account) -> tupl
         now = timezone.now()
         changes = {"status": Invitation.Status.ACCEPTED, "accepted_at": now, "membership": membership}
         entry = audit.diff(invitation, changes, ("status", "membership"))
-        apply_changes(invitation, changes, fields=INVITATION_FIELDS)
-        invitation.save()
-        audit.record_for(invitation, "accept", changes=entry, actor=account)
+        invitation.save(update_fields=apply_changes(invitation, changes))
+        audit.record(
+            "invitation.accept",
+            resource=("invitation", invitation.pk),
+            workspace_id=invitation.workspace_id,
+            changes=entry,
+            actor=account,
+        )
     return invitation, membership
 
 
@@ -690,8 +805,13 @@ def decline_email_invitation(invitation: Invitation, *, account: Account | None)
     with audit.withholding_client(invitation.workspace_id):
         invitation = _still_open(invitation)
         changes = {"status": Invitation.Status.DECLINED}
-        entry = audit.diff(invitation, changes, ("status",))
-        apply_changes(invitation, changes, fields=INVITATION_FIELDS)
-        invitation.save()
-        audit.record_for(invitation, "decline", changes=entry, actor=account)
+        entry = audit.diff(invitation, changes)
+        invitation.save(update_fields=apply_changes(invitation, changes))
+        audit.record(
+            "invitation.decline",
+            resource=("invitation", invitation.pk),
+            workspace_id=invitation.workspace_id,
+            changes=entry,
+            actor=account,
+        )
     return invitation

@@ -2,7 +2,7 @@
 `verify_domain` command call these."""
 
 import secrets
-from typing import Any, NotRequired, TypedDict, Unpack
+from typing import Any
 from uuid import UUID
 
 from django.conf import settings
@@ -13,7 +13,7 @@ from django.utils import timezone
 from accounts.models import Account
 from iam import audit, crypto
 from iam.errors import ApiError
-from iam.service_helpers import save_changes, save_new, strict
+from iam.service_helpers import UNSET, apply_changes, save_unique, sent
 from rbac import policy
 from rbac.models import Role
 from rbac.services import granted_by
@@ -23,34 +23,10 @@ from tenancy.quotas import check_quota
 from . import dns_proof, provider
 from .models import SsoConnection, SsoDomain
 
-UPDATABLE = ("name", "issuer", "client_id", "enabled", "tags")  # what the audit log shows of a connection
+AUDITED = ("name", "issuer", "client_id", "enabled", "tags")  # what the audit log shows of a connection
 CLAIMED = "domain already claimed"
 BY_DNS = "dns"
 BY_OPERATOR = "operator"
-
-
-class NewConnection(TypedDict):
-    name: str
-    issuer: str
-    client_id: str
-    client_secret: str
-    domains: list[str]
-    default_roles: list[Role]
-    tags: list[str]
-    meta: dict[str, Any]
-    enabled: NotRequired[bool]
-
-
-class ConnectionChanges(TypedDict, total=False):
-    name: str
-    issuer: str
-    client_id: str
-    client_secret: str
-    domains: list[str]
-    default_roles: list[Role]
-    enabled: bool
-    tags: list[str]
-    meta: dict[str, Any]
 
 
 def record_audit(action: str, connection: SsoConnection, changes: dict, actor: Account | None) -> None:
@@ -155,19 +131,34 @@ def _roles_change(connection: SsoConnection | None, roles: list[Role]) -> dict:
     return {} if before == after else {"default_role_ids": {"before": before, "after": after}}
 
 
-@strict
 @transaction.atomic
 def create_connection(
-    workspace: Workspace, *, actor: Account | None, **fields: Unpack[NewConnection]
+    workspace: Workspace,
+    *,
+    actor: Account | None,
+    name: str,
+    issuer: str,
+    client_id: str,
+    client_secret: str,
+    domains: list[str],
+    default_roles: list[Role],
+    tags: list[str],
+    meta: dict[str, Any],
+    enabled: bool = True,
 ) -> SsoConnection:
-    fields = dict(fields)
-    domains = fields.pop("domains")
-    roles = fields.pop("default_roles")
-    secret = fields.pop("client_secret")
-    _check_roles(workspace, roles, actor)
-    connection = SsoConnection(workspace=workspace, created_by=actor, **fields)
-    connection.client_secret_encrypted = crypto.encrypt(secret)
-    if SsoConnection.objects.in_workspace(workspace).filter(name=connection.name).exists():
+    _check_roles(workspace, default_roles, actor)
+    connection = SsoConnection(
+        workspace=workspace,
+        created_by=actor,
+        name=name,
+        issuer=issuer,
+        client_id=client_id,
+        client_secret_encrypted=crypto.encrypt(client_secret),
+        enabled=enabled,
+        tags=tags,
+        meta=meta,
+    )
+    if SsoConnection.objects.in_workspace(workspace).filter(name=name).exists():
         raise ApiError(409, "name already exists", "name")  # before the provider is asked
     _discover(connection)  # before the quota's lock: no lock is held while the provider answers
     check_quota(
@@ -177,44 +168,55 @@ def create_connection(
         records=SsoConnection.objects.in_workspace(workspace),
         owner=workspace,
     )
-    save_new(connection, audited=UPDATABLE, actor=actor, unique=("name",), also=_roles_change(None, roles))
-    connection.default_roles.set(roles)
+    save_unique(connection, SsoConnection.objects.in_workspace(workspace), {"name": name}, force_insert=True)
+    changes = audit.created(connection, AUDITED) | _roles_change(None, default_roles)
+    record_audit("ssoconnection.create", connection, changes, actor)
+    connection.default_roles.set(default_roles)
     domain_change = _set_domains(connection, domains)
     if domain_change:
         record_audit("ssoconnection.update", connection, domain_change, actor)
     return connection
 
 
-@strict
 @transaction.atomic
 def update_connection(
-    connection: SsoConnection, *, actor: Account | None, **changes: Unpack[ConnectionChanges]
+    connection: SsoConnection,
+    *,
+    actor: Account | None,
+    name: str = UNSET,
+    issuer: str = UNSET,
+    client_id: str = UNSET,
+    client_secret: str = UNSET,
+    domains: list[str] | None = None,
+    default_roles: list[Role] | None = None,
+    enabled: bool = UNSET,
+    tags: list[str] = UNSET,
+    meta: dict[str, Any] = UNSET,
 ) -> SsoConnection:
     """Only what is sent changes; a new `issuer` is discovered again, a new `client_secret` replaces the
     stored one (and is never answered), `domains` replaces the set (kept domains stay verified)."""
-    changes = dict(changes)
-    domains = changes.pop("domains", None)
-    roles = changes.pop("default_roles", None)
+    changes = sent(name=name, issuer=issuer, client_id=client_id, enabled=enabled, tags=tags, meta=meta)
     also = {}
-    if "client_secret" in changes:
-        changes["client_secret_encrypted"] = crypto.encrypt(changes.pop("client_secret"))
+    if client_secret is not UNSET:
+        changes["client_secret_encrypted"] = crypto.encrypt(client_secret)
         also["client_secret"] = "replaced"
-    if roles is not None:
-        _check_roles(connection.workspace, roles, actor)
-        also |= _roles_change(connection, roles)
-    fields = [*UPDATABLE, "meta", "client_secret_encrypted"]
+    if default_roles is not None:
+        _check_roles(connection.workspace, default_roles, actor)
+        also |= _roles_change(connection, default_roles)
     if "issuer" in changes:  # every update of `issuer` is discovered again, even to the same value
-        probe = SsoConnection(issuer=changes["issuer"])
+        probe = SsoConnection(issuer=issuer)
         _discover(probe)
-        changes |= {name: getattr(probe, name) for name in DISCOVERED}
-        fields.extend(DISCOVERED)
+        changes |= {field: getattr(probe, field) for field in DISCOVERED}
     if domains is not None:
         also |= _set_domains(connection, domains)
-    save_changes(
-        connection, changes, fields=fields, audited=UPDATABLE, actor=actor, also=also, unique=("name",)
-    )
-    if roles is not None:
-        connection.default_roles.set(roles)
+    entry = audit.diff(connection, changes, AUDITED) | also
+    fields = apply_changes(connection, changes)
+    peers = SsoConnection.objects.in_workspace(connection.workspace_id)
+    save_unique(connection, peers, {"name": changes.get("name")}, update_fields=fields)
+    if entry:
+        record_audit("ssoconnection.update", connection, entry, actor)
+    if default_roles is not None:
+        connection.default_roles.set(default_roles)
     return connection
 
 

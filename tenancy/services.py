@@ -1,7 +1,7 @@
 """Writes to workspaces and projects. Creating a workspace also makes its owner, which is RBAC's business:
 see `rbac.services.create_workspace`."""
 
-from typing import Any, NotRequired, Unpack
+from typing import Any
 
 from django.conf import settings
 from django.db import transaction
@@ -9,41 +9,46 @@ from django.db import transaction
 from accounts.models import Account
 from iam import audit, events
 from iam.errors import ApiError
-from iam.service_helpers import Described, NewResource, renamed, save_changes, save_new, strict
+from iam.service_helpers import UNSET, apply_changes, save_unique, sent
 
 from .models import Project, Workspace
 from .quotas import check_quota
 from .workspace_cache import forget_authorization, forget_records, forget_workspace
-
-WORKSPACE_FIELDS = ("name", "description", "config", "tags", "meta")
-PROJECT_FIELDS = ("name", "code", "description", "config", "tags", "meta")
-
-
-class NewProject(NewResource):
-    config: dict[str, Any]
-    code: NotRequired[str | None]
-
-
-class WorkspaceChanges(Described, total=False):
-    config: dict[str, Any]
-
-
-class ProjectChanges(WorkspaceChanges, total=False):
-    new_code: str | None  # the API's name for `code` (SPEC 4)
 
 
 def _member_ids(memberships) -> list:
     return list(memberships.values_list("account_id", flat=True).distinct())
 
 
-@strict
 @transaction.atomic
 def update_workspace(
-    workspace: Workspace, *, actor: Account | None, **changes: Unpack[WorkspaceChanges]
+    workspace: Workspace,
+    *,
+    actor: Account | None,
+    name: str = UNSET,
+    description: str | None = UNSET,
+    config: dict[str, Any] = UNSET,
+    tags: list[str] = UNSET,
+    meta: dict[str, Any] = UNSET,
 ) -> Workspace:
-    save_changes(workspace, changes, fields=WORKSPACE_FIELDS, actor=actor)
+    changes = sent(name=name, description=description, config=config, tags=tags, meta=meta)
+    entry = audit.diff(workspace, changes)
+    workspace.save(update_fields=apply_changes(workspace, changes))
+    if entry:
+        audit.record(
+            "workspace.update",
+            resource=("workspace", workspace.pk),
+            workspace_id=workspace.pk,
+            changes=entry,
+            actor=actor,
+        )
     forget_workspace(workspace)
-    events.emit_for(workspace, "updated", account_ids=[])
+    events.emit(
+        "workspace.updated",
+        resource=("workspace", workspace.pk),
+        account_ids=[],
+        workspace_ids=[workspace.pk],
+    )
     return workspace
 
 
@@ -53,8 +58,19 @@ def delete_workspace(workspace: Workspace, *, actor: Account | None) -> dict:
     if workspace.slug == settings.IAM_ROOT_WORKSPACE:
         raise ApiError(400, "the root workspace cannot be deleted")
     summary = {"id": str(workspace.pk), "slug": workspace.slug, "name": workspace.name}
-    audit.record_for(workspace, "delete", changes=audit.removed(workspace, ("slug", "name")), actor=actor)
-    events.emit_for(workspace, "deleted", account_ids=_member_ids(workspace.memberships.all()))
+    audit.record(
+        "workspace.delete",
+        resource=("workspace", workspace.pk),
+        workspace_id=workspace.pk,
+        changes=audit.removed(workspace, ("slug", "name")),
+        actor=actor,
+    )
+    events.emit(
+        "workspace.deleted",
+        resource=("workspace", workspace.pk),
+        account_ids=_member_ids(workspace.memberships.all()),
+        workspace_ids=[workspace.pk],
+    )
     forget_workspace(workspace)  # purged now and again after commit
     forget_authorization(workspace.pk)
     forget_records(workspace)  # its clients stop validating at once, as `clients/delete` has them
@@ -62,9 +78,18 @@ def delete_workspace(workspace: Workspace, *, actor: Account | None) -> dict:
     return summary
 
 
-@strict
 @transaction.atomic
-def create_project(workspace: Workspace, *, actor: Account | None, **fields: Unpack[NewProject]) -> Project:
+def create_project(
+    workspace: Workspace,
+    *,
+    actor: Account | None,
+    name: str,
+    config: dict[str, Any],
+    tags: list[str],
+    meta: dict[str, Any],
+    code: str | None = None,
+    description: str | None = None,
+) -> Project:
     check_quota(
         "projects",
         settings.IAM_QUOTA_PROJECTS,
@@ -72,21 +97,55 @@ def create_project(workspace: Workspace, *, actor: Account | None, **fields: Unp
         records=Project.objects.in_workspace(workspace),
         owner=workspace,
     )
-    project = Project(workspace=workspace, created_by=actor, **fields)
-    save_new(project, audited=("name", "code", "description", "tags"), actor=actor, unique=("name", "code"))
+    project = Project(
+        workspace=workspace,
+        created_by=actor,
+        name=name,
+        code=code,
+        description=description,
+        config=config,
+        tags=tags,
+        meta=meta,
+    )
+    peers = Project.objects.in_workspace(workspace)
+    save_unique(project, peers, {"name": name, "code": code}, force_insert=True)
+    audit.record(
+        "project.create",
+        resource=("project", project.pk),
+        workspace_id=workspace.pk,
+        changes=audit.created(project, ("name", "code", "description", "tags")),
+        actor=actor,
+    )
     return project
 
 
-@strict
 @transaction.atomic
-def update_project(project: Project, *, actor: Account | None, **changes: Unpack[ProjectChanges]) -> Project:
-    save_changes(
-        project,
-        renamed(changes, new_code="code"),
-        fields=PROJECT_FIELDS,
-        actor=actor,
-        unique=("name", "code"),
+def update_project(
+    project: Project,
+    *,
+    actor: Account | None,
+    name: str = UNSET,
+    new_code: str | None = UNSET,  # the API's name for `code` (SPEC 4)
+    description: str | None = UNSET,
+    config: dict[str, Any] = UNSET,
+    tags: list[str] = UNSET,
+    meta: dict[str, Any] = UNSET,
+) -> Project:
+    changes = sent(name=name, code=new_code, description=description, config=config, tags=tags, meta=meta)
+    entry = audit.diff(project, changes)
+    fields = apply_changes(project, changes)
+    peers = Project.objects.in_workspace(project.workspace_id)
+    save_unique(
+        project, peers, {"name": changes.get("name"), "code": changes.get("code")}, update_fields=fields
     )
+    if entry:
+        audit.record(
+            "project.update",
+            resource=("project", project.pk),
+            workspace_id=project.workspace_id,
+            changes=entry,
+            actor=actor,
+        )
     return project
 
 
@@ -94,8 +153,19 @@ def update_project(project: Project, *, actor: Account | None, **changes: Unpack
 def delete_project(project: Project, *, actor: Account | None) -> dict:
     """CONTRACT 6: takes its project-scope memberships, whose accounts lose what they granted."""
     summary = {"id": str(project.pk), "name": project.name, "code": project.code}
-    audit.record_for(project, "delete", changes=audit.removed(project, ("name", "code")), actor=actor)
-    events.emit_for(project, "deleted", account_ids=_member_ids(project.memberships.all()))
+    audit.record(
+        "project.delete",
+        resource=("project", project.pk),
+        workspace_id=project.workspace_id,
+        changes=audit.removed(project, ("name", "code")),
+        actor=actor,
+    )
+    events.emit(
+        "project.deleted",
+        resource=("project", project.pk),
+        account_ids=_member_ids(project.memberships.all()),
+        workspace_ids=[project.workspace_id],
+    )
     forget_authorization(project.workspace_id)
     project.delete()
     return summary

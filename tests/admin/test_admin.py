@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from accounts.models import Account
 from authn.models import Credential
-from iam.models import AuditEntry, OutboxMessage
+from iam.models import AuditEntry, Event, OutboxMessage
 from rbac.models import Membership, Permission, Role
 from tenancy.models import Project, Workspace
 from tests.admin.conftest import form_data
@@ -28,11 +28,7 @@ AUTH = "Authentication required or invalid credentials."
 
 
 def events(kind: str) -> list[dict]:
-    return [
-        message.payload
-        for message in OutboxMessage.objects.filter(topic="push.event")
-        if message.payload["type"] == kind
-    ]
+    return [message.payload for message in Event.objects.all() if message.payload["type"] == kind]
 
 
 def change_url(obj) -> str:

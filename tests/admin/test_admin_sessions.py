@@ -7,7 +7,7 @@ import jwt
 from django.urls import reverse
 
 from authn.models import Session
-from iam.models import AuditEntry, OutboxMessage
+from iam.models import AuditEntry, Event
 from tests.conftest import ApiClient, err, ok
 from tests.factories import PASSWORD, AccountFactory, CredentialFactory
 
@@ -53,9 +53,7 @@ def test_the_account_page_lists_its_sessions_and_ends_one(admin_web, operator, r
     [entry] = AuditEntry.objects.filter(action="session.revoke", resource_id=sid_of(ended))
     assert (entry.actor_id, entry.actor_kind, entry.workspace_id) == (operator.pk, "operator", None)
     pushed = [
-        message.payload
-        for message in OutboxMessage.objects.filter(topic="push.event")
-        if message.payload["type"] == "session.revoked"
+        message.payload for message in Event.objects.all() if message.payload["type"] == "session.revoked"
     ]
     assert [event["data"]["session_id"] for event in pushed] == [sid_of(ended)]
 

@@ -3,7 +3,7 @@ same sessions and owes the same events."""
 
 from django.urls import reverse
 
-from iam.models import OutboxMessage
+from iam.models import Event
 from tests.admin.conftest import form_data
 from tests.conftest import ApiClient, err, ok
 from tests.factories import PASSWORD, AccountFactory, CredentialFactory
@@ -25,7 +25,7 @@ def test_revoking_a_credential_in_the_admin_ends_the_accounts_sessions(admin_web
     assert response.status_code == 302, response.content
     err(ApiClient(session["access_token"]).call("/accounts/describe", {"id": str(victim.pk)}), 401, AUTH)
     err(login(victim.email), 401, "invalid credentials")
-    assert OutboxMessage.objects.filter(topic="push.event", payload__type="session.revoked").exists()
+    assert Event.objects.filter(payload__type="session.revoked").exists()
 
 
 def test_the_admin_sign_in_counts_failed_logins_with_the_api(db, operator):

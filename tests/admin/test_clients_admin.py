@@ -14,7 +14,7 @@ from django.utils import timezone
 from clients import services
 from clients.models import Client, Delivery, DeliveryAttempt
 from iam import crypto
-from iam.models import OutboxMessage
+from iam.models import Event
 from tests.admin.conftest import form_data
 from tests.conftest import ApiClient, ok, token_for
 from tests.factories import WorkspaceFactory
@@ -160,7 +160,7 @@ def test_regenerating_a_secret_invalidates_the_old_one_at_once(admin_web, worksp
     assert validate(client.pk, new, token)["reason"] != "invalid_client"
     rotated = [
         message.payload
-        for message in OutboxMessage.objects.filter(topic="push.event")
+        for message in Event.objects.all()
         if message.payload["type"] == "client.secret_rotated"
     ]
     assert {event["data"]["resource"]["id"] for event in rotated} == {str(client.pk), str(other.pk)}

@@ -2,18 +2,14 @@
 
 from accounts.models import Account
 from authn.models import Credential
-from iam.models import AuditEntry, OutboxMessage
+from iam.models import AuditEntry, Event
 from tests.authn.test_oauth import configured, provider, sign_in  # noqa: F401 (fixtures)
 from tests.conftest import client_for, err, ok
 from tests.factories import AccountFactory, CredentialFactory, MembershipFactory
 
 
 def events(kind: str) -> list[dict]:
-    return [
-        message.payload
-        for message in OutboxMessage.objects.filter(topic="push.event")
-        if message.payload["type"] == kind
-    ]
+    return [message.payload for message in Event.objects.all() if message.payload["type"] == kind]
 
 
 def actions_about(account: Account) -> dict[str, AuditEntry]:

@@ -16,7 +16,7 @@ from django.utils import timezone
 from accounts.models import Account
 from authn import sessions
 from authn.models import USER_AGENT_MAX, Session
-from iam.models import AuditEntry, OutboxMessage
+from iam.models import AuditEntry, Event
 from tenancy.workspace_cache import root_workspace
 from tests.authn.test_oauth import configured, provider, sign_in  # noqa: F401 (fixtures)
 from tests.conftest import ApiClient, access_claims, break_cache, err, ok
@@ -58,7 +58,7 @@ def revoke(token: str, session_id) -> object:
 
 
 def events(kind: str) -> list[dict]:
-    return [m.payload for m in OutboxMessage.objects.filter(topic="push.event") if m.payload["type"] == kind]
+    return [m.payload for m in Event.objects.all() if m.payload["type"] == kind]
 
 
 @pytest.fixture

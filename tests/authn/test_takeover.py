@@ -155,12 +155,12 @@ def test_revoke_commits_the_version_and_its_event_together(member_of, victim, mo
     member_of(None, "*", account=victim)  # a workspace whose clients are told
     session = ok(login(victim.email))
     before = Account.objects.get(pk=victim.pk).session_version
-    from iam import outbox
+    from iam import events
 
     def broken(*args, **kwargs):
-        raise RuntimeError("outbox unavailable")
+        raise RuntimeError("event log unavailable")
 
-    monkeypatch.setattr(outbox, "enqueue", broken)
+    monkeypatch.setattr(events, "store", broken)
     with pytest.raises(RuntimeError):
         ApiClient(session["access_token"]).call("/auth/revoke")
     assert Account.objects.get(pk=victim.pk).session_version == before

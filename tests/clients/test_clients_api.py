@@ -8,7 +8,7 @@ from django.test import override_settings
 
 from clients.models import Client
 from iam import crypto
-from iam.models import OutboxMessage
+from iam.models import Event
 from tests.conftest import err, ok
 
 BODY = {"name": "billing", "tags": ["a"], "meta": {"schema_version": "1"}}
@@ -110,7 +110,7 @@ def test_delete_and_regenerate(admin):
     assert set(data) == {"id", "secret"} and data["id"] == created["id"]
     assert data["secret"] != created["secret"]
     assert Client.objects.get(pk=created["id"]).secret_version == 2
-    rotated = OutboxMessage.objects.get(topic="push.event", payload__type="client.secret_rotated")
+    rotated = Event.objects.get(payload__type="client.secret_rotated")
     assert rotated.payload["data"] == {
         "account_ids": [],
         "resource": {"type": "client", "id": created["id"]},

@@ -512,10 +512,9 @@ def test_fan_out_run_again_makes_no_second_delivery(
         "occurred_at": "2026-01-01T00:00:00Z",
         "data": {"account_ids": [], "resource": {"type": "membership", "id": str(workspace.pk)}},
     }
-    message = OutboxMessage(topic="push.event", payload=event)
     with django_capture_on_commit_callbacks() as published:
-        fan_out(message)
-        fan_out(message)
+        fan_out(None, event=event)
+        fan_out(None, event=event)
     deliveries = list(Delivery.objects.all())
     assert len(deliveries) == 2 and len(published) == 2  # one per client, each handed to a worker
     assert all(d.status == "pending" and d.next_attempt_at <= timezone.now() for d in deliveries)

@@ -17,7 +17,7 @@ from accounts.models import Account
 from authn.models import Credential
 from clients.models import Client as ServiceClient
 from iam import audit, context, outbox
-from iam.models import AuditEntry, OutboxMessage
+from iam.models import AuditEntry, Event, OutboxMessage
 from iam.tasks import process_outbox_message
 from tests.conftest import ApiClient, client_for, err, ok
 from tests.factories import PASSWORD, AccountFactory, CredentialFactory, WorkspaceFactory
@@ -178,7 +178,7 @@ def test_a_command_change_records_the_command(db):
     assert activated.changes == {"status": {"before": "pending", "after": "active"}}
     [owner] = entries("membership.create")
     assert owner.actor_kind == "command" and owner.changes["account_id"]["after"] == str(account.pk)
-    updated = OutboxMessage.objects.filter(topic="push.event", payload__type="account.updated")
+    updated = Event.objects.filter(payload__type="account.updated")
     assert updated.count() == 2  # verified, then operator: each changes what the account may do
 
     call_command("bootstrap", "--email", "boss@example.com", "--password", PASSWORD, stdout=io.StringIO())

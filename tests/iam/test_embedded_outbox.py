@@ -164,7 +164,7 @@ def test_a_failed_delivery_is_retried_by_the_embedded_worker(
 def test_the_fan_out_in_the_changes_transaction_calls_no_endpoint(
     db, calls_to_endpoints, django_capture_on_commit_callbacks
 ):
-    """`push.event` runs at once, inside the change's transaction: it only records deliveries."""
+    """The fan-out runs at once, inside the change's transaction: it only records deliveries."""
     workspace = WorkspaceFactory()
     for n in range(3):
         create_client(workspace, name=f"svc{n}", endpoint="http://127.0.0.1:9/", tags=[], meta={}, actor=None)

@@ -4,7 +4,7 @@ failed attempt with backoff, not a broken transaction that leaves the message pe
 from datetime import timedelta
 
 import pytest
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, connection
 from django.utils import timezone
 
 from iam import outbox
@@ -59,18 +59,6 @@ def test_a_database_error_in_a_handler_is_a_failed_attempt_with_backoff(handle):
     assert outbox.process(message.pk) == OutboxMessage.Status.DONE
     message.refresh_from_db()
     assert (message.attempts, message.last_error) == (2, "")
-
-
-def test_a_database_error_inside_the_callers_transaction_leaves_it_usable(db, handle):
-    """`enqueue(run_now=True)` runs the handler inside the caller's transaction: the caller goes on."""
-    handle(writes_then_breaks_a_constraint)
-    with transaction.atomic():
-        message = outbox.enqueue(TOPIC, {}, run_now=True)
-        WorkspaceFactory(slug="written-by-the-caller")  # would fail on PostgreSQL in an aborted transaction
-    message.refresh_from_db()
-    assert (message.status, message.attempts) == (OutboxMessage.Status.PENDING, 1)
-    assert Workspace.objects.filter(slug="written-by-the-caller").exists()
-    assert not Workspace.objects.filter(slug="written-by-the-handler").exists()
 
 
 def test_a_raw_database_error_is_counted_too(db, handle):

@@ -43,20 +43,20 @@ def fresh_connection(transactional_db, settings):
 def test_a_write_past_the_timeout_answers_503_and_writes_nothing(
     fresh_connection, admin, workspace, monkeypatch
 ):
-    record_for = audit.record_for
+    record = audit.record
 
-    def slow_record_for(*args, **kwargs):
-        entry = record_for(*args, **kwargs)  # the project and its audit entry are written by now
+    def slow_record(*args, **kwargs):
+        entry = record(*args, **kwargs)  # the project and its audit entry are written by now
         sleep(1)
         return entry
 
-    monkeypatch.setattr(audit, "record_for", slow_record_for)
+    monkeypatch.setattr(audit, "record", slow_record)
     entries = AuditEntry.objects.count()
     fresh_connection()
     err(admin.call("/projects/create", BODY), 503, "request took too long")
     assert not Project.objects.filter(workspace=workspace).exists()
     assert AuditEntry.objects.count() == entries
-    monkeypatch.setattr(audit, "record_for", record_for)
+    monkeypatch.setattr(audit, "record", record)
     ok(admin.call("/projects/create", BODY))  # the connection is fine afterwards
 
 
@@ -80,13 +80,13 @@ def test_a_read_outside_a_transaction_is_limited_too(fresh_connection, admin, wo
 @postgresql_only
 @pytest.mark.admin("projects:*")
 def test_within_the_timeout_nothing_changes(fresh_connection, admin, workspace, monkeypatch):
-    record_for = audit.record_for
+    record = audit.record
 
-    def slow_record_for(*args, **kwargs):
+    def slow_record(*args, **kwargs):
         sleep(0.05)
-        return record_for(*args, **kwargs)
+        return record(*args, **kwargs)
 
-    monkeypatch.setattr(audit, "record_for", slow_record_for)
+    monkeypatch.setattr(audit, "record", slow_record)
     fresh_connection()
     ok(admin.call("/projects/create", BODY))
 

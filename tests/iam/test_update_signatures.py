@@ -1,15 +1,13 @@
-"""Issue 13 item 4: the update services take their changes as typed keyword arguments (`**changes:
-Unpack[X]` under `iam.service_helpers.updates`), so a misspelled field is a TypeError at the call site (it
-used to vanish in a `changes` dict filtered by the service); a key left out is not sent, None sets null."""
-
-from typing import Unpack
+"""The services take each field as a keyword-only argument, so a misspelled field is a TypeError at the
+call site (it used to vanish in a `changes` dict filtered by the service); in an update a keyword left out
+is not sent (`UNSET`), None sets null."""
 
 import pytest
 
 from accounts.services import update_account
 from authn.services import update_credential
 from clients.services import create_client, update_client
-from iam.service_helpers import Tagged, renamed, strict
+from iam.service_helpers import UNSET, sent
 from rbac.services import create_permission, update_membership, update_permission, update_role
 from tenancy.services import update_project, update_workspace
 from tests.factories import (
@@ -80,24 +78,8 @@ def test_none_sets_null_and_unset_keeps(operator):
     assert (workspace.name, workspace.description) == ("After", None)
 
 
-def test_strict_refuses_an_undeclared_change_and_passes_the_others():
-    class Changes(Tagged, total=False):
-        name: str | None
-
-    @strict
-    def update(record: dict, *, actor: object, **changes: Unpack[Changes]) -> dict:
-        return {**record, **changes}
-
-    assert update({"name": "a"}, actor=None, name=None, tags=[]) == {"name": None, "tags": []}
-    assert update({"name": "a"}, actor=None) == {"name": "a"}
-    with pytest.raises(TypeError, match="'nmae'"):
-        update({}, actor=None, nmae="b")
-    with pytest.raises(TypeError, match="actor"):
-        update({}, name="b")  # the declared keywords stay required
-
-
-def test_renamed_moves_only_the_named_keys():
-    assert renamed({"new_code": None, "name": "n"}, new_code="code") == {"code": None, "name": "n"}
+def test_sent_keeps_what_was_sent_none_included():
+    assert sent(name="n", code=None, description=UNSET) == {"name": "n", "code": None}
 
 
 def test_a_create_service_refuses_a_misspelled_field_and_requires_the_required_ones(operator):

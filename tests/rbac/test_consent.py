@@ -9,7 +9,7 @@ from django.core import mail
 
 from authn import tokens
 from iam import outbox
-from iam.models import OutboxMessage
+from iam.models import Event, OutboxMessage
 from rbac.models import Membership
 from tests.conftest import ApiClient, client_for, err, ok
 from tests.factories import (
@@ -66,7 +66,7 @@ def invitation_token() -> str:
 def session_events(account) -> set[str]:
     return {
         message.payload["workspace_id"]
-        for message in OutboxMessage.objects.filter(topic="push.event", payload__type="session.revoked")
+        for message in Event.objects.filter(payload__type="session.revoked")
         if str(account.pk) in message.payload["data"]["account_ids"]
     }
 
@@ -170,7 +170,7 @@ def test_an_invitation_does_not_send_the_accounts_events_to_the_workspace(tenant
     assert str(a.pk) not in session_events(invitee)
     assert str(b.pk) in session_events(invitee)
 
-    OutboxMessage.objects.all().delete()
+    Event.objects.all().delete()
     invitee.refresh_from_db()
     ok(client_for(invitee).call("/memberships/accept", {"id": membership["id"]}))
     ok(client_for(invitee).call("/auth/revoke"))

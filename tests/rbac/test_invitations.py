@@ -18,7 +18,7 @@ from accounts.models import Account
 from authn import tokens
 from authn.models import Credential
 from iam import outbox
-from iam.models import AuditEntry, OutboxMessage
+from iam.models import AuditEntry, Event, OutboxMessage
 from rbac.models import Invitation, Membership
 from tests.conftest import ApiClient, client_for, err, ok
 from tests.factories import (
@@ -93,7 +93,7 @@ def verified(email: str) -> Account:
 def events(kind: str, account) -> list[dict]:
     return [
         message.payload
-        for message in OutboxMessage.objects.filter(topic="push.event", payload__type=kind)
+        for message in Event.objects.filter(payload__type=kind)
         if str(account.pk) in message.payload["data"]["account_ids"]
     ]
 

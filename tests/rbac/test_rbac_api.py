@@ -3,7 +3,7 @@
 
 import pytest
 
-from iam.models import OutboxMessage
+from iam.models import Event
 from rbac.models import Membership, Permission, Role
 from tests.conftest import client_for, err, ok
 from tests.factories import (
@@ -19,9 +19,7 @@ NAME_FORM = "name must have the form resource:action (each side a name or *), or
 
 
 def events(kind: str) -> list[dict]:
-    return [
-        message.payload for message in OutboxMessage.objects.filter(topic="push.event", payload__type=kind)
-    ]
+    return [message.payload for message in Event.objects.filter(payload__type=kind)]
 
 
 # Permissions

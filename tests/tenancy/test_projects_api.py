@@ -1,6 +1,6 @@
 import pytest
 
-from iam.models import OutboxMessage
+from iam.models import Event
 from tenancy.models import Project
 from tests.conftest import client_for, err, ok
 from tests.factories import MembershipFactory, ProjectFactory, RoleFactory
@@ -56,7 +56,7 @@ def test_delete_takes_project_memberships_and_emits(workspace, admin):
     assert data == {"id": str(project.pk), "name": project.name, "code": "gone"}
     assert not Project.objects.filter(pk=project.pk).exists()
     assert not type(membership).objects.filter(pk=membership.pk).exists()
-    event = OutboxMessage.objects.get(topic="push.event", payload__type="project.deleted")
+    event = Event.objects.get(payload__type="project.deleted")
     assert event.payload["data"]["account_ids"] == [str(membership.account_id)]
 
 

@@ -1,7 +1,7 @@
 import pytest
 from django.test import override_settings
 
-from iam.models import OutboxMessage
+from iam.models import Event
 from rbac.models import Membership, Permission, Role
 from tenancy.models import Project, Workspace
 from tests.conftest import client_for, err, ok
@@ -115,7 +115,7 @@ def test_update_changes_only_what_is_sent_and_emits(member_of):
     )
     assert (data["name"], data["tags"], data["description"]) == ("Renamed", ["c"], "kept")
     assert data["updated_at"] is not None
-    event = OutboxMessage.objects.get(topic="push.event")
+    event = Event.objects.get()
     assert event.payload["type"] == "workspace.updated" and event.payload["workspace_id"] == str(workspace.pk)
 
 
@@ -175,7 +175,7 @@ def test_deleting_a_workspace_with_1000_memberships_leaves_nothing(
             **({"pk": workspace.pk} if model is Workspace else {"workspace": workspace.pk})
         ).exists()
     assert not Membership.roles.through.objects.filter(role_id=role.pk).exists()
-    event = OutboxMessage.objects.get(topic="push.event", payload__type="workspace.deleted")
+    event = Event.objects.get(payload__type="workspace.deleted")
     assert len(event.payload["data"]["account_ids"]) == 1000
 
 
