@@ -1,7 +1,7 @@
 """The account endpoints, listed in accounts/urls.py. Accounts are global: no `X-Workspace` header, and
-the permissions are held in the root workspace (CONTRACT 3), except that an account may describe and
-change itself (not its `enabled` and `verified` flags): `rbac.policy.authorize` decides that once the
-account is loaded (`decided_on_object`). Creating an account also makes its password credential, so
+the permissions are held in the root workspace, except that an account may describe and change itself
+(not its `enabled` and `verified` flags): `rbac.policy.authorize` decides that once the account is
+loaded (`decided_on_object`). Creating an account also makes its password credential, so
 `accounts/create` calls `authn.services.create_password_account`: the HTTP tier may use the domain tier
 of any app (docs/architecture.md)."""
 

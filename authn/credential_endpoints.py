@@ -18,9 +18,9 @@ CREDENTIAL_KEYS = ("id", "account_id", "provider_id", "email")  # CredentialRef'
 
 
 def credential_named(request: Request, data: dict, *, permission: str, lock: bool) -> Credential:
-    """The credential CONTRACT 12's keys name (`services.find_credential`; `lock`: the row is held until
-    the request commits), through the one policy: what only an operator may change is refused before
-    the lookup's 404 `credential not found`."""
+    """The credential the body names: `id` and `account_id` together, `provider_id` and `email` when
+    sent (`services.find_credential`; `lock`: the row is held until the request commits), through the one
+    policy: what only an operator may change is refused before the lookup's 404 `credential not found`."""
     keys = {name: data[name] for name in CREDENTIAL_KEYS if data.get(name) is not None}
     credential = services.find_credential(request.workspace, **keys, lock=lock)
     policy.authorize(request.user, request.workspace, permission, credential, fields=data)
