@@ -1,104 +1,24 @@
-"""Admin for accounts and credentials. The account admin lives here rather than in `accounts/` because it
-needs the layers above accounts: its add form creates the password credential (`authn.services`), and its
-page lists the account's memberships (`rbac`) and credentials; `accounts` itself stays import-free of them.
-
-Password hashes are never rendered: the change form excludes `password` and shows only whether one is
-set, with a link to a form that sets a new one through `accounts.services.set_password` (which ends every
-session). Refresh-token rows are not registered: they are bookkeeping for rotation and reuse detection.
-Sessions are listed on their account's page and in their own list, whose action ends the ones selected."""
-
-from typing import Any
-from urllib.parse import urlencode
+"""Admin for credentials, sessions and signing keys, and the operator's own password change (the account
+admin is accounts/admin.py's; the credential and session inlines here are shown on its account page).
+Refresh-token rows are not registered: they are bookkeeping for rotation and reuse detection. Sessions
+are listed on their account's page and in their own list, whose action ends the ones selected."""
 
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.forms import AdminPasswordChangeForm
-from django.contrib.admin.utils import unquote
 from django.contrib.auth.models import Group
-from django.core.exceptions import PermissionDenied
 from django.db import transaction
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
-from django.template.response import TemplateResponse
-from django.urls import path, reverse
+from django.http import HttpRequest
 from django.utils import timezone
-from django.utils.html import format_html
 
 from accounts import services as accounts
-from accounts.models import Account, normalize_email
-from accounts.serializers import AccountCreateRequest, AccountUpdateRequest
-from iam.admin import (
-    RESOURCE_READONLY,
-    ReadOnlyInline,
-    ServiceAdmin,
-    ServiceForm,
-    ViewOnly,
-    api_fields,
-    audit_subject,
-    check_with,
-)
+from accounts.models import Account
+from iam.admin import ReadOnlyInline, ServiceAdmin, ViewOnly, api_fields, audit_subject
 from iam.errors import ApiError
-from iam.fields import PERMISSION_NAME_MAX
-from rbac import policy
-from rbac.admin import names_column
-from rbac.models import Membership
-from rbac.serializers import PermissionCheckRequest
-from tenancy.models import Project, Workspace
 
 from . import keys, services, sessions
 from .models import Credential, Session, SigningKey
 from .serializers import CredentialSerializer
-
-
-class AccountChangeForm(ServiceForm):
-    update_request = AccountUpdateRequest  # the add form is AccountCreationForm
-    avatar_url = forms.URLField(required=False, max_length=2048, assume_scheme="https", empty_value=None)
-
-
-class AccountCreationForm(ServiceForm):
-    create_request = AccountCreateRequest
-    create_partial = True  # the password is checked here, by the same rules
-    password1 = forms.CharField(label="Password", strip=False, widget=forms.PasswordInput)
-    password2 = forms.CharField(label="Password (again)", strip=False, widget=forms.PasswordInput)
-
-    def clean_email(self) -> str:
-        return normalize_email(self.cleaned_data["email"])
-
-    def clean_relations(self, cleaned: dict[str, Any]) -> None:
-        password = cleaned.get("password1")
-        if password and password != cleaned.get("password2"):
-            self.add_error("password2", "passwords do not match")
-        elif password:
-            try:
-                accounts.check_password_rules(password)
-            except ApiError as exc:
-                self.add_error("password1", exc.message)
-
-
-class SetPasswordForm(forms.Form):
-    password1 = forms.CharField(
-        label="New password", strip=False, widget=forms.PasswordInput(attrs={"autocomplete": "new-password"})
-    )
-    password2 = forms.CharField(
-        label="New password (again)",
-        strip=False,
-        widget=forms.PasswordInput(attrs={"autocomplete": "new-password"}),
-    )
-
-    def __init__(self, account: Account, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.account = account
-
-    def clean(self) -> dict[str, Any]:
-        cleaned = super().clean()
-        password = cleaned.get("password1")
-        if password and password != cleaned.get("password2"):
-            self.add_error("password2", "passwords do not match")
-        elif password:
-            try:
-                accounts.check_password_rules(password, self.account)
-            except ApiError as exc:
-                self.add_error("password1", exc.message)
-        return cleaned
 
 
 class OperatorPasswordChangeForm(AdminPasswordChangeForm):
@@ -114,16 +34,6 @@ class OperatorPasswordChangeForm(AdminPasswordChangeForm):
 admin.site.password_change_form = OperatorPasswordChangeForm
 # Accounts carry no Django groups or model permissions: operators pass every check (CONTRACT 4).
 admin.site.unregister(Group)
-
-
-class MembershipInline(ReadOnlyInline):
-    model = Membership
-    fk_name = "account"
-    fields = ("workspace", "project", "scope", "status", "role_names", "created_at")
-    role_names = names_column("roles")
-
-    def get_queryset(self, request: HttpRequest):
-        return super().get_queryset(request).select_related("workspace", "project").prefetch_related("roles")
 
 
 class CredentialInline(ReadOnlyInline):
@@ -158,205 +68,6 @@ def _is_live(session: Session) -> bool:
         and session.expires_at > timezone.now()
         and session.session_version == session.account.session_version
     )
-
-
-@admin.register(Account)
-class AccountAdmin(ServiceAdmin):
-    form = AccountChangeForm
-    add_form = AccountCreationForm
-    list_display = (
-        "email",
-        "name",
-        "enabled",
-        "verified",
-        "is_superuser",
-        "password_state",
-        "last_login",
-        "created_at",
-    )
-    list_filter = ("enabled", "verified", "is_superuser")
-    search_fields = ("email", "name")
-    ordering = ("email",)
-    readonly_fields = (
-        *RESOURCE_READONLY,
-        "email",
-        "password_state",
-        "access",
-        "sessions",
-        "session_version",
-        "last_login",
-        "created_by",
-        "updated_by",
-    )
-    fieldsets = (
-        (None, {"fields": ("id", "email", "name", "description", "avatar_url", "password_state", "access")}),
-        (
-            "Status",
-            {"fields": ("enabled", "verified", "is_superuser", "sessions", "session_version", "last_login")},
-        ),
-        ("Data", {"fields": ("tags", "meta")}),
-        ("History", {"fields": ("created_at", "created_by", "updated_at", "updated_by")}),
-    )
-    add_fieldsets = (
-        (None, {"fields": ("email", "name", "password1", "password2", "verified", "is_superuser")}),
-    )
-    inlines = (MembershipInline, CredentialInline, SessionInline)
-    actions = ("enable_accounts", "disable_accounts", "end_account_sessions")
-    delete_service = staticmethod(accounts.delete_account)
-
-    @admin.display(description="password")
-    def password_state(self, account: Account) -> str:
-        state = "set" if account.has_usable_password() else "not set"
-        if account._state.adding:
-            return state
-        url = reverse("admin:accounts_account_password", args=[account.pk])
-        return format_html('{} (<a href="{}">set a new password</a>)', state, url)
-
-    @admin.display(description="access")
-    def access(self, account: Account) -> str:
-        url = reverse("admin:accounts_account_check_access", args=[account.pk])
-        return format_html('<a href="{}">check access</a> (why may this account do something?)', url)
-
-    @admin.display(description="sessions")
-    def sessions(self, account: Account) -> str:
-        url = reverse("admin:authn_session_changelist") + "?" + urlencode({"q": account.email})
-        return format_html('<a href="{}">end one of its sessions</a> (listed below)', url)
-
-    def get_fieldsets(self, request: HttpRequest, obj=None):
-        return self.add_fieldsets if obj is None else self.fieldsets
-
-    def get_readonly_fields(self, request: HttpRequest, obj=None):
-        return () if obj is None else self.readonly_fields
-
-    def create(self, request: HttpRequest, form: forms.ModelForm) -> Account:
-        data = form.cleaned_data
-        return services.create_password_account(
-            email=data["email"],
-            password=data["password1"],
-            name=data["name"],
-            actor=request.user,
-            verified=data["verified"],
-            is_superuser=data["is_superuser"],
-        )
-
-    def update(self, request: HttpRequest, current: Account, form: ServiceForm) -> Account:
-        changes = form.changes()
-        if changes:
-            accounts.update_account(current, **changes, actor=request.user)
-        if "is_superuser" in form.changed_data:
-            accounts.set_operator(current, operator=form.cleaned_data["is_superuser"], actor=request.user)
-        return current
-
-    def _set_enabled(self, request: HttpRequest, queryset, enabled: bool) -> None:
-        with transaction.atomic():
-            targets = [account for account in queryset if account.enabled != enabled]
-            for account in targets:
-                accounts.update_account(account, enabled=enabled, actor=request.user)
-        verb = "enabled" if enabled else "disabled"
-        self.message_user(request, f"{len(targets)} account(s) {verb}.", messages.SUCCESS)
-
-    @admin.action(description="Enable the selected accounts")
-    def enable_accounts(self, request: HttpRequest, queryset) -> None:
-        self._set_enabled(request, queryset, True)
-
-    @admin.action(description="Disable the selected accounts")
-    def disable_accounts(self, request: HttpRequest, queryset) -> None:
-        self._set_enabled(request, queryset, False)
-
-    @admin.action(description="End every session of the selected accounts")
-    def end_account_sessions(self, request: HttpRequest, queryset) -> None:
-        with transaction.atomic():
-            selected = list(queryset)
-            for account in selected:
-                accounts.end_sessions(account)
-        self.message_user(request, f"Sessions of {len(selected)} account(s) ended.", messages.SUCCESS)
-
-    def get_urls(self):
-        return [
-            path(
-                "<path:object_id>/password/",
-                self.admin_site.admin_view(self.password_view),
-                name="accounts_account_password",
-            ),
-            path(
-                "<path:object_id>/check-access/",
-                self.admin_site.admin_view(self.check_access_view),
-                name="accounts_account_check_access",
-            ),
-            *super().get_urls(),
-        ]
-
-    def password_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
-        account = self.get_object(request, unquote(object_id))
-        if account is None:
-            raise Http404("account not found")
-        if not self.has_change_permission(request, account):
-            raise PermissionDenied
-        form = SetPasswordForm(account, request.POST or None)
-        if request.method == "POST" and form.is_valid():
-            with transaction.atomic():
-                accounts.set_password(account, form.cleaned_data["password1"])
-            self.log_change(request, account, [{"changed": {"fields": ["password"]}}])
-            if account.pk == request.user.pk:
-                # The operator's own admin session is bound to the session version that just moved.
-                from django.contrib.auth import update_session_auth_hash
-
-                update_session_auth_hash(request, account)
-            self.message_user(request, "Password set; every session of the account ended.", messages.SUCCESS)
-            return HttpResponseRedirect(reverse("admin:accounts_account_change", args=[account.pk]))
-        context = {
-            **self.admin_site.each_context(request),
-            "title": f"Set password: {account.email}",
-            "form": form,
-            "opts": self.opts,
-            "original": account,
-        }
-        request.current_app = self.admin_site.name
-        return TemplateResponse(request, "admin/accounts/account/password.html", context)
-
-    def check_access_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
-        """`POST /permissions/check` for operators: the same answer (`rbac.policy.explain`), read-only."""
-        account = self.get_object(request, unquote(object_id))
-        if account is None:
-            raise Http404("account not found")
-        form = CheckAccessForm(request.GET or None)
-        answer = None
-        if form.is_valid():
-            data = form.cleaned_data
-            project = data.get("project")
-            answer = policy.explain(
-                account, data["workspace"].pk, data["permission"], project_id=project.pk if project else None
-            )
-        context = {
-            **self.admin_site.each_context(request),
-            "title": f"Check access: {account.email}",
-            "form": form,
-            "answer": answer,
-            "opts": self.opts,
-            "original": account,
-        }
-        request.current_app = self.admin_site.name
-        return TemplateResponse(request, "admin/accounts/account/check_access.html", context)
-
-
-class CheckAccessForm(forms.Form):
-    workspace = forms.ModelChoiceField(queryset=Workspace.objects.order_by("slug"), to_field_name="slug")
-    permission = forms.CharField(
-        max_length=PERMISSION_NAME_MAX, help_text="resource:action, e.g. projects:update"
-    )
-    project = forms.ModelChoiceField(
-        queryset=Project.objects.select_related("workspace").order_by("name"),
-        required=False,
-        help_text="for a project-scope grant",
-    )
-
-    def clean(self) -> dict[str, Any]:
-        cleaned = super().clean()
-        check_with(self, PermissionCheckRequest, {"permission": cleaned.get("permission", "")})
-        project, workspace = cleaned.get("project"), cleaned.get("workspace")
-        if project is not None and workspace is not None and project.workspace_id != workspace.pk:
-            self.add_error("project", "project_id must name a project of this workspace")
-        return cleaned
 
 
 @admin.register(Credential)
@@ -438,13 +149,6 @@ def credential_title(credential: Credential) -> str:
     return f"{credential.kind}/{credential.provider} of {credential.account.email}"
 
 
-# "account" names actors too; the actor filter lists the operators (each entry's actor links to its own).
-audit_subject(
-    "account",
-    Account.objects.all(),
-    search=("email",),
-    choices=Account.objects.filter(is_superuser=True).order_by("email"),
-)
 audit_subject(
     "credential",
     Credential.objects.select_related("account"),

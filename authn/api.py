@@ -46,7 +46,7 @@ def session_payload(account, session: dict) -> dict:
     return SessionWithAccount({**session, "account": account}).data
 
 
-class Register(Endpoint, route="auth/register"):
+class Register(Endpoint):
     """Creates an account with a password and signs it in: the answer is a session (access and refresh tokens)
     with the account. A confirmation link is e-mailed (valid 24 hours); the password credential stays
     `pending` until `auth/confirm`."""
@@ -72,7 +72,7 @@ class Register(Endpoint, route="auth/register"):
         return session_payload(account, session)
 
 
-class Login(Endpoint, route="auth/login"):
+class Login(Endpoint):
     """Signs in with e-mail and password: a session with the account. An unknown address and a wrong password
     get the same 401 `invalid credentials`, in the same time. After 5 failures for one address within 15
     minutes, or 50 from one client address, logins for it answer 429 with `Retry-After` until the window
@@ -103,7 +103,7 @@ class Login(Endpoint, route="auth/login"):
 REFRESH_TOKEN_IN_BODY = "refresh_token goes in the Authorization header as a Bearer token"
 
 
-class Refresh(Endpoint, route="auth/refresh"):
+class Refresh(Endpoint):
     """A new session for the refresh token, sent as `Authorization: Bearer <refresh_token>` (not in the
     body). The token is spent: presenting it again ends every session of the account (reuse detection). An
     access token as Bearer works too; a session ends 30 days after its login whatever refreshes happen."""
@@ -130,7 +130,7 @@ class Refresh(Endpoint, route="auth/refresh"):
             raise ApiError(401, AUTHENTICATION_REQUIRED, commit=True) from exc
 
 
-class Revoke(Endpoint, route="auth/revoke"):
+class Revoke(Endpoint):
     """Ends every session of the caller's account: its access and refresh tokens stop working at once, in
     every service that validates them. With `except_current: true`, every session but the one of the
     token presented."""
@@ -166,7 +166,7 @@ class EmailLink(Endpoint):
         return {"message": self.message}
 
 
-class ResetPassword(EmailLink, route="auth/reset-password"):
+class ResetPassword(EmailLink):
     """E-mails a password reset link when an account has this address; the answer is the same either way,
     so it tells nobody which addresses exist. An address gets at most 3 e-mails an hour; past 20 requests
     an hour from one client address, 429 with `Retry-After`."""
@@ -177,7 +177,7 @@ class ResetPassword(EmailLink, route="auth/reset-password"):
     message = "If an account exists for this address, a password reset link has been sent."
 
 
-class ResendConfirm(EmailLink, route="auth/resend-confirm"):
+class ResendConfirm(EmailLink):
     """E-mails a new confirmation link when an unconfirmed account has this address; the answer is the
     same either way, so it tells nobody which addresses exist. An address gets at most 3 e-mails an hour;
     past 20 requests an hour from one client address, 429 with `Retry-After`."""
@@ -188,7 +188,7 @@ class ResendConfirm(EmailLink, route="auth/resend-confirm"):
     message = "If an unconfirmed account exists for this address, a confirmation link has been sent."
 
 
-class UpdatePassword(Endpoint, route="auth/update-password"):
+class UpdatePassword(Endpoint):
     """Sets a new password with the token of a reset link, which works once; the account's sessions end."""
 
     example_request = {
@@ -205,7 +205,7 @@ class UpdatePassword(Endpoint, route="auth/update-password"):
         return {"account_id": str(account.pk)}
 
 
-class Confirm(Endpoint, route="auth/confirm"):
+class Confirm(Endpoint):
     """Confirms an account's e-mail address with the token of a confirmation link: the account is
     `verified`."""
 
@@ -223,7 +223,7 @@ class Confirm(Endpoint, route="auth/confirm"):
 # OAuth login with idp_a (SPEC 4 rules 3-6, CONTRACT 10)
 
 
-class OAuthInitiate(Endpoint, route="auth/oauth/idp_a/initiate"):
+class OAuthInitiate(Endpoint):
     """Starts a login with `idp_a`: the URL to send the browser to. `redirect_url` must be on an origin of the
     `IAM_OAUTH_REDIRECT_ALLOWLIST` setting (else 400 `redirect_url not allowed`). After the provider, the
     callback redirects the browser there with `access_token` and `refresh_token` query parameters, or with

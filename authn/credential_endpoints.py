@@ -1,36 +1,35 @@
 """Credential endpoints (SPEC 4 Credentials, CONTRACT 2, 3, 6, 12): workspace-scoped, no create. Every
 credential lives in the root workspace; its secret, status, identity and deletion are operators' alone."""
 
-from collections.abc import Callable
-from typing import Any
-
+from django.db.models import QuerySet
 from rest_framework.request import Request
 
-from rbac.api import RecordEndpoint, RecordList
+from iam.api import Endpoint
+from iam.errors import ApiError
+from iam.list_endpoint import ListEndpoint
+from rbac import policy
+from rbac.api import changes_of
 
 from . import services
 from .models import Credential
 from .serializers import CredentialDeleted, CredentialRef, CredentialSerializer, CredentialUpdateRequest
 
-
-class CredentialEndpoint(RecordEndpoint):
-    """A credential named by CONTRACT 12's keys (`services.find_credential`); what only an operator may
-    change is `policy.authorize`'s rule. `lock`: the write endpoints hold the row until they commit."""
-
-    model = Credential
-    ref = CredentialRef
-    lock = False
-    response_serializer = CredentialSerializer
-
-    def find(self, request: Request, data: dict) -> Credential | None:
-        keys = {name: data[name] for name in self.lookup if data.get(name) is not None}
-        return services.find_credential(request.workspace, **keys, lock=self.lock)
-
-    def call(self, service: Callable[..., Any], target: Any, changes: dict, request: Request) -> Any:
-        return service(target, **changes)  # credentials record no actor: only operators change them
+CREDENTIAL_KEYS = ("id", "account_id", "provider_id", "email")  # CredentialRef's fields
 
 
-class CredentialDescribe(CredentialEndpoint, route="credentials/describe"):
+def credential_named(request: Request, data: dict, *, permission: str, lock: bool) -> Credential:
+    """The credential the body names: `id` and `account_id` together, `provider_id` and `email` when
+    sent (`services.find_credential`; `lock`: the row is held until the request commits), through the one
+    policy: what only an operator may change is refused before the lookup's 404 `credential not found`."""
+    keys = {name: data[name] for name in CREDENTIAL_KEYS if data.get(name) is not None}
+    credential = services.find_credential(request.workspace, **keys, lock=lock)
+    policy.authorize(request.user, request.workspace, permission, credential, fields=data)
+    if credential is None:
+        raise ApiError(404, "credential not found")
+    return credential
+
+
+class CredentialDescribe(Endpoint):
     """A credential by `id` and `account_id` together (404 when they disagree; `provider_id` and `email`,
     when given, must match too). Every credential lives in the root workspace; no secret is ever answered."""
 
@@ -39,10 +38,17 @@ class CredentialDescribe(CredentialEndpoint, route="credentials/describe"):
         "account_id": "e4b8d2f6-3a5c-4e7b-9d1f-6c8a2e4b0d93",
     }
 
+    permission = "credentials:describe"
+    workspace_scoped = True
     read_only = True
+    request_serializer = CredentialRef
+    response_serializer = CredentialSerializer
+
+    def handle(self, request: Request, data: dict) -> dict:
+        return self.serialize(credential_named(request, data, permission=self.permission, lock=False))
 
 
-class CredentialList(RecordList, route="credentials/list"):
+class CredentialList(ListEndpoint):
     """The credentials of the `X-Workspace` workspace (all of them live in the root workspace), without
     their secrets."""
 
@@ -51,7 +57,8 @@ class CredentialList(RecordList, route="credentials/list"):
         "options": {"limit": 10},
     }
 
-    model = Credential
+    permission = "credentials:list"
+    workspace_scoped = True
     list_key = "credentials"
     response_serializer = CredentialSerializer
     filter_fields = {
@@ -65,8 +72,11 @@ class CredentialList(RecordList, route="credentials/list"):
         "email": "email",
     }
 
+    def get_queryset(self, request: Request) -> QuerySet:
+        return Credential.objects.in_workspace(request.workspace)
 
-class CredentialUpdate(CredentialEndpoint, route="credentials/update"):
+
+class CredentialUpdate(Endpoint):
     """Changes a credential named by `id` and `account_id`. Its secret, status and identity (`kind`,
     `provider`, `new_provider_id`, `new_email`) are an operator's alone (403 `only an operator may change
     this credential`); holders of `credentials:update` may change `tags`, `meta` and `last_used_at`."""
@@ -78,12 +88,18 @@ class CredentialUpdate(CredentialEndpoint, route="credentials/update"):
         "meta": {"schema_version": "1"},
     }
 
-    lock = True
+    permission = "credentials:update"
+    workspace_scoped = True
     request_serializer = CredentialUpdateRequest
-    service = services.update_credential
+    response_serializer = CredentialSerializer
+
+    def handle(self, request: Request, data: dict) -> dict:
+        credential = credential_named(request, data, permission=self.permission, lock=True)
+        # Credentials record no actor: only operators change what matters in them.
+        return self.serialize(services.update_credential(credential, **changes_of(data, *CREDENTIAL_KEYS)))
 
 
-class CredentialDelete(CredentialEndpoint, route="credentials/delete"):
+class CredentialDelete(Endpoint):
     """Deletes a credential named by `id` and `account_id`: an operator's alone (403 `only an operator may
     change this credential`)."""
 
@@ -92,6 +108,11 @@ class CredentialDelete(CredentialEndpoint, route="credentials/delete"):
         "account_id": "e4b8d2f6-3a5c-4e7b-9d1f-6c8a2e4b0d93",
     }
 
-    lock = True
+    permission = "credentials:delete"
+    workspace_scoped = True
+    request_serializer = CredentialRef
     response_serializer = CredentialDeleted
-    service = services.delete_credential
+
+    def handle(self, request: Request, data: dict) -> dict:
+        credential = credential_named(request, data, permission=self.permission, lock=True)
+        return services.delete_credential(credential)

@@ -84,7 +84,7 @@ class MembershipInvitationEndpoint(InviteeEndpoint):
         return membership
 
 
-class MembershipAccept(MembershipInvitationEndpoint, route="memberships/accept"):
+class MembershipAccept(MembershipInvitationEndpoint):
     """Accepts an invitation: with its `token` (no Bearer), or with Bearer and the `id` of the caller's
     own invited membership, which becomes `active`. Anything else is 404. A disabled account accepts
     nothing (403). An account that was never verified accepting by its link also sends a new `password`:
@@ -108,7 +108,7 @@ class MembershipAccept(MembershipInvitationEndpoint, route="memberships/accept")
         return self.serialize(Membership.objects.prefetch_related("roles__permissions").get(pk=membership.pk))
 
 
-class MembershipDecline(MembershipInvitationEndpoint, route="memberships/decline"):
+class MembershipDecline(MembershipInvitationEndpoint):
     """Declines an invitation, with the same inputs as `memberships/accept`: the membership is deleted.
     Answers its `id`."""
 
@@ -207,7 +207,7 @@ class EmailInvitationEndpoint(InviteeEndpoint):
         return InvitationSerializer(_invitations().get(pk=invitation.pk)).data
 
 
-class InvitationAccept(EmailInvitationEndpoint, route="invitations/accept"):
+class InvitationAccept(EmailInvitationEndpoint):
     """Accepts an invitation, with its e-mailed `token` (no Bearer), or signed in with the `id` of an
     invitation to the caller's verified address (or of the caller's own invited membership, as
     `invitations/mine` lists it). The membership it describes becomes active.
@@ -259,7 +259,7 @@ class InvitationAccept(EmailInvitationEndpoint, route="invitations/accept"):
         return MembershipSerializer(records.get(pk=membership.pk)).data
 
 
-class InvitationDecline(EmailInvitationEndpoint, route="invitations/decline"):
+class InvitationDecline(EmailInvitationEndpoint):
     """Declines an invitation, with the same inputs as `invitations/accept` (no password or name): it
     becomes `declined` (an invited membership is deleted). Answers the invitation."""
 
@@ -277,7 +277,7 @@ class InvitationDecline(EmailInvitationEndpoint, route="invitations/decline"):
         return self.invitation_payload(rbac.decline_email_invitation(found, account=account))
 
 
-class InvitationMine(ListEndpoint, route="invitations/mine"):
+class InvitationMine(ListEndpoint):
     """The caller's open invitations: those to its verified address, and its invited memberships, each
     in the shape of an invitation (an invited membership's `id` is the membership's). Accept or decline
     them with `invitations/accept` and `invitations/decline` and the `id`."""

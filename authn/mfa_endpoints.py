@@ -19,7 +19,7 @@ from .serializers import (
 )
 
 
-class TotpEnroll(Endpoint, route="auth/mfa/totp/enroll"):
+class TotpEnroll(Endpoint):
     """Starts adding an authenticator app (TOTP: SHA-1, 6 digits, 30-second steps): answers its base32
     `secret` and an `otpauth_uri` to show as a QR code. Nothing changes until `auth/mfa/totp/confirm`
     receives a first code; enrolling again before that replaces the pending secret. 409 `totp already
@@ -36,7 +36,7 @@ class TotpEnroll(Endpoint, route="auth/mfa/totp/enroll"):
         return mfa.enroll(request.user)
 
 
-class TotpConfirm(Endpoint, route="auth/mfa/totp/confirm"):
+class TotpConfirm(Endpoint):
     """Activates the pending authenticator with a current `code` and answers ten single-use recovery
     codes, shown this once (only their digests are kept). From now on a password or provider login asks
     for a code. A wrong code: 400 `invalid code`; after 5 wrong codes within 15 minutes, 429 with
@@ -52,7 +52,7 @@ class TotpConfirm(Endpoint, route="auth/mfa/totp/confirm"):
         return mfa.confirm(request.user, data["code"])
 
 
-class TotpDisable(Endpoint, route="auth/mfa/totp/disable"):
+class TotpDisable(Endpoint):
     """Removes the authenticator and its recovery codes, proven by a current `code` or an unused
     `recovery_code`; every other session of the account ends and the account gets an e-mail. A wrong
     code: 400 `invalid code` (field `code` or `recovery_code`); after 5 wrong codes within 15 minutes,
@@ -73,7 +73,7 @@ class TotpDisable(Endpoint, route="auth/mfa/totp/disable"):
         return {"account_id": str(request.user.pk), "totp": False}
 
 
-class MfaVerify(Endpoint, route="auth/mfa/verify"):
+class MfaVerify(Endpoint):
     """The second step of a login for an account with an authenticator: the `mfa_token` that
     `auth/login` (or the provider callback) answered, with a current `code` or an unused
     `recovery_code`. Answers what `auth/login` answers: a session (its `amr` says `otp` and `mfa`) with

@@ -18,7 +18,7 @@ from .serializers import SessionRecordSerializer, SessionRevoked, SessionRevokeR
 OTHER_ACCOUNT = "only an operator may list another account's sessions"
 
 
-class SessionList(ListEndpoint, route="sessions/list"):
+class SessionList(ListEndpoint):
     """The caller's live sessions (not ended, not expired): where and when each began, when it was last
     refreshed, and how the account signed in (`amr`). Filter by `id`, or by `account_id`: another
     account's sessions are for operators only. No permission needed."""
@@ -52,7 +52,7 @@ def _uuid(value: object) -> uuid.UUID | None:
         return None
 
 
-class SessionRevoke(Endpoint, route="sessions/revoke"):
+class SessionRevoke(Endpoint):
     """Ends one session by `id`: its access and refresh tokens stop working at once, everywhere, while
     the account's other sessions live on. An account ends its own sessions, an operator anyone's; another
     account's session is not found. Ending a session other than the caller's current one needs a recent

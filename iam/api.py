@@ -161,6 +161,8 @@ class Endpoint(APIView):
       to the handler as `request.workspace`.
     - `project_aware`: a project-scope grant of `permission` lets the caller in; the record's project is
       then checked once the record is loaded (`rbac.api.RecordEndpoint`, CONTRACT 4).
+    - `decided_on_object`: `permission` is decided once the object is loaded, not before the body: an
+      account's self access, a workspace's own grants (`rbac.policy.authorize`).
     - `request_serializer` / `response_serializer`: the body's and the `data`'s shapes.
     - `example_request`: a real request body, shown as the operation's example in the API reference
       (/docs); tests/iam/test_docs.py checks that the request serializer accepts it.
@@ -181,6 +183,7 @@ class Endpoint(APIView):
     public: ClassVar[bool] = False
     workspace_scoped: ClassVar[bool] = False
     project_aware: ClassVar[bool] = False
+    decided_on_object: ClassVar[bool] = False
     read_only: ClassVar[bool] = False
     request_serializer: ClassVar[type[serializers.Serializer] | None] = None
     response_serializer: ClassVar[type[serializers.Serializer] | None] = None

@@ -17,6 +17,8 @@ urlpatterns = [
     *routes(views),
     path("admin/", admin.site.urls),
     path("", include("authn.urls")),
+    path("", include("accounts.urls")),
+    path("", include("tenancy.urls")),
     path("", include("rbac.urls")),
     path("", include("sso.urls")),
 ]

@@ -1,24 +1,18 @@
 """Admin for permissions, roles and memberships, written through their API endpoints' request
 serializers and services (`EndpointAdmin`): a role's permissions or a membership's roles changed here
-purge the workspace's cached grants and record the push event, exactly as over the API. Also registers
-workspaces (`tenancy/admin.py`), adding what needs RBAC: the owner set-up of a new workspace and its roles
-on its page."""
+purge the workspace's cached grants and record the push event, exactly as over the API. (The workspace
+admin, with its roles, permissions and invitations, is tenancy/admin.py's.)"""
 
 from collections.abc import Callable
 from typing import Any
 
-from django.conf import settings
 from django.contrib import admin, messages
 from django.db import transaction
-from django.db.models import Count, Max
 from django.http import HttpRequest
-from django.utils.html import format_html, format_html_join
 
-from iam.admin import RESOURCE_READONLY, ReadOnlyInline, ServiceForm, ViewOnly, api_fields, audit_subject
+from iam.admin import RESOURCE_READONLY, ViewOnly, api_fields, audit_subject
 from iam.errors import ApiError
-from tenancy.admin import InWorkspaceAdmin, WorkspaceAdmin
-from tenancy.models import Project, Workspace
-from tenancy.serializers import WorkspaceCreateRequest
+from tenancy.admin import InWorkspaceAdmin
 
 from . import api, services
 from .api import RecordEndpoint
@@ -30,16 +24,6 @@ from .serializers import (
     RoleSerializer,
     RoleUpdateRequest,
 )
-
-
-class RoleInline(ReadOnlyInline):
-    model = Role
-    fields = ("name", "description", "created_at")
-
-
-class PermissionInline(ReadOnlyInline):
-    model = Permission
-    fields = ("name", "code", "description", "created_at")
 
 
 class EndpointAdmin(InWorkspaceAdmin):
@@ -57,69 +41,6 @@ class EndpointAdmin(InWorkspaceAdmin):
             cls.create_request, cls.create_service = create.request_serializer, staticmethod(create.service)
             cls.update_request, cls.update_service = update.request_serializer, staticmethod(update.service)
             cls.delete_service = staticmethod(delete.service)
-
-
-class InvitationInline(ReadOnlyInline):
-    """A workspace's invitations by e-mail, newest first; resend and revoke from the invitations list."""
-
-    model = Invitation
-    fields = ("email", "scope", "project", "status", "invited_by", "expires_at", "created_at")
-    ordering = ("-created_at",)
-
-
-class RbacWorkspaceAdmin(WorkspaceAdmin):
-    create_request = WorkspaceCreateRequest
-    inlines = (*WorkspaceAdmin.inlines, RoleInline, PermissionInline, InvitationInline)
-
-    def get_fields(self, request: HttpRequest, obj=None):
-        fields = super().get_fields(request, obj)
-        return fields if obj is None else (*fields, "quota_use")
-
-    def get_readonly_fields(self, request: HttpRequest, obj=None):
-        readonly = super().get_readonly_fields(request, obj)
-        return readonly if obj is None else (*readonly, "quota_use")
-
-    def create(self, request: HttpRequest, form: ServiceForm) -> Workspace:
-        # CONTRACT 4: the creator becomes the owner
-        return services.create_workspace(**form.values(), owner=request.user, actor=request.user)
-
-    @admin.display(description="use against quotas")
-    def quota_use(self, workspace: Workspace) -> str:
-        """What the workspace holds beside each quota it counts against (CONTRACT 16), and the largest role
-        and membership beside theirs; operators pass the quotas, so a figure may stand past its limit."""
-        rows = use_against_quotas(workspace)
-        return format_html(
-            "<table><tbody>{}</tbody></table>",
-            format_html_join(
-                "",
-                '<tr><th scope="row">{}</th><td>{} / {}</td><td>{}</td></tr>',
-                ((what, used, limit, "quota reached" if used >= limit else "") for what, used, limit in rows),
-            ),
-        )
-
-
-def use_against_quotas(workspace: Workspace) -> list[tuple[str, int, int]]:
-    """(quota, use, limit) of each quota a workspace counts against: its records, its largest role's
-    permissions and its largest membership's roles, and the workspaces its creator has made."""
-    largest_role = Role.objects.in_workspace(workspace).annotate(n=Count("permissions")).aggregate(m=Max("n"))
-    largest_membership = (
-        Membership.objects.in_workspace(workspace).annotate(n=Count("roles")).aggregate(m=Max("n"))
-    )
-    rows = [
-        ("projects", Project.objects.in_workspace(workspace).count(), settings.IAM_QUOTA_PROJECTS),
-        ("roles", Role.objects.in_workspace(workspace).count(), settings.IAM_QUOTA_ROLES),
-        ("permissions", Permission.objects.in_workspace(workspace).count(), settings.IAM_QUOTA_PERMISSIONS),
-        ("clients", workspace.clients.count(), settings.IAM_QUOTA_CLIENTS),  # clients/ builds on rbac
-        ("permissions per role", largest_role["m"] or 0, settings.IAM_QUOTA_PERMISSIONS_PER_ROLE),
-        ("roles per membership", largest_membership["m"] or 0, settings.IAM_QUOTA_ROLES_PER_MEMBERSHIP),
-    ]
-    if workspace.created_by_id is not None and not workspace.created_by.is_superuser:
-        made = Workspace.objects.filter(created_by=workspace.created_by_id).count()
-        rows.append((f"workspaces of {workspace.created_by.email}", made, settings.IAM_QUOTA_WORKSPACES))
-    return rows
-
-
-admin.site.register(Workspace, RbacWorkspaceAdmin)
 
 
 @admin.register(Permission)

@@ -241,13 +241,13 @@ def admit(
     permission: str | None,
     *,
     project_scoped: bool = False,
-    per_record: bool = False,
+    decided_on_object: bool = False,
 ) -> None:
     """Before the body (CONTRACT 1's order): the endpoint's declared `permission`, in the `X-Workspace`
     workspace, or in the root workspace for a global resource (CONTRACT 3). `project_scoped`: a grant in
-    some project admits, and `authorize` checks the record's project. `per_record`: the permission
-    depends on the record alone (self access, a workspace's own grants), so `authorize` decides it."""
-    if permission is None or per_record:
+    some project admits, and `authorize` checks the record's project. `decided_on_object`: the permission
+    depends on the object alone (self access, a workspace's own grants), so `authorize` decides it."""
+    if permission is None or decided_on_object:
         return
     if workspace is None:
         require_global(account, permission)
@@ -439,7 +439,7 @@ class EndpointPermission(BasePermission):
             workspace,
             getattr(view, "permission", None),
             project_scoped=getattr(view, "project_aware", False),
-            per_record=getattr(view, "per_record", False),
+            decided_on_object=getattr(view, "decided_on_object", False),
         )
         return True
 

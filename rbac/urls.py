@@ -2,10 +2,10 @@ from django.urls import path
 
 from iam.api import routes
 
-from . import api, workspaces
+from . import api
 
 urlpatterns = [
-    *routes(workspaces, api),
+    *routes(api),
     path("roles/create", api.RoleCreate.as_view()),
     path("roles/describe", api.RoleDescribe.as_view()),
     path("roles/list", api.RoleList.as_view()),

@@ -1,13 +1,17 @@
-"""Admin for workspaces and projects, through `tenancy.services`. Creating a workspace is registered by
-`rbac/admin.py` (the owner set-up is RBAC's business), which also adds the roles to a workspace's page."""
+"""Admin for workspaces and projects, through their services. A workspace created here gets its owner set
+up as over the API (`rbac.services.create_workspace`: the `*` permission, the `owner` role and the
+operator's membership), and its page shows its projects, roles, permissions and invitations and what it
+uses against each quota. The admin is the HTTP tier: it may use the domain tier of any app."""
 
 from collections.abc import Callable
 from typing import Any
 
 from django import forms
+from django.conf import settings
 from django.contrib import admin
-from django.db.models import Field, ManyToManyField, QuerySet
+from django.db.models import Count, Field, ManyToManyField, Max, QuerySet
 from django.http import HttpRequest
+from django.utils.html import format_html, format_html_join
 
 from iam.admin import (
     REQUEST_KEYS,
@@ -18,6 +22,8 @@ from iam.admin import (
     api_fields,
     audit_subject,
 )
+from rbac.models import Invitation, Membership, Permission, Role
+from rbac.services import create_workspace
 
 from . import services
 from .models import Project, Workspace
@@ -25,6 +31,7 @@ from .serializers import (
     ProjectCreateRequest,
     ProjectSerializer,
     ProjectUpdateRequest,
+    WorkspaceCreateRequest,
     WorkspaceSerializer,
     WorkspaceUpdateRequest,
 )
@@ -72,9 +79,26 @@ class ProjectInline(ReadOnlyInline):
     fields = ("name", "code", "created_at")
 
 
-class WorkspaceAdmin(ServiceAdmin):
-    """Registered by rbac/admin.py, which adds creation and the roles inline."""
+class RoleInline(ReadOnlyInline):
+    model = Role
+    fields = ("name", "description", "created_at")
 
+
+class PermissionInline(ReadOnlyInline):
+    model = Permission
+    fields = ("name", "code", "description", "created_at")
+
+
+class InvitationInline(ReadOnlyInline):
+    """A workspace's invitations by e-mail, newest first; resend and revoke from the invitations list."""
+
+    model = Invitation
+    fields = ("email", "scope", "project", "status", "invited_by", "expires_at", "created_at")
+    ordering = ("-created_at",)
+
+
+@admin.register(Workspace)
+class WorkspaceAdmin(ServiceAdmin):
     list_display = ("slug", "name", "created_at", "id")
     search_fields = ("name", "slug", "=id")
     ordering = ("slug",)
@@ -82,11 +106,59 @@ class WorkspaceAdmin(ServiceAdmin):
     readonly_fields = RESOURCE_READONLY
     # The slug names the workspace in X-Workspace headers; the API does not change it either.
     fixed_on_change = ("slug",)
-    inlines: tuple = (ProjectInline,)
+    inlines = (ProjectInline, RoleInline, PermissionInline, InvitationInline)
     json_initial = {"config": SCHEMA, "meta": SCHEMA}
+    create_request = WorkspaceCreateRequest
     update_request = WorkspaceUpdateRequest
     update_service = staticmethod(services.update_workspace)
     delete_service = staticmethod(services.delete_workspace)
+
+    def get_fields(self, request: HttpRequest, obj=None):
+        fields = super().get_fields(request, obj)
+        return fields if obj is None else (*fields, "quota_use")
+
+    def get_readonly_fields(self, request: HttpRequest, obj=None):
+        readonly = super().get_readonly_fields(request, obj)
+        return readonly if obj is None else (*readonly, "quota_use")
+
+    def create(self, request: HttpRequest, form: ServiceForm) -> Workspace:
+        # CONTRACT 4: the creator becomes the owner
+        return create_workspace(**form.values(), owner=request.user, actor=request.user)
+
+    @admin.display(description="use against quotas")
+    def quota_use(self, workspace: Workspace) -> str:
+        """What the workspace holds beside each quota it counts against (CONTRACT 16), and the largest role
+        and membership beside theirs; operators pass the quotas, so a figure may stand past its limit."""
+        rows = use_against_quotas(workspace)
+        return format_html(
+            "<table><tbody>{}</tbody></table>",
+            format_html_join(
+                "",
+                '<tr><th scope="row">{}</th><td>{} / {}</td><td>{}</td></tr>',
+                ((what, used, limit, "quota reached" if used >= limit else "") for what, used, limit in rows),
+            ),
+        )
+
+
+def use_against_quotas(workspace: Workspace) -> list[tuple[str, int, int]]:
+    """(quota, use, limit) of each quota a workspace counts against: its records, its largest role's
+    permissions and its largest membership's roles, and the workspaces its creator has made."""
+    largest_role = Role.objects.in_workspace(workspace).annotate(n=Count("permissions")).aggregate(m=Max("n"))
+    largest_membership = (
+        Membership.objects.in_workspace(workspace).annotate(n=Count("roles")).aggregate(m=Max("n"))
+    )
+    rows = [
+        ("projects", Project.objects.in_workspace(workspace).count(), settings.IAM_QUOTA_PROJECTS),
+        ("roles", Role.objects.in_workspace(workspace).count(), settings.IAM_QUOTA_ROLES),
+        ("permissions", Permission.objects.in_workspace(workspace).count(), settings.IAM_QUOTA_PERMISSIONS),
+        ("clients", workspace.clients.count(), settings.IAM_QUOTA_CLIENTS),  # clients/ builds on rbac
+        ("permissions per role", largest_role["m"] or 0, settings.IAM_QUOTA_PERMISSIONS_PER_ROLE),
+        ("roles per membership", largest_membership["m"] or 0, settings.IAM_QUOTA_ROLES_PER_MEMBERSHIP),
+    ]
+    if workspace.created_by_id is not None and not workspace.created_by.is_superuser:
+        made = Workspace.objects.filter(created_by=workspace.created_by_id).count()
+        rows.append((f"workspaces of {workspace.created_by.email}", made, settings.IAM_QUOTA_WORKSPACES))
+    return rows
 
 
 class InWorkspaceAdmin(ServiceAdmin):

@@ -97,7 +97,7 @@ def test_the_wsgi_application_loads_every_endpoint_before_its_first_request():
         "DATABASE_URL": "sqlite:///:memory:",
         **PRODUCTION,
     }
-    modules = "('rbac.api', 'authn.accounts', 'clients.api')"
+    modules = "('rbac.api', 'accounts.api', 'clients.api')"
     show = f"import sys, iam.wsgi; print(*(m in sys.modules for m in {modules}))"
     process = subprocess.run(
         [sys.executable, "-c", show], env=env, cwd=settings.BASE_DIR, capture_output=True, text=True

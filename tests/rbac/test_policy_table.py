@@ -76,7 +76,7 @@ ADMIT = [
     ("plain", None, "accounts:list", {}, missing("accounts:list")),
     ("wide", None, "accounts:list", {}, missing("accounts:list")),
     ("root_admin", None, "accounts:list", {}, ALLOWED),
-    ("plain", None, "accounts:describe", {"per_record": True}, ALLOWED),
+    ("plain", None, "accounts:describe", {"decided_on_object": True}, ALLOWED),
 ]
 
 

@@ -1,34 +1,39 @@
-"""The account endpoints. Accounts owns the model and its services; the endpoints live here because
-creating an account makes its password credential (authn) and who may read or change an account is
-rbac's rule."""
+"""The account endpoints, listed in accounts/urls.py. Accounts are global: no `X-Workspace` header, and
+the permissions are held in the root workspace, except that an account may describe and change itself
+(not its `enabled` and `verified` flags): `rbac.policy.authorize` decides that once the account is
+loaded (`decided_on_object`). Creating an account also makes its password credential, so
+`accounts/create` calls `authn.services.create_password_account`: the HTTP tier may use the domain tier
+of any app (docs/architecture.md)."""
 
+from django.db.models import QuerySet
 from rest_framework.request import Request
 
-from accounts import services
-from accounts.models import Account
-from accounts.serializers import (
+from authn.services import create_password_account
+from iam.api import Endpoint
+from iam.list_endpoint import ListEndpoint
+from rbac.api import changes_of
+from rbac.endpoints import get_object, named_by
+
+from . import services
+from .models import Account
+from .serializers import (
     AccountCreateRequest,
     AccountDeleted,
     AccountRef,
     AccountSerializer,
     AccountUpdateRequest,
 )
-from iam.api import Endpoint
-from rbac.api import RecordEndpoint, RecordList
-
-from .services import create_password_account
 
 
-class AccountEndpoint(RecordEndpoint):
-    """An account named by `id` and/or `email` (both must match). Self access and root-workspace rights
-    are `policy.authorize`'s (CONTRACT 4)."""
+def account_named(request: Request, data: dict, *, permission: str) -> Account:
+    """The account the body names by `id` and/or `email` (both must match), once the caller may act on it
+    with `permission` and the fields the body sends."""
+    return get_object(
+        request, Account.objects.all(), permission=permission, fields=data, **named_by(data, "id", "email")
+    )
 
-    model = Account
-    ref = AccountRef
-    response_serializer = AccountSerializer
 
-
-class AccountCreate(Endpoint, route="accounts/create"):
+class AccountCreate(Endpoint):
     """A new account with a password credential, `pending` until its e-mail address is confirmed: needs
     `accounts:create` in the root workspace."""
 
@@ -50,17 +55,23 @@ class AccountCreate(Endpoint, route="accounts/create"):
         return self.serialize(account)
 
 
-class AccountDescribe(AccountEndpoint, route="accounts/describe"):
+class AccountDescribe(Endpoint):
     """An account by `id` or `email` (both must match when both are given). Any account may describe
     itself; another needs `accounts:describe` in the root workspace."""
 
     example_request = {"email": "ada@example.com"}
 
+    permission = "accounts:describe"
+    decided_on_object = True
     read_only = True
-    per_record = True
+    request_serializer = AccountRef
+    response_serializer = AccountSerializer
+
+    def handle(self, request: Request, data: dict) -> dict:
+        return self.serialize(account_named(request, data, permission=self.permission))
 
 
-class AccountList(RecordList, route="accounts/list"):
+class AccountList(ListEndpoint):
     """Every account: needs `accounts:list` in the root workspace."""
 
     example_request = {
@@ -68,7 +79,7 @@ class AccountList(RecordList, route="accounts/list"):
         "options": {"limit": 20, "offset": 0, "order_bys": "!created_at"},
     }
 
-    model = Account
+    permission = "accounts:list"
     list_key = "accounts"
     response_serializer = AccountSerializer
     filter_fields = {
@@ -88,8 +99,11 @@ class AccountList(RecordList, route="accounts/list"):
         )
     }
 
+    def get_queryset(self, request: Request) -> QuerySet:
+        return Account.objects.all()
 
-class AccountUpdate(AccountEndpoint, route="accounts/update"):
+
+class AccountUpdate(Endpoint):
     """Changes an account named by `id` or `email`. An account may change itself except its `enabled` and
     `verified` flags; anything else needs `accounts:update` in the root workspace. Disabling an account
     ends its sessions."""
@@ -101,16 +115,27 @@ class AccountUpdate(AccountEndpoint, route="accounts/update"):
         "meta": {"schema_version": "1", "team": "core"},
     }
 
-    per_record = True
+    permission = "accounts:update"
+    decided_on_object = True
     request_serializer = AccountUpdateRequest
-    service = services.update_account
+    response_serializer = AccountSerializer
+
+    def handle(self, request: Request, data: dict) -> dict:
+        account = account_named(request, data, permission=self.permission)
+        changes = changes_of(data, "id", "email")
+        return self.serialize(services.update_account(account, **changes, actor=request.user))
 
 
-class AccountDelete(AccountEndpoint, route="accounts/delete"):
+class AccountDelete(Endpoint):
     """Deletes an account with its memberships and credentials: needs `accounts:delete` in the root workspace.
     Answers its `id` and `email`."""
 
     example_request = {"email": "ada@example.com"}
 
+    permission = "accounts:delete"
+    request_serializer = AccountRef
     response_serializer = AccountDeleted
-    service = services.delete_account
+
+    def handle(self, request: Request, data: dict) -> dict:
+        account = account_named(request, data, permission=self.permission)
+        return services.delete_account(account, actor=request.user)

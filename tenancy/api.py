@@ -1,0 +1,236 @@
+"""The workspace and project endpoints, listed in tenancy/urls.py. Each states its permission and calls
+its service by name. Who may reach a workspace or a project is `rbac.policy`'s rule (through
+`rbac.endpoints.get_object`), and a new workspace's owner set-up (its `*` permission, `owner` role and
+the creator's membership) writes rbac's models, so it is `rbac.services.create_workspace`: the HTTP tier
+may use the domain tier of any app (docs/architecture.md)."""
+
+from django.db.models import QuerySet
+from rest_framework.request import Request
+
+from iam.api import Endpoint
+from iam.list_endpoint import ListEndpoint
+from rbac import policy
+from rbac.api import changes_of
+from rbac.endpoints import get_object, in_visible_projects, named_by
+from rbac.models import Membership
+from rbac.services import create_workspace
+
+from . import services
+from .models import Project, Workspace
+from .serializers import (
+    ProjectCreateRequest,
+    ProjectDeleted,
+    ProjectRef,
+    ProjectSerializer,
+    ProjectUpdateRequest,
+    WorkspaceCreateRequest,
+    WorkspaceDeleted,
+    WorkspaceRef,
+    WorkspaceSerializer,
+    WorkspaceUpdateRequest,
+)
+
+# Workspaces are global: their endpoints take no X-Workspace header. describe, update and delete need
+# `workspaces:<action>` in the workspace itself or in the root workspace, decided once the workspace is
+# loaded (`decided_on_object`); to a caller who is not a member, another workspace does not exist
+# (`policy.require_in_workspace`).
+
+
+def workspace_named(request: Request, data: dict, *, permission: str) -> Workspace:
+    """The workspace the body names by `id` and/or `slug`, once the caller may act on it."""
+    return get_object(request, Workspace.objects.all(), permission=permission, **named_by(data, "id", "slug"))
+
+
+class WorkspaceCreate(Endpoint):
+    """Any enabled account may create a workspace; it becomes its owner."""
+
+    example_request = {
+        "name": "Acme Corp",
+        "slug": "acme",
+        "description": "Acme's tenant",
+        "config": {"schema_version": "1"},
+        "tags": ["customer"],
+        "meta": {"schema_version": "1"},
+    }
+
+    permission = None
+    request_serializer = WorkspaceCreateRequest
+    response_serializer = WorkspaceSerializer
+
+    def handle(self, request: Request, data: dict) -> dict:
+        return self.serialize(create_workspace(owner=request.user, actor=request.user, **data))
+
+
+class WorkspaceDescribe(Endpoint):
+    """A workspace by `id` or `slug` (no `X-Workspace` header): needs `workspaces:describe` in that
+    workspace or in the root workspace. To a caller who is not a member it is 404 `workspace not found`."""
+
+    example_request = {"slug": "acme"}
+
+    permission = "workspaces:describe"
+    decided_on_object = True
+    read_only = True
+    request_serializer = WorkspaceRef
+    response_serializer = WorkspaceSerializer
+
+    def handle(self, request: Request, data: dict) -> dict:
+        return self.serialize(workspace_named(request, data, permission=self.permission))
+
+
+class WorkspaceList(ListEndpoint):
+    """The caller's workspaces; every workspace for holders of `workspaces:list` in the root workspace."""
+
+    example_request = {"filter": {"tags": ["customer"]}, "options": {"limit": 20}}
+
+    permission = None
+    list_key = "workspaces"
+    response_serializer = WorkspaceSerializer
+    filter_fields = {name: name for name in ("id", "name", "slug", "description")}
+
+    def get_queryset(self, request: Request) -> QuerySet:
+        if policy.has_global_permission(request.user, "workspaces:list"):
+            return Workspace.objects.all()
+        mine = Membership.objects.filter(account=request.user, status=Membership.Status.ACTIVE)
+        return Workspace.objects.filter(pk__in=mine.values("workspace_id"))
+
+
+class WorkspaceUpdate(Endpoint):
+    """Changes a workspace named by `id` or `slug`: needs `workspaces:update` in that workspace or in the
+    root workspace. The slug names the workspace in `X-Workspace` headers and does not change."""
+
+    example_request = {"slug": "acme", "name": "Acme Corporation", "tags": ["customer", "enterprise"]}
+
+    permission = "workspaces:update"
+    decided_on_object = True
+    request_serializer = WorkspaceUpdateRequest
+    response_serializer = WorkspaceSerializer
+
+    def handle(self, request: Request, data: dict) -> dict:
+        workspace = workspace_named(request, data, permission=self.permission)
+        changes = changes_of(data, "id", "slug")
+        return self.serialize(services.update_workspace(workspace, **changes, actor=request.user))
+
+
+class WorkspaceDelete(Endpoint):
+    """Deletes a workspace with its projects, roles, permissions, memberships, credentials and clients: needs
+    `workspaces:delete` in that workspace or in the root workspace, which itself cannot be deleted."""
+
+    example_request = {"slug": "acme"}
+
+    permission = "workspaces:delete"
+    decided_on_object = True
+    request_serializer = WorkspaceRef
+    response_serializer = WorkspaceDeleted
+
+    def handle(self, request: Request, data: dict) -> dict:
+        workspace = workspace_named(request, data, permission=self.permission)
+        return services.delete_workspace(workspace, actor=request.user)
+
+
+# Projects: named by `id` or `code` (both must match when both are given); a project-scope grant
+# reaches its own project (`project_aware`, and `project_scoped=True` once the project is loaded).
+
+
+def project_named(request: Request, data: dict, *, permission: str) -> Project:
+    """The project of the `X-Workspace` workspace the body names, once the caller may act on it there."""
+    return get_object(
+        request,
+        Project.objects.in_workspace(request.workspace),
+        permission=permission,
+        project_scoped=True,
+        **named_by(data, "id", "code"),
+    )
+
+
+class ProjectCreate(Endpoint):
+    """A new project of the `X-Workspace` workspace: needs `projects:create` workspace-wide (a
+    project-scope grant cannot make a new project)."""
+
+    example_request = {
+        "name": "Billing",
+        "code": "billing",
+        "description": "Invoices and payments",
+        "config": {"schema_version": "1", "currency": "EUR"},
+        "tags": ["finance"],
+        "meta": {"schema_version": "1"},
+    }
+
+    permission = "projects:create"
+    workspace_scoped = True
+    request_serializer = ProjectCreateRequest
+    response_serializer = ProjectSerializer
+
+    def handle(self, request: Request, data: dict) -> dict:
+        return self.serialize(services.create_project(request.workspace, **data, actor=request.user))
+
+
+class ProjectDescribe(Endpoint):
+    """A project of the `X-Workspace` workspace by `id` or `code`; a project-scope grant reaches its own
+    project only."""
+
+    example_request = {"code": "billing"}
+
+    permission = "projects:describe"
+    workspace_scoped = True
+    project_aware = True
+    read_only = True
+    request_serializer = ProjectRef
+    response_serializer = ProjectSerializer
+
+    def handle(self, request: Request, data: dict) -> dict:
+        return self.serialize(project_named(request, data, permission=self.permission))
+
+
+class ProjectList(ListEndpoint):
+    """The projects of the `X-Workspace` workspace; a caller whose grant is project-scope sees its own
+    projects only."""
+
+    example_request = {"filter": {"tags": ["finance"]}, "options": {"limit": 20, "order_bys": "name"}}
+
+    permission = "projects:list"
+    workspace_scoped = True
+    project_aware = True
+    list_key = "projects"
+    response_serializer = ProjectSerializer
+    filter_fields = {
+        name: name for name in ("id", "workspace_id", "name", "code", "description", "created_by")
+    }
+
+    def get_queryset(self, request: Request) -> QuerySet:
+        projects = Project.objects.in_workspace(request.workspace)
+        return in_visible_projects(request, projects, permission=self.permission, project_field="pk")
+
+
+class ProjectUpdate(Endpoint):
+    """Changes a project named by `id` or `code`; `new_code` gives it a new code. A project-scope grant of
+    `projects:update` reaches its own project only."""
+
+    example_request = {"code": "billing", "name": "Billing and invoicing", "new_code": "invoicing"}
+
+    permission = "projects:update"
+    workspace_scoped = True
+    project_aware = True
+    request_serializer = ProjectUpdateRequest
+    response_serializer = ProjectSerializer
+
+    def handle(self, request: Request, data: dict) -> dict:
+        project = project_named(request, data, permission=self.permission)
+        changes = changes_of(data, "id", "code")
+        return self.serialize(services.update_project(project, **changes, actor=request.user))
+
+
+class ProjectDelete(Endpoint):
+    """Deletes a project named by `id` or `code` with its project-scope memberships; answers
+    its `id`, `name` and `code`."""
+
+    example_request = {"code": "billing"}
+
+    permission = "projects:delete"
+    workspace_scoped = True
+    project_aware = True
+    request_serializer = ProjectRef
+    response_serializer = ProjectDeleted
+
+    def handle(self, request: Request, data: dict) -> dict:
+        project = project_named(request, data, permission=self.permission)
+        return services.delete_project(project, actor=request.user)
