@@ -4,6 +4,9 @@ from each endpoint's `handle`:
 - `get_object` loads the object the body names, through the one policy (`rbac.policy.authorize`): what
   does not depend on the object is refused first, an object that does not exist within the caller's
   reach is a 404 `<model> not found`, then the decision on the object itself (its project, its account).
+- `named_by` turns the body's naming keys (`id` and/or `slug`, say) into `get_object`'s lookup.
+- `in_visible_projects` narrows a project-scoped list to the projects where the caller holds the list's
+  permission (all of them for a workspace-wide grant).
 - `answer_fresh` answers an object as the database holds it after a change, written as a list page writes
   its items (`iam.serializers.Encoder`: each nested object read once, JSON columns as stored), so a role
   of 500 permissions at their size limits is never held as parsed Python objects.
@@ -54,6 +57,11 @@ def get_object(
     return found
 
 
+def named_by(data: dict, *keys: str) -> dict:
+    """The lookup of the object the body names by any of `keys` (`id`, `slug`): every key sent must match."""
+    return {key: data[key] for key in keys if key in data}
+
+
 def answer_fresh(
     request: Request, serializer: type[Serializer], queryset: QuerySet, obj: Model
 ) -> EncodedJson:
@@ -61,3 +69,13 @@ def answer_fresh(
     encoder = Encoder(serializer(context={"request": request}))
     fresh = encoder.prepare(queryset.prefetch_related(None)).get(pk=obj.pk)
     return EncodedJson([next(encoder.encode([fresh]))])
+
+
+def in_visible_projects(
+    request: Request, queryset: QuerySet, *, permission: str, project_field: str = "project_id"
+) -> QuerySet:
+    """For a list a project-scope grant of `permission` lets in (`project_aware = True`): `queryset` (of
+    the `X-Workspace` workspace) as it is for a workspace-wide grant, else only what belongs to the
+    projects where the caller holds `permission` (`project_field` names an object's project)."""
+    visible = policy.visible_projects(request.user, request.workspace, permission)
+    return queryset if visible is None else queryset.filter(**{f"{project_field}__in": visible})
