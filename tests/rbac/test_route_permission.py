@@ -89,7 +89,7 @@ def test_a_model_of_a_workspace_makes_the_endpoint_workspace_scoped():
     sorted(
         path
         for path, endpoint in ENDPOINTS.items()
-        if issubclass(endpoint, RecordEndpoint | RecordList) and endpoint.workspace_scoped
+        if endpoint.workspace_scoped and endpoint.permission is not None
     ),
 )
 def test_a_member_without_the_permission_is_refused_naming_it(member_of, workspace, path):
