@@ -45,12 +45,13 @@ from .serializers import (
     RoleUpdateRequest,
 )
 
-# The bases
-
 
 def changes_of(data: dict, *identifiers: str) -> dict:
-    """An update's fields: the validated body less the keys that name the record or its references."""
+    """An update's fields: the validated body less the keys that name the object or its references."""
     return {key: value for key, value in data.items() if key not in identifiers}
+
+
+# The declarative bases (no longer used in this module)
 
 
 class Records:
