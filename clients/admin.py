@@ -29,11 +29,11 @@ from iam.admin import (
     audit_subject,
 )
 from iam.errors import ApiError
-from rbac.admin import EndpointAdmin
+from tenancy.admin import InWorkspaceAdmin
 
-from . import api, push, services
+from . import push, services
 from .models import Client, Delivery, DeliveryAttempt
-from .serializers import ClientCreateRequest, ClientSerializer
+from .serializers import ClientCreateRequest, ClientSerializer, ClientUpdateRequest
 
 RECENT_DELIVERIES = 20
 
@@ -90,14 +90,17 @@ def secrets_page(
 
 
 @admin.register(Client)
-class ClientAdmin(EndpointAdmin):
+class ClientAdmin(InWorkspaceAdmin):
     form = ClientForm
     list_display = ("name", "workspace", "endpoint", "created_at")
     search_fields = ("name", "=id")
     fields = (*api_fields(ClientSerializer), "secret_version", "created_by", "recent_deliveries")
     readonly_fields = (*RESOURCE_READONLY, "secret_version", "created_by", "recent_deliveries")
     actions = ("regenerate_secrets", "send_test_events")
-    endpoints = (api.ClientCreate, api.ClientUpdate, api.ClientDelete)
+    create_request = ClientCreateRequest  # `create` below calls `services.create_client`
+    update_request = ClientUpdateRequest
+    update_service = staticmethod(services.update_client)
+    delete_service = staticmethod(services.delete_client)
 
     def get_fields(self, request: HttpRequest, obj=None):
         # The add page: what the create request takes, in the workspace chosen by id.

@@ -1,3 +1,7 @@
+"""The client endpoints, listed by path in clients/urls.py: `clients/validate` and `clients/events`, which
+a client service calls with its own id and secret (public, each with its fast body reader), and the
+workspace's client management (create, describe, list, update, delete, regenerate-secret)."""
+
 import functools
 import uuid
 
@@ -10,7 +14,7 @@ from iam import metrics, parsers
 from iam.api import JSON_RENDERER, Endpoint, envelope
 from iam.errors import ApiError
 from iam.fields import PERMISSION_NAME_MAX, PERMISSION_NAME_RE
-from rbac.api import RecordEndpoint, RecordList
+from iam.list_endpoint import ListEndpoint
 
 from . import catchup, services, validation
 from .models import Client
@@ -37,7 +41,7 @@ def _is_permission_name(value: object) -> bool:
     )
 
 
-class ClientValidate(Endpoint, route="clients/validate"):
+class ClientValidate(Endpoint):
     """Validates a user's access token for a client service. Public: the client authenticates itself with its
     id and secret in the body. The answer is always 200 for a well-formed body: `authorized` is true only when
     the client id and secret match, the token is a valid, unexpired, unrevoked access token of an enabled
@@ -101,18 +105,13 @@ class ClientValidate(Endpoint, route="clients/validate"):
         return answer(data)
 
 
-class ClientEndpoint(RecordEndpoint):
-    """A client of the workspace, named by `id`, answered with its workspace embedded (SPEC 2)."""
-
-    model = Client
-    ref = ClientRef
-    response_serializer = ClientSerializer
-
-    def find(self, request: Request, data: dict) -> Client:
-        return services.get_client(request.workspace, id=data["id"])  # its own 404 names the field
+# The client endpoints load the client the body names with `services.get_client`: a client of the
+# `X-Workspace` workspace with its workspace (embedded in each answer), else 404 `client not found` naming
+# the field `id`. No rule of the policy depends on a client itself, so the permission checked before the
+# body is the whole decision.
 
 
-class ClientCreate(ClientEndpoint, route="clients/create"):
+class ClientCreate(Endpoint):
     """A new client of the `X-Workspace` workspace with its secret, which is answered here and by
     `clients/regenerate-secret` only and never stored in plaintext. The secret has the Standard Webhooks form
     `whsec_<base64>`: pass it unchanged to `clients/validate` and to a Standard Webhooks library. With an
@@ -120,6 +119,10 @@ class ClientCreate(ClientEndpoint, route="clients/create"):
     loopback, private or link-local address is refused unless the service allows it
     (`IAM_WEBHOOK_ALLOW_PRIVATE`)."""
 
+    permission = "clients:create"
+    workspace_scoped = True
+    request_serializer = ClientCreateRequest
+    response_serializer = ClientWithSecret
     example_request = {
         "name": "billing-service",
         "endpoint": "https://billing.example.com/iam-events",
@@ -128,71 +131,88 @@ class ClientCreate(ClientEndpoint, route="clients/create"):
         "meta": {"schema_version": "1"},
     }
 
-    request_serializer = ClientCreateRequest
-    response_serializer = ClientWithSecret
-
     def handle(self, request: Request, data: dict) -> dict:
         client, secret = services.create_client(request.workspace, **data, actor=request.user)
         client.secret = secret
         return self.serialize(client)
 
 
-class ClientDescribe(ClientEndpoint, route="clients/describe"):
+class ClientDescribe(Endpoint):
     """A client of the `X-Workspace` workspace by `id`, with its workspace embedded and never its secret,
     which only create and regenerate-secret answer."""
 
+    permission = "clients:describe"
+    workspace_scoped = True
+    read_only = True
+    request_serializer = ClientRef
+    response_serializer = ClientSerializer
     example_request = {"id": "9e5c1a7d-4b2f-4d8e-a6c3-2f7b9d1e5a38"}
 
-    read_only = True
+    def handle(self, request: Request, data: dict) -> dict:
+        client = services.get_client(request.workspace, id=data["id"])
+        return self.serialize(client)
 
 
-class ClientList(RecordList, route="clients/list"):
+class ClientList(ListEndpoint):
     """The clients of the `X-Workspace` workspace, without their secrets."""
 
+    permission = "clients:list"
+    workspace_scoped = True
+    list_key = "clients"
+    response_serializer = ClientSerializer
+    filter_fields = {"id": "id", "workspace_id": "workspace", "name": "name", "description": "description"}
     example_request = {"filter": {"fields": {"name": "billing-service"}}, "options": {"limit": 10}}
 
-    model = Client
-    list_key = "clients"
-    filter_fields = {"id": "id", "workspace_id": "workspace", "name": "name", "description": "description"}
-    response_serializer = ClientSerializer
-
     def get_queryset(self, request: Request) -> QuerySet:
-        return super().get_queryset(request).select_related("workspace")  # embedded in each
+        return Client.objects.in_workspace(request.workspace).select_related("workspace")  # embedded in each
 
 
-class ClientUpdate(ClientEndpoint, route="clients/update"):
+class ClientUpdate(Endpoint):
     """Changes a client named by `id`: its name, description, push `endpoint`, tags and meta. Its secret
     stays (`clients/regenerate-secret` replaces it)."""
 
+    permission = "clients:update"
+    workspace_scoped = True
+    request_serializer = ClientUpdateRequest
+    response_serializer = ClientSerializer
     example_request = {
         "id": "9e5c1a7d-4b2f-4d8e-a6c3-2f7b9d1e5a38",
         "endpoint": "https://billing.example.com/hooks/iam",
         "tags": ["backend", "eu"],
     }
 
-    request_serializer = ClientUpdateRequest
-    service = services.update_client
+    def handle(self, request: Request, data: dict) -> dict:
+        client = services.get_client(request.workspace, id=data["id"])
+        changes = {name: value for name, value in data.items() if name != "id"}
+        return self.serialize(services.update_client(client, **changes, actor=request.user))
 
 
-class ClientDelete(ClientEndpoint, route="clients/delete"):
+class ClientDelete(Endpoint):
     """Deletes a client named by `id`: its secret stops validating at once. Answers its `id`."""
 
+    permission = "clients:delete"
+    workspace_scoped = True
+    request_serializer = ClientRef
+    response_serializer = ClientDeleted
     example_request = {"id": "9e5c1a7d-4b2f-4d8e-a6c3-2f7b9d1e5a38"}
 
-    response_serializer = ClientDeleted
-    service = services.delete_client
+    def handle(self, request: Request, data: dict) -> dict:
+        client = services.get_client(request.workspace, id=data["id"])
+        return services.delete_client(client, actor=request.user)
 
 
-class ClientRegenerateSecret(ClientEndpoint, route="clients/regenerate-secret"):
+class ClientRegenerateSecret(Endpoint):
     """A new secret for a client named by `id`, answered once; the old one stops validating at once
     (`authorized: false`, `reason: "invalid_client"`) and stops signing pushes."""
 
+    permission = "clients:regenerate-secret"
+    workspace_scoped = True
+    request_serializer = ClientRef
+    response_serializer = SecretRegenerated
     example_request = {"id": "9e5c1a7d-4b2f-4d8e-a6c3-2f7b9d1e5a38"}
 
-    response_serializer = SecretRegenerated
-
     def handle(self, request: Request, data: dict) -> dict:
-        client = self.get_object(request, data)
+        client = services.get_client(request.workspace, id=data["id"])
         return {"id": str(client.pk), "secret": services.regenerate_secret(client, actor=request.user)}
 
 
@@ -209,7 +229,7 @@ def answer(data: dict) -> dict:
     return result
 
 
-class ClientEvents(Endpoint, route="clients/events"):
+class ClientEvents(Endpoint):
     """The workspace's events after a cursor, in commit order. Public: the client authenticates itself with
     its id and secret in the body, as in `clients/validate`; a wrong pair is 401 `invalid client`. A cursor
     older than IAM_EVENT_RETENTION_DAYS is 410 `cursor expired`."""

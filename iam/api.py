@@ -5,18 +5,14 @@ An endpoint declares who may call it and what it reads; this module parses the b
 whatever the Content-Type, SPEC 7's parse messages), validates it with the declared serializer, wraps the
 result in the envelope, and leaves authentication, workspace selection and the permission check to DRF's
 authentication and permission classes: those named in `REST_FRAMEWORK` (`authn.authentication`,
-`rbac.policy.EndpointPermission`; `iam` may not import the apps), which `rbac.api.RecordEndpoint` names
-itself for the permission. `routes()` serves the endpoints of an app's modules at the paths their
-classes declare."""
+`rbac.policy.EndpointPermission`; `iam` may not import the apps). Each app's urls.py lists its endpoints by
+path."""
 
 from collections.abc import Mapping
-from types import ModuleType
 from typing import Any, ClassVar
 
 from django.db import transaction
-from django.db.models import QuerySet
 from django.http import HttpResponse
-from django.urls import URLPattern, path
 from rest_framework import exceptions, serializers
 from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
@@ -129,38 +125,16 @@ def require_one(attrs: dict, *names: str) -> dict:
     return attrs
 
 
-def first_match(queryset: QuerySet, ref: Mapping[str, Any], keys: tuple[str, ...] = ("id",)) -> Any:
-    """The record of `queryset` (already scoped to what the caller may reach) that every given key of
-    `ref` names, or None."""
-    lookup = {("pk" if key == "id" else key): ref[key] for key in keys if key in ref}
-    return queryset.filter(**lookup).first() if lookup else None
-
-
-def not_found(queryset: QuerySet) -> ApiError:
-    return ApiError(404, f"{queryset.model._meta.verbose_name} not found")
-
-
-def find_one(queryset: QuerySet, ref: Mapping[str, Any], keys: tuple[str, ...] = ("id",)) -> Any:
-    """`first_match`, or 404 `<model> not found`: a record of another workspace is not found, never
-    forbidden."""
-    found = first_match(queryset, ref, keys)
-    if found is None:
-        raise not_found(queryset)
-    return found
-
-
 class Endpoint(APIView):
     """POST-only JSON endpoint. Subclasses declare:
 
-    - `route`, as a class keyword (`class RoleUpdate(RoleEndpoint, route="roles/update")`): the path it
-      answers, which `routes()` serves; a class without one (a base) is not routed.
     - `permission`: the permission the caller needs (`"projects:create"`), checked before the body; None
       when the handler decides itself (self-service on accounts) or the endpoint is public.
     - `public`: no Bearer token needed.
     - `workspace_scoped`: the request acts in the workspace named by `X-Workspace` (CONTRACT 2), available
       to the handler as `request.workspace`.
     - `project_aware`: a project-scope grant of `permission` lets the caller in; the record's project is
-      then checked once the record is loaded (`rbac.api.RecordEndpoint`, CONTRACT 4).
+      then checked once the object is loaded (`rbac.endpoints.get_object`, CONTRACT 4).
     - `decided_on_object`: `permission` is decided once the object is loaded, not before the body: an
       account's self access, a workspace's own grants (`rbac.policy.authorize`).
     - `request_serializer` / `response_serializer`: the body's and the `data`'s shapes.
@@ -188,11 +162,6 @@ class Endpoint(APIView):
     request_serializer: ClassVar[type[serializers.Serializer] | None] = None
     response_serializer: ClassVar[type[serializers.Serializer] | None] = None
     example_request: ClassVar[dict | None] = None
-    route: ClassVar[str | None] = None
-
-    def __init_subclass__(cls, route: str | None = None, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        cls.route = route  # never inherited: each routed class names its own path
 
     def get_authenticators(self):
         return [] if self.public else super().get_authenticators()
@@ -247,17 +216,3 @@ class Endpoint(APIView):
     def serialize(self, instance: Any) -> dict:
         assert self.response_serializer is not None
         return self.response_serializer(instance, context={"request": self.request}).data
-
-
-def routes(*modules: ModuleType) -> list[URLPattern]:
-    """The URL patterns of the endpoints each module defines with a `route`, in the order they are
-    defined there: an app's `urls.py` names its endpoint modules, never an endpoint twice."""
-    return [
-        path(endpoint.route, endpoint.as_view())
-        for module in modules
-        for endpoint in vars(module).values()
-        if isinstance(endpoint, type)
-        and issubclass(endpoint, Endpoint)
-        and endpoint.__module__ == module.__name__
-        and endpoint.route is not None
-    ]

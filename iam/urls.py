@@ -2,7 +2,6 @@ from django.contrib import admin
 from django.urls import include, path
 
 from iam import docs, metrics, views
-from iam.api import routes
 
 # Patterns are tried in order: `clients/validate`, which every client service calls on every request it
 # serves, comes first.
@@ -14,7 +13,7 @@ urlpatterns = [
     # The API reference: Swagger UI over the OpenAPI schema that the endpoints' declarations generate.
     path("docs", docs.ApiReference.as_view()),
     path("docs/schema", docs.ApiSchema.as_view(), name="openapi-schema"),
-    *routes(views),
+    path("audit/list", views.AuditList.as_view()),
     path("admin/", admin.site.urls),
     path("", include("authn.urls")),
     path("", include("accounts.urls")),

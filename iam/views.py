@@ -60,7 +60,7 @@ class AuditEntrySerializer(serializers.ModelSerializer):
         )
 
 
-class AuditList(ListEndpoint, route="audit/list"):
+class AuditList(ListEndpoint):
     """The audit entries of the `X-Workspace` workspace, newest first; in the root workspace also the
     global ones (accounts, logins, sessions). Append-only: no other audit endpoint."""
 

@@ -1,5 +1,5 @@
-"""Admin for permissions, roles and memberships, written through their API endpoints' request
-serializers and services (`EndpointAdmin`): a role's permissions or a membership's roles changed here
+"""Admin for permissions, roles and memberships, written through the request serializers and services
+their API endpoints use, each named on its admin: a role's permissions or a membership's roles changed here
 purge the workspace's cached grants and record the push event, exactly as over the API. (The workspace
 admin, with its roles, permissions and invitations, is tenancy/admin.py's.)"""
 
@@ -14,41 +14,31 @@ from iam.admin import RESOURCE_READONLY, ViewOnly, api_fields, audit_subject
 from iam.errors import ApiError
 from tenancy.admin import InWorkspaceAdmin
 
-from . import api, services
-from .api import RecordEndpoint
+from . import services
 from .models import Invitation, Membership, Permission, Role
 from .serializers import (
+    MembershipCreateRequest,
     MembershipSerializer,
+    MembershipUpdateRequest,
+    PermissionCreateRequest,
     PermissionSerializer,
+    PermissionUpdateRequest,
     RoleCreateRequest,
     RoleSerializer,
     RoleUpdateRequest,
 )
 
 
-class EndpointAdmin(InWorkspaceAdmin):
-    """A workspace's record the admin writes exactly as the API does: `endpoints` are its API create,
-    update and delete endpoints, whose request serializers validate the add and change forms
-    (`ServiceForm`) and whose services the admin's hooks call (`ServiceAdmin`)."""
-
-    endpoints: tuple[type[RecordEndpoint], ...] = ()
-
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        by_action = {endpoint.route.rpartition("/")[2]: endpoint for endpoint in cls.endpoints}
-        if by_action:
-            create, update, delete = by_action["create"], by_action["update"], by_action["delete"]
-            cls.create_request, cls.create_service = create.request_serializer, staticmethod(create.service)
-            cls.update_request, cls.update_service = update.request_serializer, staticmethod(update.service)
-            cls.delete_service = staticmethod(delete.service)
-
-
 @admin.register(Permission)
-class PermissionAdmin(EndpointAdmin):
+class PermissionAdmin(InWorkspaceAdmin):
     list_display = ("name", "code", "workspace", "created_at", "id")
     search_fields = ("name", "code", "=id", "workspace__slug")
     fields = api_fields(PermissionSerializer)
-    endpoints = (api.PermissionCreate, api.PermissionUpdate, api.PermissionDelete)
+    create_request = PermissionCreateRequest
+    update_request = PermissionUpdateRequest
+    create_service = staticmethod(services.create_permission)
+    update_service = staticmethod(services.update_permission)
+    delete_service = staticmethod(services.delete_permission)
 
 
 def names_column(relation: str) -> Callable[[Any, Any], str]:
@@ -63,7 +53,7 @@ def names_column(relation: str) -> Callable[[Any, Any], str]:
 
 
 @admin.register(Role)
-class RoleAdmin(EndpointAdmin):
+class RoleAdmin(InWorkspaceAdmin):
     list_display = ("name", "workspace", "permission_names", "created_at", "id")
     permission_names = names_column("permissions")
     search_fields = ("name", "=id", "workspace__slug")
@@ -80,7 +70,7 @@ TITLED_MEMBERSHIPS = ("account", "workspace", "project")
 
 
 @admin.register(Membership)
-class MembershipAdmin(EndpointAdmin):
+class MembershipAdmin(InWorkspaceAdmin):
     """Each membership is titled `alice@example.com in Acme (admin, owner)`."""
 
     list_display = ("__str__", "account", "workspace", "project", "scope", "status", "created_at")
@@ -92,7 +82,11 @@ class MembershipAdmin(EndpointAdmin):
     fields = api_fields(MembershipSerializer)
     readonly_fields = (*RESOURCE_READONLY, "accepted_at")
     fixed_on_change = ("account", "workspace")
-    endpoints = (api.MembershipCreate, api.MembershipUpdate, api.MembershipDelete)
+    create_request = MembershipCreateRequest
+    update_request = MembershipUpdateRequest
+    create_service = staticmethod(services.create_membership)
+    update_service = staticmethod(services.update_membership)
+    delete_service = staticmethod(services.delete_membership)
 
 
 audit_subject("permission", Permission.objects.all())

@@ -1,32 +1,22 @@
-"""The RBAC endpoints (permissions, roles, memberships, `permissions/check`), and the RBAC-aware bases
-every endpoint acting on one record shares (STYLE "Authorization is decided in one place").
+"""The RBAC endpoints: permissions, roles, memberships, invitations and `permissions/check`, listed by
+path in rbac/urls.py. Each states on its class the permission it needs (`permission = "roles:update"`), its
+workspace scoping, its serializers and an example request, and has a short `handle` that loads the object
+the body names through the one policy (`rbac.endpoints.get_object`: what does not depend on the object is
+refused first, then a 404, then the decision on the object), calls its service and answers."""
 
-`iam.api` stays the app-free machinery; `RecordEndpoint` and `ProjectScopedList` put `rbac.policy`'s two
-decisions in the one path every request takes: `policy.EndpointPermission` (the declared permission,
-before the body; named here, not only in settings) and `RecordEndpoint.get_object` (the record, once
-loaded), so no endpoint checks a project, a self access or a workspace's grants by hand. An endpoint that
-loads a record, calls its service and answers the result is a declaration only (`model`, `ref`, the
-serializers, `service`): its permission and its workspace scoping follow from its route and its model
-(`Records`), and `RecordEndpoint.handle` is written once, here."""
-
-from collections.abc import Callable
-from typing import Any, ClassVar
-
-from django.db.models import Model, QuerySet
+from django.db.models import QuerySet
 from rest_framework.request import Request
-from rest_framework.serializers import Serializer
 
 from accounts.models import Account
-from iam.api import EncodedJson, Endpoint, first_match, not_found
+from iam.api import EncodedJson, Endpoint
 from iam.errors import ApiError
 from iam.list_endpoint import ListEndpoint
-from iam.serializers import Encoder, prefetch
-from tenancy.models import Project, WorkspaceScopedQuerySet
+from iam.serializers import prefetch
+from tenancy.models import Project
 
 from . import policy, services
-from .endpoints import answer_fresh, get_object
+from .endpoints import answer_fresh, get_object, in_visible_projects, named_by
 from .models import Invitation, Membership, Permission, Role
-from .policy import EndpointPermission
 from .serializers import (
     Deleted,
     IdRequest,
@@ -46,159 +36,29 @@ from .serializers import (
     RoleUpdateRequest,
 )
 
-# The bases
-
 
 def changes_of(data: dict, *identifiers: str) -> dict:
-    """An update's fields: the validated body less the keys that name the record or its references."""
+    """An update's fields: the validated body less the keys that name the object or its references."""
     return {key: value for key, value in data.items() if key not in identifiers}
-
-
-class Records:
-    """What an endpoint reaches and what it needs. The records of its `model`, each loaded with its
-    `related` relations (`iam.serializers.prefetch` paths, a query each whatever the count). Declaring a
-    model whose records belong to a workspace (`WorkspaceScopedQuerySet`) makes the endpoint
-    workspace-scoped: it acts in the `X-Workspace` workspace (CONTRACT 2) and reaches only that
-    workspace's records, so no endpoint of a tenant's records can be declared unscoped. Its route names
-    the permission it needs (`policy.route_permission`, CONTRACT 4), so none can be declared amiss."""
-
-    model: ClassVar[type[Model]]
-    related: ClassVar[tuple[str, ...]] = ()
-    workspace_scoped: ClassVar[bool]
-
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        if "model" in vars(cls):
-            cls.workspace_scoped = isinstance(cls.model.objects.none(), WorkspaceScopedQuerySet)
-        if cls.route is not None:
-            # A permission written on the class is held to the one its route names (CONTRACT 4).
-            named = policy.route_permission(cls.route)
-            assert vars(cls).get("permission", named) == named, f"{cls.__name__}: the route needs {named}"
-            cls.permission = named
-
-    def get_queryset(self, request: Request) -> QuerySet:
-        records = self.model.objects.prefetch_related(*map(prefetch, self.related))
-        return records.in_workspace(request.workspace) if self.workspace_scoped else records
-
-
-class RecordEndpoint(Records, Endpoint):
-    """An endpoint acting on one record. Declares its `model` (`Records`) and `ref`, the serializer of
-    the body's keys that name the record (`id` by default): the request of the routes that only name
-    one (describe, delete) and, by its fields, the `lookup`. `get_object(request, data)` loads the
-    record and asks `policy.authorize` with it: its project (`project_aware`), its account (self
-    access), the workspace it is (a workspace's own endpoints). A refusal that does not depend on the
-    record comes before the lookup's 404, as CONTRACT 1 orders them.
-
-    `handle` is written once: without `service` it answers the record (describe); with one it calls
-    `service(record, **changes, actor=caller)` (update, delete), or with `creates`
-    `service(workspace, **changes, actor=caller)`, and answers the result: a record serialized with
-    `response_serializer` (when `reload`, re-read as the database now holds it, its relations changed, and
-    written by an `iam.serializers.Encoder`: `written`), a summary (a delete's) as it is.
-    `changes(request, data)` turns the body into the service's keyword arguments (override it to resolve
-    references).
-
-    `per_record`: `permission` is decided on the record alone (`policy.admit` lets the request through
-    to the body)."""
-
-    permission_classes: ClassVar[list] = [EndpointPermission]
-    ref: ClassVar[type[Serializer]] = IdRequest
-    lookup: ClassVar[tuple[str, ...]] = ("id",)
-    request_serializer = IdRequest
-    per_record: ClassVar[bool] = False
-    service: ClassVar[Callable[..., Any] | None] = None
-    creates: ClassVar[bool] = False
-    reload: ClassVar[bool] = False
-
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        if "ref" in vars(cls):
-            cls.request_serializer = cls.ref
-            cls.lookup = tuple(cls.ref._declared_fields)
-
-    def find(self, request: Request, data: dict) -> Any | None:
-        """The record the body names, or None. Override for a lookup that is more than equal keys."""
-        return first_match(self.get_queryset(request).prefetch_related(None), data, self.lookup)
-
-    def get_object(self, request: Request, data: dict) -> Any:
-        record = self.find(request, data)
-        self.authorize(request, record, fields=data)
-        if record is None:
-            raise not_found(self.get_queryset(request))
-        return record
-
-    def authorize(self, request: Request, record: Any, *, fields: Any = None) -> None:
-        """`policy.authorize` for this endpoint; also for a record the request is about to create or move
-        to (a membership's project, or the workspace itself for a workspace-scope membership)."""
-        policy.authorize(
-            request.user,
-            getattr(request, "workspace", None),
-            self.permission,
-            record,
-            project_scoped=self.project_aware,
-            fields=fields,
-        )
-
-    def handle(self, request: Request, data: dict) -> Any:
-        target = request.workspace if self.creates else self.get_object(request, data)
-        service = type(self).service  # read on the class: a plain function, not a bound method
-        if service is None:
-            return self.written(target) if self.reload else self.serialize(target)
-        result = self.call(service, target, self.changes(request, data), request)
-        if not isinstance(result, Model):
-            return result
-        return self.written(result) if self.reload else self.serialize(result)
-
-    def written(self, record: Model) -> EncodedJson:
-        """`record` as the database now holds it, written as a list page writes its records: each nested
-        record read once, JSON columns as stored (CONTRACT 16: a role of 500 permissions at their size
-        limits is never held as parsed objects)."""
-        encoder = Encoder(self.response_serializer(context={"request": self.request}))
-        fresh = encoder.prepare(self.get_queryset(self.request).prefetch_related(None)).get(pk=record.pk)
-        return EncodedJson([next(encoder.encode([fresh]))])
-
-    def changes(self, request: Request, data: dict) -> dict:
-        """The service's keyword arguments: the body, less the keys naming the record (an update's)."""
-        return data if self.creates else changes_of(data, *self.lookup)
-
-    def call(self, service: Callable[..., Any], target: Any, changes: dict, request: Request) -> Any:
-        return service(target, **changes, actor=request.user)
-
-
-class RecordList(Records, ListEndpoint):
-    """A list of `model`'s records (`Records`)."""
-
-    permission_classes: ClassVar[list] = [EndpointPermission]
-
-
-class ProjectScopedList(RecordList):
-    """A list whose records belong to projects (`project_field`): a project-scope grant of `permission`
-    lets the caller in, and the list shows the records of the projects where it holds it."""
-
-    project_aware = True
-    project_field: ClassVar[str] = "project_id"
-
-    def get_queryset(self, request: Request) -> QuerySet:
-        records = super().get_queryset(request)
-        visible = policy.visible_projects(request.user, request.workspace, self.permission)
-        return records if visible is None else records.filter(**{f"{self.project_field}__in": visible})
 
 
 # Permissions
 
 
-class PermissionEndpoint(RecordEndpoint):
-    """A permission of the workspace, named by `id` or `code` (both must match when both are given)."""
-
-    model = Permission
-    ref = PermissionRef
-    response_serializer = PermissionSerializer
+def permissions_in(request: Request) -> QuerySet:
+    """The permissions of the `X-Workspace` workspace."""
+    return Permission.objects.in_workspace(request.workspace)
 
 
-class PermissionCreate(PermissionEndpoint, route="permissions/create"):
+class PermissionCreate(Endpoint):
     """A new permission of the `X-Workspace` workspace: `name` is `*` or `resource:action`, either side `*` or
     letters, digits, `_`, `.` and `-` (at most 128 characters). The caller's own grants must cover the name:
     nobody grants what they do not hold (403 `cannot grant permissions you do not hold`)."""
 
+    permission = "permissions:create"
+    workspace_scoped = True
+    request_serializer = PermissionCreateRequest
+    response_serializer = PermissionSerializer
     example_request = {
         "name": "invoices:read",
         "code": "invoices:read",
@@ -207,54 +67,78 @@ class PermissionCreate(PermissionEndpoint, route="permissions/create"):
         "meta": {"schema_version": "1"},
     }
 
-    creates = True
-    request_serializer = PermissionCreateRequest
-    service = services.create_permission
+    def handle(self, request: Request, data: dict) -> dict:
+        created = services.create_permission(request.workspace, **data, actor=request.user)
+        return self.serialize(created)
 
 
-class PermissionDescribe(PermissionEndpoint, route="permissions/describe"):
+class PermissionDescribe(Endpoint):
     """A permission of the `X-Workspace` workspace by `id` or `code`; one of another workspace is not
     found (404)."""
 
+    permission = "permissions:describe"
+    workspace_scoped = True
+    read_only = True
+    request_serializer = PermissionRef
+    response_serializer = PermissionSerializer
     example_request = {"code": "invoices:read"}
 
-    read_only = True
+    def handle(self, request: Request, data: dict) -> dict:
+        found = get_object(
+            request,
+            permissions_in(request),
+            permission=self.permission,
+            **named_by(data, "id", "code"),  # both must match when both are given
+        )
+        return self.serialize(found)
 
 
-class PermissionList(RecordList, route="permissions/list"):
+class PermissionList(ListEndpoint):
     """The permissions of the `X-Workspace` workspace."""
 
-    example_request = {"filter": {"fields": {"name": "invoices:read"}}, "options": {"limit": 100}}
-
-    model = Permission
+    permission = "permissions:list"
+    workspace_scoped = True
     list_key = "permissions"
     response_serializer = PermissionSerializer
     filter_fields = {name: name for name in ("id", "workspace_id", "name", "code", "description")}
+    example_request = {"filter": {"fields": {"name": "invoices:read"}}, "options": {"limit": 100}}
+
+    def get_queryset(self, request: Request) -> QuerySet:
+        return permissions_in(request)
 
 
-class PermissionUpdate(PermissionEndpoint, route="permissions/update"):
+class PermissionUpdate(Endpoint):
     """Changes a permission named by `id` (`code` is a change here). A new `name` must be covered by the
     caller's own grants; the roles holding the permission keep it."""
 
+    permission = "permissions:update"
+    workspace_scoped = True
+    request_serializer = PermissionUpdateRequest
+    response_serializer = PermissionSerializer
     example_request = {
         "id": "c2e7a9b4-1d3f-4a6c-8e5b-7f9d2c4a6e18",
         "description": "Read and export invoices",
     }
 
-    lookup = ("id",)
-    request_serializer = PermissionUpdateRequest
-    service = services.update_permission
+    def handle(self, request: Request, data: dict) -> dict:
+        found = get_object(request, permissions_in(request), permission=self.permission, pk=data["id"])
+        updated = services.update_permission(found, **changes_of(data, "id"), actor=request.user)
+        return self.serialize(updated)
 
 
-class PermissionDelete(PermissionEndpoint, route="permissions/delete"):
+class PermissionDelete(Endpoint):
     """Deletes a permission named by `id`; the roles that held it lose it, and so do their holders, at
     once."""
 
-    example_request = {"id": "c2e7a9b4-1d3f-4a6c-8e5b-7f9d2c4a6e18"}
-
+    permission = "permissions:delete"
+    workspace_scoped = True
     request_serializer = IdRequest
     response_serializer = Deleted
-    service = services.delete_permission
+    example_request = {"id": "c2e7a9b4-1d3f-4a6c-8e5b-7f9d2c4a6e18"}
+
+    def handle(self, request: Request, data: dict) -> dict:
+        found = get_object(request, permissions_in(request), permission=self.permission, pk=data["id"])
+        return services.delete_permission(found, actor=request.user)
 
 
 # Roles
@@ -371,56 +255,48 @@ class RoleDelete(Endpoint):
 # Memberships
 
 
-class MembershipEndpoint(RecordEndpoint):
-    """A membership of the workspace, named by `id`, with its roles as they are after a change
-    (`reload`). A project-scope grant of `memberships:<action>` reaches the memberships of its project
-    (CONTRACT 4), and the project a membership is created in or moved to is authorized like one of its
-    records (`get_project`)."""
-
-    model = Membership
-    related = ("roles", "roles__permissions")
-    project_aware = True
-    reload = True
-    response_serializer = MembershipSerializer
-
-    def get_project(self, request: Request, project_id) -> Project | None:
-        """The project a membership is created in or moved to, authorized like a record of it; None
-        (a workspace-scope membership) needs the permission workspace-wide."""
-        if project_id is None:
-            self.authorize(request, request.workspace)
-            return None
-        project = Project.objects.in_workspace(request.workspace).filter(pk=project_id).first()
-        if project is None:
-            raise ApiError(400, "project_id must name a project of this workspace", "project_id")
-        self.authorize(request, project)
-        return project
-
-    def changes(self, request: Request, data: dict) -> dict:
-        """The account (a new membership's), the project it is in or moves to, and the roles, resolved
-        in this order (each refusal before the next)."""
-        changes = changes_of(super().changes(request, data), "account_id", "project_id", "role_ids")
-        if self.creates:
-            changes["account"] = Account.objects.filter(pk=data["account_id"]).first()
-            if changes["account"] is None:
-                raise ApiError(400, "account_id must name an existing account", "account_id")
-            changes["project"] = self.get_project(request, data.get("project_id"))
-        elif "project_id" in data:
-            changes["project"] = self.get_project(request, data["project_id"])
-        elif changes.get("scope") == Membership.Scope.WORKSPACE:
-            self.get_project(request, None)
-        if "role_ids" in data:
-            roles = Role.objects.in_workspace(request.workspace)
-            changes["roles"] = services.resolve(roles, data["role_ids"], field="role_ids")
-        return changes
+def project_named(request: Request, project_id) -> Project:
+    """The project of the `X-Workspace` workspace that `project_id` names (400 for any other)."""
+    project = Project.objects.in_workspace(request.workspace).filter(pk=project_id).first()
+    if project is None:
+        raise ApiError(400, "project_id must name a project of this workspace", "project_id")
+    return project
 
 
-class MembershipCreate(MembershipEndpoint, route="memberships/create"):
+def roles_named(request: Request, ids: list) -> list[Role]:
+    """The roles of the `X-Workspace` workspace that `role_ids` names (400 for any other)."""
+    return services.resolve(Role.objects.in_workspace(request.workspace), ids, field="role_ids")
+
+
+def membership_place(request: Request, project_id, *, permission: str) -> Project | None:
+    """Where a membership is created or moved to, held to `permission` as a membership already there would
+    be: a project (400 unless of this workspace), where a project-scope grant of `permission` counts; or,
+    for `None`, the workspace itself, which needs `permission` workspace-wide."""
+    if project_id is None:
+        policy.require(request.user, request.workspace, permission)
+        return None
+    project = project_named(request, project_id)
+    policy.require(request.user, request.workspace, permission, project_id=project.pk)
+    return project
+
+
+def memberships_in(request: Request) -> QuerySet:
+    """The memberships of the `X-Workspace` workspace."""
+    return Membership.objects.in_workspace(request.workspace)
+
+
+class MembershipCreate(Endpoint):
     """Adds an account to the `X-Workspace` workspace, workspace-wide or in one project, with `role_ids`:
     roles of this workspace, covered by the caller's own grants (else 403 `cannot grant permissions you do not
     hold`). For another account, unless the caller is an operator, the membership is `invited` whatever
     `status` says and the account is e-mailed a link to accept it (valid 7 days, once). A project-scope grant
     reaches its own project."""
 
+    permission = "memberships:create"
+    workspace_scoped = True
+    project_aware = True
+    request_serializer = MembershipCreateRequest
+    response_serializer = MembershipSerializer
     example_request = {
         "account_id": "e4b8d2f6-3a5c-4e7b-9d1f-6c8a2e4b0d93",
         "scope": "project",
@@ -431,77 +307,124 @@ class MembershipCreate(MembershipEndpoint, route="memberships/create"):
         "meta": {"schema_version": "1"},
     }
 
-    creates = True
-    request_serializer = MembershipCreateRequest
-    service = services.create_membership
+    def handle(self, request: Request, data: dict) -> EncodedJson:
+        # The account, then the place, then the roles: each refusal before the next.
+        account = Account.objects.filter(pk=data["account_id"]).first()
+        if account is None:
+            raise ApiError(400, "account_id must name an existing account", "account_id")
+        project = membership_place(request, data.get("project_id"), permission=self.permission)
+        roles = roles_named(request, data["role_ids"])
+        membership = services.create_membership(
+            request.workspace,
+            **changes_of(data, "account_id", "project_id", "role_ids"),
+            account=account,
+            project=project,
+            roles=roles,
+            actor=request.user,
+        )
+        return answer_fresh(request, MembershipSerializer, memberships_in(request), membership)
 
 
-class MembershipDescribe(MembershipEndpoint, route="memberships/describe"):
+class MembershipDescribe(Endpoint):
     """A membership of the `X-Workspace` workspace by `id`, with its roles; a project-scope grant of
     `memberships:describe` reaches the memberships of its own project."""
 
+    permission = "memberships:describe"
+    workspace_scoped = True
+    project_aware = True
+    read_only = True
+    request_serializer = IdRequest
+    response_serializer = MembershipSerializer
     example_request = {"id": "7d3b5f9a-2c4e-4a6d-b1f3-8e5c7a9d2b64"}
 
-    read_only = True
+    def handle(self, request: Request, data: dict) -> EncodedJson:
+        membership = get_object(
+            request, memberships_in(request), permission=self.permission, project_scoped=True, pk=data["id"]
+        )
+        return answer_fresh(request, MembershipSerializer, memberships_in(request), membership)
 
 
-class MembershipList(ProjectScopedList, route="memberships/list"):
+class MembershipList(ListEndpoint):
     """The memberships of the `X-Workspace` workspace, each with its roles; a caller whose grant is
     project-scope sees those of its own projects."""
 
-    example_request = {
-        "filter": {"fields": {"status": "active", "scope": "workspace"}},
-        "options": {"limit": 100, "order_bys": ["!created_at"]},
-    }
-
-    model = Membership
-    related = MembershipEndpoint.related
+    permission = "memberships:list"
+    workspace_scoped = True
+    project_aware = True
     list_key = "memberships"
     response_serializer = MembershipSerializer
     filter_fields = {
         name: name for name in ("id", "account_id", "workspace_id", "scope", "status", "project_id")
     }
+    example_request = {
+        "filter": {"fields": {"status": "active", "scope": "workspace"}},
+        "options": {"limit": 100, "order_bys": ["!created_at"]},
+    }
+
+    def get_queryset(self, request: Request) -> QuerySet:
+        return in_visible_projects(request, memberships_in(request), permission=self.permission)
 
 
-class MembershipUpdate(MembershipEndpoint, route="memberships/update"):
+class MembershipUpdate(Endpoint):
     """Changes a membership named by `id`: its scope and project, status, `role_ids` (replaces its roles; each
     must be covered by the caller's own grants) and meta. Only the invited account can make an invited
     membership `active` (else 403 `only the invited account can accept`); an accepted one may be suspended and
     reactivated."""
 
+    permission = "memberships:update"
+    workspace_scoped = True
+    project_aware = True
+    request_serializer = MembershipUpdateRequest
+    response_serializer = MembershipSerializer
     example_request = {
         "id": "7d3b5f9a-2c4e-4a6d-b1f3-8e5c7a9d2b64",
         "role_ids": ["5a1f3c7e-9b2d-4f6a-b8c4-1e3d5f7a9c26"],
         "status": "suspended",
     }
 
-    request_serializer = MembershipUpdateRequest
-    service = services.update_membership
+    def handle(self, request: Request, data: dict) -> EncodedJson:
+        membership = get_object(
+            request, memberships_in(request), permission=self.permission, project_scoped=True, pk=data["id"]
+        )
+        # The place it moves to, then the roles: each refusal before the next.
+        changes = changes_of(data, "id", "project_id", "role_ids")
+        if "project_id" in data:
+            changes["project"] = membership_place(request, data["project_id"], permission=self.permission)
+        elif changes.get("scope") == Membership.Scope.WORKSPACE:
+            membership_place(request, None, permission=self.permission)
+        if "role_ids" in data:
+            changes["roles"] = roles_named(request, data["role_ids"])
+        services.update_membership(membership, **changes, actor=request.user)
+        return answer_fresh(request, MembershipSerializer, memberships_in(request), membership)
 
 
-class MembershipDelete(MembershipEndpoint, route="memberships/delete"):
+class MembershipDelete(Endpoint):
     """Removes a membership named by `id`: the account loses its roles there at once. A project-scope
     grant reaches the memberships of its own project."""
 
+    permission = "memberships:delete"
+    workspace_scoped = True
+    project_aware = True
+    request_serializer = IdRequest
+    response_serializer = Deleted
     example_request = {"id": "7d3b5f9a-2c4e-4a6d-b1f3-8e5c7a9d2b64"}
 
-    response_serializer = Deleted
-    service = services.delete_membership
+    def handle(self, request: Request, data: dict) -> dict:
+        membership = get_object(
+            request, memberships_in(request), permission=self.permission, project_scoped=True, pk=data["id"]
+        )
+        return services.delete_membership(membership, actor=request.user)
 
 
 # Invitations by e-mail (accept, decline and the invitee's own list: authn/invitations.py)
 
 
-class InvitationEndpoint(RecordEndpoint):
-    """An invitation of the workspace, named by `id`, with its roles."""
-
-    model = Invitation
-    related = ("roles", "roles__permissions")
-    reload = True
-    response_serializer = InvitationSerializer
+def invitations_in(request: Request) -> QuerySet:
+    """The invitations of the `X-Workspace` workspace."""
+    return Invitation.objects.in_workspace(request.workspace)
 
 
-class InvitationCreate(InvitationEndpoint, route="invitations/create"):
+class InvitationCreate(Endpoint):
     """Invites an e-mail address to the `X-Workspace` workspace, workspace-wide or in one project
     (`project_id`), with `role_ids`: roles of this workspace, covered by the caller's own grants (nobody
     grants what it does not hold). The address is e-mailed a link to accept or decline, valid 7 days and
@@ -509,49 +432,57 @@ class InvitationCreate(InvitationEndpoint, route="invitations/create"):
     invitation for the same address and place, or a member there already, is a conflict (409)."""
 
     permission = "invitations:create"
+    workspace_scoped = True
+    request_serializer = InvitationCreateRequest
+    response_serializer = InvitationSerializer
     example_request = {
         "email": "bob@example.com",
         "scope": "workspace",
         "role_ids": ["7a1d2c3b-4e5f-4a6b-8c9d-0e1f2a3b4c5d"],
     }
-    creates = True
-    request_serializer = InvitationCreateRequest
-    service = services.create_invitation
 
-    def changes(self, request: Request, data: dict) -> dict:
-        changes = changes_of(data, "project_id", "role_ids")
+    def handle(self, request: Request, data: dict) -> EncodedJson:
         project_id = data.get("project_id")
-        changes["project"] = None
-        if project_id is not None:
-            changes["project"] = Project.objects.in_workspace(request.workspace).filter(pk=project_id).first()
-            if changes["project"] is None:
-                raise ApiError(400, "project_id must name a project of this workspace", "project_id")
-        roles = Role.objects.in_workspace(request.workspace)
-        changes["roles"] = services.resolve(roles, data["role_ids"], field="role_ids")
-        return changes
+        project = None if project_id is None else project_named(request, project_id)
+        roles = roles_named(request, data["role_ids"])
+        invitation = services.create_invitation(
+            request.workspace,
+            **changes_of(data, "project_id", "role_ids"),
+            project=project,
+            roles=roles,
+            actor=request.user,
+        )
+        return answer_fresh(request, InvitationSerializer, invitations_in(request), invitation)
 
 
-class InvitationDescribe(InvitationEndpoint, route="invitations/describe"):
+class InvitationDescribe(Endpoint):
     """An invitation of the `X-Workspace` workspace by `id`; one of another workspace is not found."""
 
     permission = "invitations:describe"
-    example_request = {"id": "3f0c6d2a-8b1e-4c5d-9a7f-2e6b1c4d8a90"}
+    workspace_scoped = True
     read_only = True
+    request_serializer = IdRequest
+    response_serializer = InvitationSerializer
+    example_request = {"id": "3f0c6d2a-8b1e-4c5d-9a7f-2e6b1c4d8a90"}
+
+    def handle(self, request: Request, data: dict) -> EncodedJson:
+        invitation = get_object(request, invitations_in(request), permission=self.permission, pk=data["id"])
+        return answer_fresh(request, InvitationSerializer, invitations_in(request), invitation)
 
 
-class InvitationList(RecordList, route="invitations/list"):
+class InvitationList(ListEndpoint):
     """The invitations of the `X-Workspace` workspace, each with its roles. `status` filters by what an
     invitation is now: `pending`, `accepted`, `declined`, `revoked` or `expired` (past `expires_at`)."""
 
     permission = "invitations:list"
-    example_request = {"filter": {"fields": {"status": "pending"}}, "options": {"limit": 100}}
-    model = Invitation
-    related = InvitationEndpoint.related
+    workspace_scoped = True
     list_key = "invitations"
     response_serializer = InvitationSerializer
     filter_fields = {name: name for name in ("id", "email", "status", "scope", "project_id")}
+    example_request = {"filter": {"fields": {"status": "pending"}}, "options": {"limit": 100}}
 
-    def handle(self, request: Request, data: dict) -> dict:
+    def handle(self, request: Request, data: dict) -> EncodedJson:
+        # `status` is not a column: what an invitation is now (`expired` is a pending one past its time).
         filters = dict(data.get("filter") or {})
         fields = dict(filters.get("fields") or {})
         self.status = fields.pop("status", None)
@@ -560,35 +491,41 @@ class InvitationList(RecordList, route="invitations/list"):
         return super().handle(request, {**data, "filter": {**filters, "fields": fields}})
 
     def get_queryset(self, request: Request) -> QuerySet:
-        records = super().get_queryset(request)
+        invitations = invitations_in(request)
         if self.status is None:
-            return records
-        return records.filter(services.invitations_in_status(self.status))
+            return invitations
+        return invitations.filter(services.invitations_in_status(self.status))
 
 
-class InvitationRevoke(InvitationEndpoint, route="invitations/revoke"):
+class InvitationRevoke(Endpoint):
     """Withdraws a pending invitation named by `id`: its link opens nothing from then on."""
 
     permission = "invitations:revoke"
+    workspace_scoped = True
+    request_serializer = IdRequest
+    response_serializer = InvitationSerializer
     example_request = {"id": "3f0c6d2a-8b1e-4c5d-9a7f-2e6b1c4d8a90"}
-    service = services.revoke_invitation
+
+    def handle(self, request: Request, data: dict) -> EncodedJson:
+        invitation = get_object(request, invitations_in(request), permission=self.permission, pk=data["id"])
+        services.revoke_invitation(invitation, actor=request.user)
+        return answer_fresh(request, InvitationSerializer, invitations_in(request), invitation)
 
 
-class PermissionCheck(Endpoint, route="permissions/check"):
+class PermissionCheck(Endpoint):
     """Why may (or may not) this account do this here? The decision `clients/validate` makes for the
     account in the `X-Workspace` workspace, with every grant path behind it (`rbac.policy.explain`)."""
 
+    permission = "permissions:check"
+    workspace_scoped = True
+    read_only = True
+    request_serializer = PermissionCheckRequest
+    response_serializer = PermissionCheckResult
     example_request = {
         "account_id": "e4b8d2f6-3a5c-4e7b-9d1f-6c8a2e4b0d93",
         "permission": "invoices:read",
         "project_id": "3b9d6f12-7c4a-4e8b-a1d5-9f2c6e3b8d41",
     }
-
-    permission = "permissions:check"
-    read_only = True
-    workspace_scoped = True
-    request_serializer = PermissionCheckRequest
-    response_serializer = PermissionCheckResult
 
     def handle(self, request: Request, data: dict) -> dict:
         account = Account.objects.filter(pk=data["account_id"]).first()

@@ -2,8 +2,8 @@
 
 Every API request is decided by two functions of this module: `admit` before the body is read (the
 endpoint's declared permission, asked by `EndpointPermission`, the DRF permission class at the end of this
-module), and `authorize` once the base endpoint
-(`rbac.api.RecordEndpoint`) has loaded the record the request names (its project, its account, a
+module), and `authorize` once the endpoint has loaded, through `rbac.endpoints.get_object`, the object
+the request names (its project, its account, a
 workspace). Every rule reads here: wildcards (`matches`), project scope (`Grants.allows`), self access on
 accounts and root-workspace rights for global resources (`authorize`), no escalation
 (`require_grantable`), consent (`require_activation`) and the operators' credential fields
@@ -210,16 +210,6 @@ def require_activation(account: Account | None, membership: Membership) -> None:
         return
     if account.pk != membership.account_id:
         raise ApiError(403, ONLY_INVITED_CAN_ACCEPT)
-
-
-def route_permission(route: str) -> str:
-    """CONTRACT 4: `POST /<resource>/<action>` needs `<resource>:<action>` with the resource in plural:
-    `roles/update` needs `roles:update`, `workspace/update` `workspaces:update`."""
-    resource, _, action = route.rpartition("/")
-    return f"{PLURAL.get(resource, resource)}:{action}"
-
-
-PLURAL = {"workspace": "workspaces"}  # SPEC's one singular path
 
 
 def has_global_permission(account: Account, permission: str) -> bool:

@@ -1,15 +1,21 @@
+"""The SSO endpoints, listed by path in sso/urls.py: a workspace's OpenID Connect connections (create,
+describe, list, update, delete, verify-domain), and the login through one (`auth/sso/initiate`, public,
+and the browser's callback)."""
+
+from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponseRedirect
 from django.views.decorators.http import require_GET
 from rest_framework.request import Request
 
 from authn import oauth_state, throttling
 from iam.addresses import client_ip, user_agent
-from iam.api import Endpoint
+from iam.api import EncodedJson, Endpoint
 from iam.errors import ApiError
+from iam.list_endpoint import ListEndpoint
 from iam.serializers import prefetch
-from rbac.api import RecordEndpoint, RecordList, changes_of
+from rbac.api import changes_of
+from rbac.endpoints import answer_fresh, get_object
 from rbac.models import Role
-from rbac.policy import EndpointPermission
 from rbac.services import resolve
 
 from . import login, services
@@ -25,27 +31,18 @@ from .serializers import (
     VerifyDomainRequest,
 )
 
-RELATED = ("domain_rows", "default_roles", "default_roles__permissions")
+
+def connections_in(request: Request) -> QuerySet:
+    """The SSO connections of the `X-Workspace` workspace."""
+    return SsoConnection.objects.in_workspace(request.workspace)
 
 
-class SsoEndpoint(RecordEndpoint):
-    """An SSO connection of the workspace, named by `id`: never its client secret."""
-
-    model = SsoConnection
-    related = RELATED
-    ref = SsoConnectionRef
-    response_serializer = SsoConnectionSerializer
-    reload = True
-
-    def changes(self, request: Request, data: dict) -> dict:
-        changes = changes_of(super().changes(request, data), "default_role_ids")
-        if "default_role_ids" in data:
-            roles = Role.objects.in_workspace(request.workspace)
-            changes["default_roles"] = resolve(roles, data["default_role_ids"], field="default_role_ids")
-        return changes
+def default_roles_named(request: Request, ids: list) -> list[Role]:
+    """The roles of the `X-Workspace` workspace that `default_role_ids` names (400 for any other)."""
+    return resolve(Role.objects.in_workspace(request.workspace), ids, field="default_role_ids")
 
 
-class SsoCreate(SsoEndpoint, route="sso/create"):
+class SsoCreate(Endpoint):
     """Connects an OpenID Connect provider to the `X-Workspace` workspace. The issuer's discovery document
     (`{issuer}/.well-known/openid-configuration`) is read now and must name the same issuer; the
     client secret is stored encrypted and never answered. Each domain gets a verification token: it
@@ -53,6 +50,10 @@ class SsoCreate(SsoEndpoint, route="sso/create"):
     an active member with `default_role_ids`, which must be roles of this workspace whose permissions
     the caller holds."""
 
+    permission = "sso:create"
+    workspace_scoped = True
+    request_serializer = SsoConnectionCreateRequest
+    response_serializer = SsoConnectionSerializer
     example_request = {
         "name": "Acme Okta",
         "issuer": "https://acme.okta.com",
@@ -65,29 +66,37 @@ class SsoCreate(SsoEndpoint, route="sso/create"):
         "meta": {"schema_version": "1"},
     }
 
-    creates = True
-    request_serializer = SsoConnectionCreateRequest
-    service = services.create_connection
+    def handle(self, request: Request, data: dict) -> EncodedJson:
+        fields = changes_of(data, "default_role_ids")
+        fields["default_roles"] = default_roles_named(request, data["default_role_ids"])
+        connection = services.create_connection(request.workspace, **fields, actor=request.user)
+        return answer_fresh(request, SsoConnectionSerializer, connections_in(request), connection)
 
 
-class SsoDescribe(SsoEndpoint, route="sso/describe"):
+class SsoDescribe(Endpoint):
     """An SSO connection of the `X-Workspace` workspace by `id`, with its domains and their verification
     state; never its client secret."""
 
+    permission = "sso:describe"
+    workspace_scoped = True
+    read_only = True
+    request_serializer = SsoConnectionRef
+    response_serializer = SsoConnectionSerializer
     example_request = {"id": "5d2c8e1a-3f4b-4a6d-9e7c-1b2a3c4d5e6f"}
 
-    read_only = True
+    def handle(self, request: Request, data: dict) -> EncodedJson:
+        connection = get_object(request, connections_in(request), permission=self.permission, pk=data["id"])
+        return answer_fresh(request, SsoConnectionSerializer, connections_in(request), connection)
 
 
-class SsoList(RecordList, route="sso/list"):
+class SsoList(ListEndpoint):
     """The SSO connections of the `X-Workspace` workspace, with their domains; never their secrets."""
 
-    example_request = {"filter": {"fields": {"enabled": True}}, "options": {"limit": 10}}
-
-    model = SsoConnection
-    related = RELATED
-    page_prefetch = (prefetch("domain_rows"),)  # a reverse foreign key: the page's encoder reads the rest
+    permission = "sso:list"
+    workspace_scoped = True
     list_key = "sso_connections"
+    response_serializer = SsoConnectionSerializer
+    page_prefetch = (prefetch("domain_rows"),)  # a reverse foreign key: the page's encoder reads the rest
     filter_fields = {
         "id": "id",
         "workspace_id": "workspace",
@@ -96,55 +105,72 @@ class SsoList(RecordList, route="sso/list"):
         "client_id": "client_id",
         "enabled": "enabled",
     }
-    response_serializer = SsoConnectionSerializer
+    example_request = {"filter": {"fields": {"enabled": True}}, "options": {"limit": 10}}
+
+    def get_queryset(self, request: Request) -> QuerySet:
+        return connections_in(request)
 
 
-class SsoUpdate(SsoEndpoint, route="sso/update"):
+class SsoUpdate(Endpoint):
     """Changes an SSO connection named by `id`; only what is sent changes. A new `issuer` is discovered
     again, a new `client_secret` replaces the stored one, `domains` replaces the list (domains kept stay
     verified, new ones start unverified), `default_role_ids` replaces the default roles."""
 
+    permission = "sso:update"
+    workspace_scoped = True
+    request_serializer = SsoConnectionUpdateRequest
+    response_serializer = SsoConnectionSerializer
     example_request = {
         "id": "5d2c8e1a-3f4b-4a6d-9e7c-1b2a3c4d5e6f",
         "domains": ["acme.com", "acme.io"],
         "enabled": True,
     }
 
-    request_serializer = SsoConnectionUpdateRequest
-    service = services.update_connection
+    def handle(self, request: Request, data: dict) -> EncodedJson:
+        connection = get_object(request, connections_in(request), permission=self.permission, pk=data["id"])
+        changes = changes_of(data, "id", "default_role_ids")
+        if "default_role_ids" in data:
+            changes["default_roles"] = default_roles_named(request, data["default_role_ids"])
+        services.update_connection(connection, **changes, actor=request.user)
+        return answer_fresh(request, SsoConnectionSerializer, connections_in(request), connection)
 
 
-class SsoDelete(SsoEndpoint, route="sso/delete"):
+class SsoDelete(Endpoint):
     """Deletes an SSO connection named by `id` with its domains: nobody logs in through it any more.
     Accounts that did keep their memberships. Answers its `id`."""
 
+    permission = "sso:delete"
+    workspace_scoped = True
+    request_serializer = SsoConnectionRef
+    response_serializer = SsoConnectionDeleted
     example_request = {"id": "5d2c8e1a-3f4b-4a6d-9e7c-1b2a3c4d5e6f"}
 
-    response_serializer = SsoConnectionDeleted
-    service = services.delete_connection
+    def handle(self, request: Request, data: dict) -> dict:
+        connection = get_object(request, connections_in(request), permission=self.permission, pk=data["id"])
+        return services.delete_connection(connection, actor=request.user)
 
 
-class SsoVerifyDomain(Endpoint, route="sso/verify-domain"):
+class SsoVerifyDomain(Endpoint):
     """Checks now that the DNS TXT record `_iam-verification.<domain>` holds the domain's
     `verification_token`, and answers the connection: the domain is `verified` when it does. A domain
     another workspace verified first cannot be claimed (409)."""
 
-    example_request = {"id": "5d2c8e1a-3f4b-4a6d-9e7c-1b2a3c4d5e6f", "domain": "acme.com"}
-
-    permission = "sso:update"
+    permission = "sso:update"  # verifying a domain is an update of its connection
     workspace_scoped = True
-    permission_classes = [EndpointPermission]
     request_serializer = VerifyDomainRequest
     response_serializer = SsoConnectionSerializer
+    example_request = {"id": "5d2c8e1a-3f4b-4a6d-9e7c-1b2a3c4d5e6f", "domain": "acme.com"}
 
     def handle(self, request: Request, data: dict) -> dict:
-        connection = services.get_connection(request.workspace, id=data["id"])
+        connection = services.get_connection(request.workspace, id=data["id"])  # 404 naming `id`
         services.verify_domain(connection, data["domain"], actor=request.user)
-        fresh = SsoDescribe().get_queryset(request).get(pk=connection.pk)
-        return self.serialize(fresh)
+        with_relations = connections_in(request).prefetch_related(
+            prefetch("domain_rows"), prefetch("default_roles"), prefetch("default_roles__permissions")
+        )
+        return self.serialize(with_relations.get(pk=connection.pk))
 
 
-class SsoInitiate(Endpoint, route="auth/sso/initiate"):
+class SsoInitiate(Endpoint):
     """Starts a login through a workspace's own OpenID provider: by `email` (the enabled connection
     holding that address's verified domain) or by `connection_id`. Answers the URL to send the browser
     to; the callback goes on to `redirect_url` (an allowed client URL) with the session, or with

@@ -1,7 +1,14 @@
 from django.urls import path
 
-from iam.api import routes
-
 from . import api
 
-urlpatterns = [*routes(api), path("auth/sso/callback", api.sso_callback)]
+urlpatterns = [
+    path("sso/create", api.SsoCreate.as_view()),
+    path("sso/describe", api.SsoDescribe.as_view()),
+    path("sso/list", api.SsoList.as_view()),
+    path("sso/update", api.SsoUpdate.as_view()),
+    path("sso/delete", api.SsoDelete.as_view()),
+    path("sso/verify-domain", api.SsoVerifyDomain.as_view()),
+    path("auth/sso/initiate", api.SsoInitiate.as_view()),
+    path("auth/sso/callback", api.sso_callback),
+]

@@ -1,12 +1,9 @@
-"""CONTRACT 4: `POST /<resource>/<action>` needs `<resource>:<action>`, the resource in plural. A record
-endpoint or list that writes its permission (`permission = "invitations:create"`) is held to the one its route
-names (`rbac.policy.route_permission`)."""
+"""CONTRACT 4: `POST /<resource>/<action>` needs `<resource>:<action>`, the resource in plural. Every
+endpoint writes its permission as a literal (`permission = "invitations:create"`); this holds each one
+served to the one its path names, so a literal can never drift from the rule."""
 
 import pytest
 
-from rbac import policy
-from rbac.api import RecordEndpoint, RecordList
-from rbac.models import Role
 from tests.conftest import err
 from tests.endpoints import ENDPOINTS
 
@@ -54,34 +51,6 @@ def contract_4(path: str) -> str | None:
 @pytest.mark.parametrize("path", sorted(ENDPOINTS))
 def test_every_endpoint_needs_the_permission_contract_4_names(path):
     assert ENDPOINTS[path].permission == contract_4(path)
-
-
-@pytest.mark.parametrize(
-    ("route", "permission"),
-    [
-        ("roles/update", "roles:update"),
-        ("workspace/delete", "workspaces:delete"),
-        ("clients/regenerate-secret", "clients:regenerate-secret"),
-    ],
-)
-def test_route_permission(route, permission):
-    assert policy.route_permission(route) == permission
-
-
-def test_a_record_endpoint_cannot_declare_another_permission():
-    with pytest.raises(AssertionError, match="Misdeclared: the route needs roles:update"):
-
-        class Misdeclared(RecordEndpoint, route="roles/update"):
-            model = Role
-            permission = "roles:describe"
-
-
-def test_a_model_of_a_workspace_makes_the_endpoint_workspace_scoped():
-    class Roles(RecordList):
-        model = Role
-
-    assert Roles.workspace_scoped
-    assert not ENDPOINTS["/accounts/list"].workspace_scoped
 
 
 @pytest.mark.parametrize(
