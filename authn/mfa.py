@@ -15,6 +15,7 @@ from django.utils import timezone
 from accounts.models import Account
 from iam import audit, crypto
 from iam.errors import ApiError
+from rbac.policy import SSO_WORKSPACE_CLAIM
 
 from . import emails, sessions, throttling, tokens
 from .models import MfaChallenge, RecoveryCode, Totp
@@ -182,16 +183,20 @@ def _check_second_factor(
 # The second step of a login
 
 
-def challenge(account: Account, *, amr: list[str]) -> str:
-    """An `mfa_token` (5 minutes, single use) for an account that proved a first factor (`amr`)."""
+def challenge(account: Account, *, amr: list[str], sso_workspace_id: uuid.UUID | None = None) -> str:
+    """An `mfa_token` (5 minutes, single use) for an account that proved a first factor (`amr`;
+    `sso_workspace_id`: through that workspace's own SSO connection, which the session keeps)."""
     jti = uuid.uuid4()
+    extra = {"amr": list(amr)}
+    if sso_workspace_id is not None:
+        extra[SSO_WORKSPACE_CLAIM] = str(sso_workspace_id)
     token, expires_at = tokens.issue(
         account.pk,
         type=tokens.MFA_CHALLENGE,
         session_version=account.session_version,
         lifetime=settings.IAM_MFA_TOKEN_LIFETIME,
         jti=jti,
-        extra={"amr": list(amr)},
+        extra=extra,
     )
     MfaChallenge.objects.create(jti=jti, account=account, expires_at=expires_at)
     return token
@@ -227,6 +232,13 @@ def verify(
         if not MfaChallenge.objects.filter(open_challenge).update(used_at=timezone.now()):
             raise ApiError(400, INVALID_MFA_TOKEN, "mfa_token")
         amr = [*claims["amr"], "otp", "mfa"]
-        session = sessions.start_session(account, amr=amr, ip=ip, user_agent=user_agent)
+        sso_workspace = claims.get(SSO_WORKSPACE_CLAIM)
+        session = sessions.start_session(
+            account,
+            amr=amr,
+            ip=ip,
+            user_agent=user_agent,
+            sso_workspace_id=uuid.UUID(sso_workspace) if sso_workspace else None,
+        )
         audit.record("account.login", resource=("account", account.pk), changes={"amr": amr}, actor=account)
     return account, session

@@ -136,6 +136,7 @@ class RecordEndpoint(Records, Endpoint):
             record,
             project_scoped=self.project_aware,
             fields=fields,
+            claims=getattr(request, "auth", None),
         )
 
     def handle(self, request: Request, data: dict) -> Any:

@@ -41,6 +41,7 @@ ALL_PERMISSIONS = "*"
 class NewWorkspace(NewResource):
     slug: str
     config: dict[str, Any]
+    mfa_required: NotRequired[bool]
 
 
 class MembershipChanges(Tagged, total=False):
@@ -94,7 +95,7 @@ def create_workspace(*, owner: Account, actor: Account | None, **fields: Unpack[
     workspace = Workspace(created_by=actor, **fields)
     save_new(
         workspace,
-        audited=("name", "slug", "description", "tags"),
+        audited=("name", "slug", "description", "mfa_required", "tags"),
         unique=("slug",),
     )
     ensure_owner(workspace, owner)

@@ -70,7 +70,9 @@ class WorkspaceDescribe(WorkspaceEndpoint, route="workspace/describe"):
 
 
 class WorkspaceList(ListEndpoint, route="workspace/list"):
-    """The caller's workspaces; every workspace for holders of `workspaces:list` in the root workspace."""
+    """The caller's workspaces; every workspace for holders of `workspaces:list` in the root workspace.
+    A workspace that requires MFA (`mfa_required`) is listed only to a session that meets its policy:
+    one that used two factors, or came through one of that workspace's own SSO connections."""
 
     example_request = {"filter": {"tags": ["customer"]}, "options": {"limit": 20}}
 
@@ -80,9 +82,11 @@ class WorkspaceList(ListEndpoint, route="workspace/list"):
 
     def get_queryset(self, request: Request) -> QuerySet:
         if policy.has_global_permission(request.user, "workspaces:list"):
-            return Workspace.objects.all()
-        mine = Membership.objects.filter(account=request.user, status=Membership.Status.ACTIVE)
-        return Workspace.objects.filter(pk__in=mine.values("workspace_id"))
+            workspaces = Workspace.objects.all()
+        else:
+            mine = Membership.objects.filter(account=request.user, status=Membership.Status.ACTIVE)
+            workspaces = Workspace.objects.filter(pk__in=mine.values("workspace_id"))
+        return policy.without_unmet_mfa(workspaces, request.auth)
 
 
 class WorkspaceUpdate(WorkspaceEndpoint, route="workspace/update"):

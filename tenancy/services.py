@@ -15,7 +15,7 @@ from .models import Project, Workspace
 from .quotas import check_quota
 from .workspace_cache import forget_authorization, forget_records, forget_workspace
 
-WORKSPACE_FIELDS = ("name", "description", "config", "tags", "meta")
+WORKSPACE_FIELDS = ("name", "description", "config", "mfa_required", "tags", "meta")
 PROJECT_FIELDS = ("name", "code", "description", "config", "tags", "meta")
 
 
@@ -26,9 +26,11 @@ class NewProject(NewResource):
 
 class WorkspaceChanges(Described, total=False):
     config: dict[str, Any]
+    mfa_required: bool
 
 
-class ProjectChanges(WorkspaceChanges, total=False):
+class ProjectChanges(Described, total=False):
+    config: dict[str, Any]
     new_code: str | None  # the API's name for `code` (SPEC 4)
 
 
