@@ -78,7 +78,7 @@ class WorkspaceList(ListEndpoint, route="workspace/list"):
 
     list_key = "workspaces"
     response_serializer = WorkspaceSerializer
-    filter_fields = {name: name for name in ("id", "name", "slug", "description")}
+    filter_fields = {name: name for name in ("id", "name", "slug", "description", "mfa_required")}
 
     def get_queryset(self, request: Request) -> QuerySet:
         if policy.has_global_permission(request.user, "workspaces:list"):
