@@ -44,8 +44,8 @@ from rbac.models import Membership
 from rbac.serializers import PermissionCheckRequest
 from tenancy.models import Project, Workspace
 
-from . import keys, services, sessions
-from .models import Credential, Session, SigningKey
+from . import admin_login, keys, mfa, services, sessions
+from .models import Credential, RecoveryCode, Session, SigningKey, Totp
 from .serializers import CredentialSerializer
 
 
@@ -112,6 +112,9 @@ class OperatorPasswordChangeForm(AdminPasswordChangeForm):
 
 
 admin.site.password_change_form = OperatorPasswordChangeForm
+# The sign-in asks an operator with a second factor for a code after the password (authn/admin_login.py).
+admin.site.login_view = admin_login.OperatorLoginView
+admin.site.second_step = admin_login.login_code
 # Accounts carry no Django groups or model permissions: operators pass every check (CONTRACT 4).
 admin.site.unregister(Group)
 
@@ -141,7 +144,7 @@ class SessionInline(ReadOnlyInline):
 
     model = Session
     fk_name = "account"
-    fields = ("created_at", "last_used_at", "expires_at", "ip", "user_agent", "amr", "live")
+    fields = ("created_at", "last_used_at", "expires_at", "revoked_at", "ip", "user_agent", "amr", "live")
     ordering = ("-created_at",)
 
     def get_queryset(self, request: HttpRequest):
@@ -182,6 +185,7 @@ class AccountAdmin(ServiceAdmin):
         "email",
         "password_state",
         "access",
+        "second_factor",
         "sessions",
         "session_version",
         "last_login",
@@ -192,7 +196,17 @@ class AccountAdmin(ServiceAdmin):
         (None, {"fields": ("id", "email", "name", "description", "avatar_url", "password_state", "access")}),
         (
             "Status",
-            {"fields": ("enabled", "verified", "is_superuser", "sessions", "session_version", "last_login")},
+            {
+                "fields": (
+                    "enabled",
+                    "verified",
+                    "is_superuser",
+                    "second_factor",
+                    "sessions",
+                    "session_version",
+                    "last_login",
+                )
+            },
         ),
         ("Data", {"fields": ("tags", "meta")}),
         ("History", {"fields": ("created_at", "created_by", "updated_at", "updated_by")}),
@@ -216,6 +230,18 @@ class AccountAdmin(ServiceAdmin):
     def access(self, account: Account) -> str:
         url = reverse("admin:accounts_account_check_access", args=[account.pk])
         return format_html('<a href="{}">check access</a> (why may this account do something?)', url)
+
+    @admin.display(description="second factor")
+    def second_factor(self, account: Account) -> str:
+        totp = Totp.objects.filter(account=account).first()
+        left = RecoveryCode.objects.filter(account=account, used_at__isnull=True).count()
+        if totp is None and not left:
+            return "none"
+        state = "TOTP, pending confirmation" if totp is None or totp.confirmed_at is None else "TOTP"
+        url = reverse("admin:accounts_account_reset_second_factor", args=[account.pk])
+        return format_html(
+            '{}, {} unused recovery code(s) (<a href="{}">reset second factor</a>)', state, left, url
+        )
 
     @admin.display(description="sessions")
     def sessions(self, account: Account) -> str:
@@ -279,6 +305,11 @@ class AccountAdmin(ServiceAdmin):
                 name="accounts_account_password",
             ),
             path(
+                "<path:object_id>/reset-second-factor/",
+                self.admin_site.admin_view(self.reset_second_factor_view),
+                name="accounts_account_reset_second_factor",
+            ),
+            path(
                 "<path:object_id>/check-access/",
                 self.admin_site.admin_view(self.check_access_view),
                 name="accounts_account_check_access",
@@ -313,6 +344,39 @@ class AccountAdmin(ServiceAdmin):
         }
         request.current_app = self.admin_site.name
         return TemplateResponse(request, "admin/accounts/account/password.html", context)
+
+    def reset_second_factor_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        """For an account that lost its authenticator and its recovery codes: asks to confirm, then
+        removes them and ends every session of the account (`authn.mfa.reset`: recorded, e-mailed)."""
+        account = self.get_object(request, unquote(object_id))
+        if account is None:
+            raise Http404("account not found")
+        if not self.has_change_permission(request, account):
+            raise PermissionDenied
+        if request.method == "POST":
+            with transaction.atomic():
+                done = mfa.reset(account, actor=request.user)
+            if done:
+                self.log_change(request, account, [{"changed": {"fields": ["second factor"]}}])
+                if account.pk == request.user.pk:
+                    # The operator's own admin session is bound to the session version that just moved.
+                    from django.contrib.auth import update_session_auth_hash
+
+                    account.refresh_from_db()
+                    update_session_auth_hash(request, account)
+                message = "Second factor reset; every session of the account ended and the account e-mailed."
+                self.message_user(request, message, messages.SUCCESS)
+            else:
+                self.message_user(request, "The account has no second factor.", messages.WARNING)
+            return HttpResponseRedirect(reverse("admin:accounts_account_change", args=[account.pk]))
+        context = {
+            **self.admin_site.each_context(request),
+            "title": f"Reset second factor: {account.email}",
+            "opts": self.opts,
+            "original": account,
+        }
+        request.current_app = self.admin_site.name
+        return TemplateResponse(request, "admin/accounts/account/reset_second_factor.html", context)
 
     def check_access_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
         """`POST /permissions/check` for operators: the same answer (`rbac.policy.explain`), read-only."""
@@ -392,7 +456,19 @@ class SessionAdmin(ViewOnly, admin.ModelAdmin):
     list_select_related = ("account",)
     search_fields = ("account__email",)
     ordering = ("-created_at",)
-    fields = ("id", "account", "created_at", "last_used_at", "expires_at", "ip", "user_agent", "amr", "live")
+    fields = (
+        "id",
+        "account",
+        "created_at",
+        "last_used_at",
+        "expires_at",
+        "revoked_at",
+        "ip",
+        "user_agent",
+        "amr",
+        "sso_workspace_id",
+        "live",
+    )
     readonly_fields = fields
     actions = ["end_sessions"]
 
