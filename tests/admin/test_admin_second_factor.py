@@ -216,3 +216,39 @@ def test_the_sessions_show_when_they_were_ended(admin_web, root):
     ok(ApiClient(session["access_token"]).call("/auth/revoke"))
     page = admin_web.get(reverse("admin:accounts_account_change", args=[ada.pk]))
     assert b"revoked at" in page.content.lower()
+
+
+def test_an_operator_turns_a_workspaces_policy_on_in_the_admin(
+    admin_web, operator, django_capture_on_commit_callbacks
+):
+    """The workspace's change form carries `mfa_required`, saved through the service: recorded, pushed,
+    and held at once by the API, in that workspace only."""
+    from authn.sessions import issue_session
+    from iam.models import Event
+    from tenancy.models import Workspace
+    from tests.admin.conftest import form_data
+    from tests.factories import MembershipFactory, RoleFactory, WorkspaceFactory
+
+    acme, beta = WorkspaceFactory(slug="acme"), WorkspaceFactory(slug="beta")
+    ada = AccountFactory()
+    for workspace in (acme, beta):
+        owner = RoleFactory(workspace=workspace, permissions=["*"])
+        MembershipFactory(account=ada, workspace=workspace, roles=[owner])
+    token = issue_session(ada, amr=["pwd"])["access_token"]
+    ok(ApiClient(token, str(acme.pk)).call("/projects/list", {}))  # cached now
+    url = reverse("admin:tenancy_workspace_change", args=[acme.pk])
+    data = form_data(admin_web.get(url))
+    assert "mfa_required" not in data  # an unchecked box
+    with django_capture_on_commit_callbacks(execute=True):
+        response = admin_web.post(url, {**data, "mfa_required": "on"})
+    assert response.status_code == 302
+    assert (
+        Workspace.objects.get(pk=acme.pk).mfa_required and not Workspace.objects.get(pk=beta.pk).mfa_required
+    )
+    err(ApiClient(token, str(acme.pk)).call("/projects/list", {}), 403, "mfa required by this workspace")
+    ok(ApiClient(token, str(beta.pk)).call("/projects/list", {}))
+    entry = AuditEntry.objects.get(action="workspace.update", resource_id=acme.pk)
+    assert entry.changes["mfa_required"] == {"before": False, "after": True} and entry.actor_id == operator.pk
+    assert [event.payload["type"] for event in Event.objects.filter(workspace_id=acme.pk)] == [
+        "workspace.updated"
+    ]
