@@ -42,7 +42,8 @@ class WorkspaceEndpoint(RecordEndpoint):
 
 
 class WorkspaceCreate(Endpoint, route="workspace/create"):
-    """Any enabled account may create a workspace; it becomes its owner."""
+    """Any enabled account may create a workspace; it becomes its owner. `mfa_required` (default false):
+    see `workspace/update`."""
 
     example_request = {
         "name": "Acme Corp",
@@ -91,7 +92,11 @@ class WorkspaceList(ListEndpoint, route="workspace/list"):
 
 class WorkspaceUpdate(WorkspaceEndpoint, route="workspace/update"):
     """Changes a workspace named by `id` or `slug`: needs `workspaces:update` in that workspace or in the
-    root workspace. The slug names the workspace in `X-Workspace` headers and does not change."""
+    root workspace. The slug names the workspace in `X-Workspace` headers and does not change.
+    `mfa_required: true`: every call naming the workspace (`X-Workspace`, or `workspace/*` on it) then
+    needs a session that used two factors or came through one of the workspace's own SSO connections,
+    else 403 `mfa required by this workspace` (operators too; after the membership check), and
+    `clients/validate` of its clients answers `reason: "mfa_required"`."""
 
     example_request = {"slug": "acme", "name": "Acme Corporation", "tags": ["customer", "enterprise"]}
 
