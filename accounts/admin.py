@@ -21,7 +21,9 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 
+from authn import mfa
 from authn.admin import CredentialInline, SessionInline
+from authn.models import RecoveryCode, Totp
 from authn.services import create_password_account
 from iam.admin import RESOURCE_READONLY, ReadOnlyInline, ServiceAdmin, ServiceForm, audit_subject, check_with
 from iam.errors import ApiError
@@ -121,6 +123,7 @@ class AccountAdmin(ServiceAdmin):
         "email",
         "password_state",
         "access",
+        "second_factor",
         "sessions",
         "session_version",
         "last_login",
@@ -131,7 +134,17 @@ class AccountAdmin(ServiceAdmin):
         (None, {"fields": ("id", "email", "name", "description", "avatar_url", "password_state", "access")}),
         (
             "Status",
-            {"fields": ("enabled", "verified", "is_superuser", "sessions", "session_version", "last_login")},
+            {
+                "fields": (
+                    "enabled",
+                    "verified",
+                    "is_superuser",
+                    "second_factor",
+                    "sessions",
+                    "session_version",
+                    "last_login",
+                )
+            },
         ),
         ("Data", {"fields": ("tags", "meta")}),
         ("History", {"fields": ("created_at", "created_by", "updated_at", "updated_by")}),
@@ -155,6 +168,18 @@ class AccountAdmin(ServiceAdmin):
     def access(self, account: Account) -> str:
         url = reverse("admin:accounts_account_check_access", args=[account.pk])
         return format_html('<a href="{}">check access</a> (why may this account do something?)', url)
+
+    @admin.display(description="second factor")
+    def second_factor(self, account: Account) -> str:
+        totp = Totp.objects.filter(account=account).first()
+        left = RecoveryCode.objects.filter(account=account, used_at__isnull=True).count()
+        if totp is None and not left:
+            return "none"
+        state = "TOTP, pending confirmation" if totp is None or totp.confirmed_at is None else "TOTP"
+        url = reverse("admin:accounts_account_reset_second_factor", args=[account.pk])
+        return format_html(
+            '{}, {} unused recovery code(s) (<a href="{}">reset second factor</a>)', state, left, url
+        )
 
     @admin.display(description="sessions")
     def sessions(self, account: Account) -> str:
@@ -218,6 +243,11 @@ class AccountAdmin(ServiceAdmin):
                 name="accounts_account_password",
             ),
             path(
+                "<path:object_id>/reset-second-factor/",
+                self.admin_site.admin_view(self.reset_second_factor_view),
+                name="accounts_account_reset_second_factor",
+            ),
+            path(
                 "<path:object_id>/check-access/",
                 self.admin_site.admin_view(self.check_access_view),
                 name="accounts_account_check_access",
@@ -252,6 +282,39 @@ class AccountAdmin(ServiceAdmin):
         }
         request.current_app = self.admin_site.name
         return TemplateResponse(request, "admin/accounts/account/password.html", context)
+
+    def reset_second_factor_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        """For an account that lost its authenticator and its recovery codes: asks to confirm, then
+        removes them and ends every session of the account (`authn.mfa.reset`: recorded, e-mailed)."""
+        account = self.get_object(request, unquote(object_id))
+        if account is None:
+            raise Http404("account not found")
+        if not self.has_change_permission(request, account):
+            raise PermissionDenied
+        if request.method == "POST":
+            with transaction.atomic():
+                done = mfa.reset(account, actor=request.user)
+            if done:
+                self.log_change(request, account, [{"changed": {"fields": ["second factor"]}}])
+                if account.pk == request.user.pk:
+                    # The operator's own admin session is bound to the session version that just moved.
+                    from django.contrib.auth import update_session_auth_hash
+
+                    account.refresh_from_db()
+                    update_session_auth_hash(request, account)
+                message = "Second factor reset; every session of the account ended and the account e-mailed."
+                self.message_user(request, message, messages.SUCCESS)
+            else:
+                self.message_user(request, "The account has no second factor.", messages.WARNING)
+            return HttpResponseRedirect(reverse("admin:accounts_account_change", args=[account.pk]))
+        context = {
+            **self.admin_site.each_context(request),
+            "title": f"Reset second factor: {account.email}",
+            "opts": self.opts,
+            "original": account,
+        }
+        request.current_app = self.admin_site.name
+        return TemplateResponse(request, "admin/accounts/account/reset_second_factor.html", context)
 
     def check_access_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
         """`POST /permissions/check` for operators: the same answer (`rbac.policy.explain`), read-only."""

@@ -16,7 +16,7 @@ from accounts.models import Account
 from iam.admin import ReadOnlyInline, ServiceAdmin, ViewOnly, api_fields, audit_subject
 from iam.errors import ApiError
 
-from . import keys, services, sessions
+from . import admin_login, keys, services, sessions
 from .models import Credential, Session, SigningKey
 from .serializers import CredentialSerializer
 
@@ -32,6 +32,9 @@ class OperatorPasswordChangeForm(AdminPasswordChangeForm):
 
 
 admin.site.password_change_form = OperatorPasswordChangeForm
+# The sign-in asks an operator with a second factor for a code after the password (authn/admin_login.py).
+admin.site.login_view = admin_login.OperatorLoginView
+admin.site.second_step = admin_login.login_code
 # Accounts carry no Django groups or model permissions: operators pass every check (CONTRACT 4).
 admin.site.unregister(Group)
 
@@ -51,7 +54,7 @@ class SessionInline(ReadOnlyInline):
 
     model = Session
     fk_name = "account"
-    fields = ("created_at", "last_used_at", "expires_at", "ip", "user_agent", "amr", "live")
+    fields = ("created_at", "last_used_at", "expires_at", "revoked_at", "ip", "user_agent", "amr", "live")
     ordering = ("-created_at",)
 
     def get_queryset(self, request: HttpRequest):
@@ -103,7 +106,19 @@ class SessionAdmin(ViewOnly, admin.ModelAdmin):
     list_select_related = ("account",)
     search_fields = ("account__email",)
     ordering = ("-created_at",)
-    fields = ("id", "account", "created_at", "last_used_at", "expires_at", "ip", "user_agent", "amr", "live")
+    fields = (
+        "id",
+        "account",
+        "created_at",
+        "last_used_at",
+        "expires_at",
+        "revoked_at",
+        "ip",
+        "user_agent",
+        "amr",
+        "sso_workspace_id",
+        "live",
+    )
     readonly_fields = fields
     actions = ["end_sessions"]
 

@@ -63,6 +63,7 @@ _KINDS = {
 MFA_ADDED = "mfa_added"
 MFA_REMOVED = "mfa_removed"
 RECOVERY_CODE_USED = "recovery_code_used"
+MFA_RESET = "mfa_reset"
 _NOTICES = {
     MFA_ADDED: {"template": "emails/mfa_added", "subject": "A second factor was added to your account"},
     MFA_REMOVED: {
@@ -70,6 +71,10 @@ _NOTICES = {
         "subject": "The second factor of your account was removed",
     },
     RECOVERY_CODE_USED: {"template": "emails/recovery_code_used", "subject": "A recovery code was used"},
+    MFA_RESET: {
+        "template": "emails/mfa_reset",
+        "subject": "An administrator removed the second factor of your account",
+    },
 }
 LIFETIMES = {INVITE: INVITATION_LIFETIME, INVITATION: INVITATION_LIFETIME}
 

@@ -13,8 +13,10 @@ from django.db.models import Q
 from django.utils import timezone
 
 from accounts.models import Account
+from accounts.services import end_sessions
 from iam import audit, crypto
 from iam.errors import ApiError
+from rbac.policy import SSO_WORKSPACE_CLAIM
 
 from . import emails, sessions, throttling, tokens
 from .models import MfaChallenge, RecoveryCode, Totp
@@ -84,7 +86,9 @@ def confirm(account: Account, code: str) -> dict:
     totp.confirmed_at = timezone.now()
     totp.save(update_fields=["confirmed_at"])
     codes = _new_recovery_codes(account)
-    audit.record("account.mfa_enabled", resource=("account", account.pk), changes={"method": "totp"})
+    audit.record(
+        "account.mfa_enabled", resource=("account", account.pk), changes={"method": "totp"}, actor=account
+    )
     emails.enqueue(emails.MFA_ADDED, account.pk)
     return {"recovery_codes": codes}
 
@@ -102,9 +106,33 @@ def disable(account: Account, claims: dict, *, code: str | None, recovery_code: 
     _check_second_factor(account, totp, code=code, recovery_code=recovery_code)
     Totp.objects.filter(account=account).delete()
     RecoveryCode.objects.filter(account=account).delete()
-    audit.record("account.mfa_disabled", resource=("account", account.pk), changes={"method": "totp"})
+    audit.record(
+        "account.mfa_disabled", resource=("account", account.pk), changes={"method": "totp"}, actor=account
+    )
     emails.enqueue(emails.MFA_REMOVED, account.pk)
     sessions.end_other_sessions(account, keep=claims.get("sid"), actor=account)
+
+
+@transaction.atomic
+def reset(account: Account, *, actor: Account | None) -> bool:
+    """An operator's reset (the admin), for an account that lost its authenticator and its recovery
+    codes: removes TOTP, pending or active, and every recovery code, and ends every session of the
+    account (a session that passed the second factor included). Recorded with the operator as actor;
+    the account is e-mailed. False, and nothing changes, when the account has no second factor."""
+    Account.objects.select_for_update().filter(pk=account.pk).first()  # one reset at a time
+    had_totp = Totp.objects.filter(account=account).delete()[0] > 0
+    had_codes = RecoveryCode.objects.filter(account=account).delete()[0] > 0
+    if not (had_totp or had_codes):
+        return False
+    audit.record(
+        "account.mfa_reset",
+        resource=("account", account.pk),
+        changes={"method": "totp", "recovery_codes_removed": had_codes},
+        actor=actor,
+    )
+    emails.enqueue(emails.MFA_RESET, account.pk)
+    end_sessions(account)
+    return True
 
 
 # Codes
@@ -179,19 +207,39 @@ def _check_second_factor(
         _wrong_code(account, "recovery_code")
 
 
+@transaction.atomic
+def check_code(account: Account, entry: str) -> None:
+    """A second factor typed in one field (the admin's sign-in): six digits are a TOTP code, anything
+    else a recovery code. The same rules as `verify`: throttled per account (429 without checking), a
+    code once, a recovery code once (recorded and e-mailed); a wrong one: 400 `invalid code`."""
+    _refuse_when_throttled(account)
+    totp = Totp.objects.select_for_update().filter(account=account, confirmed_at__isnull=False).first()
+    if totp is None:
+        raise ApiError(400, INVALID_CODE, "code")
+    entry = (entry or "").strip()
+    if len(entry) == 6 and entry.isascii() and entry.isdigit():
+        _check_second_factor(account, totp, code=entry, recovery_code=None)
+    else:
+        _check_second_factor(account, totp, code=None, recovery_code=entry)
+
+
 # The second step of a login
 
 
-def challenge(account: Account, *, amr: list[str]) -> str:
-    """An `mfa_token` (5 minutes, single use) for an account that proved a first factor (`amr`)."""
+def challenge(account: Account, *, amr: list[str], sso_workspace_id: uuid.UUID | None = None) -> str:
+    """An `mfa_token` (5 minutes, single use) for an account that proved a first factor (`amr`;
+    `sso_workspace_id`: through that workspace's own SSO connection, which the session keeps)."""
     jti = uuid.uuid4()
+    extra = {"amr": list(amr)}
+    if sso_workspace_id is not None:
+        extra[SSO_WORKSPACE_CLAIM] = str(sso_workspace_id)
     token, expires_at = tokens.issue(
         account.pk,
         type=tokens.MFA_CHALLENGE,
         session_version=account.session_version,
         lifetime=settings.IAM_MFA_TOKEN_LIFETIME,
         jti=jti,
-        extra={"amr": list(amr)},
+        extra=extra,
     )
     MfaChallenge.objects.create(jti=jti, account=account, expires_at=expires_at)
     return token
@@ -227,6 +275,13 @@ def verify(
         if not MfaChallenge.objects.filter(open_challenge).update(used_at=timezone.now()):
             raise ApiError(400, INVALID_MFA_TOKEN, "mfa_token")
         amr = [*claims["amr"], "otp", "mfa"]
-        session = sessions.start_session(account, amr=amr, ip=ip, user_agent=user_agent)
+        sso_workspace = claims.get(SSO_WORKSPACE_CLAIM)
+        session = sessions.start_session(
+            account,
+            amr=amr,
+            ip=ip,
+            user_agent=user_agent,
+            sso_workspace_id=uuid.UUID(sso_workspace) if sso_workspace else None,
+        )
         audit.record("account.login", resource=("account", account.pk), changes={"amr": amr}, actor=account)
     return account, session

@@ -83,6 +83,9 @@ class Session(models.Model):
     ip = models.GenericIPAddressField(null=True, blank=True)
     user_agent = models.CharField(max_length=USER_AGENT_MAX, blank=True, default="")
     amr = models.JSONField(default=list)
+    # The workspace whose own SSO connection the login came through (its MFA policy is then met); a plain
+    # id, not a relation: the session outlives nothing by it, and a deleted workspace's id matches nothing.
+    sso_workspace_id = models.UUIDField(null=True, blank=True, editable=False)
     session_version = models.PositiveIntegerField()
     revoked_at = models.DateTimeField(null=True, blank=True)
 

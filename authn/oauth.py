@@ -3,6 +3,7 @@ workspaces (CONTRACT 18, `sso.login`) share the callback and the rules that crea
 The idp_a provider client is `oauth_provider`, the state of every login `oauth_state`."""
 
 import logging
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -119,12 +120,21 @@ def sign_in(profile: Profile) -> Account:
     )
 
 
+@dataclass(frozen=True)
+class SignedIn:
+    """Who a provider login found, and for a workspace's own SSO connection, that workspace: the session
+    meets its MFA policy."""
+
+    account: Account
+    sso_workspace_id: uuid.UUID | None = None
+
+
 def finish(
     params: dict[str, str],
     *,
     provider: str,
     failed: str,
-    sign_in_with: Callable[[OAuthState, str, str], Account],
+    sign_in_with: Callable[[OAuthState, str, str], SignedIn],
     ip: str,
     user_agent: str,
     configured: Callable[[], bool] = lambda: True,
@@ -148,14 +158,19 @@ def finish(
             raise OAuthFailure(failed, "provider answered without a code")
         verifier = secret_of(state, "code_verifier", failed)
         try:
-            account = sign_in_with(state, params["code"], verifier)
+            signed_in = sign_in_with(state, params["code"], verifier)
         except IntegrityError as exc:  # a concurrent callback created the same account or credential
             raise OAuthFailure(failed, "concurrent sign-in") from exc
+        account, sso_workspace_id = signed_in.account, signed_in.sso_workspace_id
         with transaction.atomic():
             if mfa.has_totp(account):  # CONTRACT 17: the provider was the first factor; `auth/mfa/verify`
-                session = {"mfa_token": mfa.challenge(account, amr=["fed"])}
+                session = {
+                    "mfa_token": mfa.challenge(account, amr=["fed"], sso_workspace_id=sso_workspace_id)
+                }
             else:
-                session = start_session(account, amr=["fed"], ip=ip, user_agent=user_agent)  # RFC 8176
+                session = start_session(  # RFC 8176: a federated login
+                    account, amr=["fed"], ip=ip, user_agent=user_agent, sso_workspace_id=sso_workspace_id
+                )
     except OAuthFailure as failure:
         logger.info("oauth %s callback failed: %s (%s)", provider, failure.reason, failure)
         target = failure.redirect_url or redirect_url or fallback_redirect()
@@ -167,10 +182,10 @@ def complete(params: dict[str, str], *, ip: str, user_agent: str) -> str:
     """idp_a's callback: answers the URL to redirect the browser to, with the session's tokens or an
     `error` (SPEC 4 rules 4-5)."""
 
-    def sign_in_with(state: OAuthState, code: str, verifier: str) -> Account:
+    def sign_in_with(state: OAuthState, code: str, verifier: str) -> SignedIn:
         config = provider_config()
         assert config is not None  # `configured` said so
-        return sign_in(fetch_profile(config, code=code, code_verifier=verifier))
+        return SignedIn(sign_in(fetch_profile(config, code=code, code_verifier=verifier)))
 
     return finish(
         params,

@@ -16,6 +16,7 @@ from accounts.models import Account
 from accounts.services import end_sessions
 from iam import audit, cache, events
 from iam.errors import ApiError
+from rbac.policy import SSO_WORKSPACE_CLAIM
 
 from . import tokens
 from .models import USER_AGENT_MAX, RefreshToken, Session
@@ -23,10 +24,19 @@ from .session_cache import forget_sessions, get_session_state, session_key
 from .tokens import TokenError
 
 
-def issue_session(account: Account, *, amr: list[str], ip: str | None = None, user_agent: str = "") -> dict:
+def issue_session(
+    account: Account,
+    *,
+    amr: list[str],
+    ip: str | None = None,
+    user_agent: str = "",
+    sso_workspace_id: uuid.UUID | None = None,
+) -> dict:
     """A login: a new session record (CONTRACT 17) and its first token pair. `amr` says how the account
     proved itself (RFC 8176: `pwd`, `fed`); `ip` is the client's address as `iam.addresses.client_ip`
-    reads it, and the user agent is kept truncated."""
+    reads it, and the user agent is kept truncated. `sso_workspace_id`: the workspace whose own SSO
+    connection the login came through, which meets that workspace's MFA policy; its tokens say so in a
+    signed claim (`policy.SSO_WORKSPACE_CLAIM`), so no check has to look it up."""
     now = timezone.now()
     auth_time = int(now.timestamp())
     session = Session.objects.create(
@@ -38,10 +48,12 @@ def issue_session(account: Account, *, amr: list[str], ip: str | None = None, us
         user_agent=user_agent.replace("\x00", "")[:USER_AGENT_MAX],  # PostgreSQL refuses NUL
         amr=list(amr),
         session_version=account.session_version,
+        sso_workspace_id=sso_workspace_id,
     )
-    return _token_pair(
-        account, auth_time=auth_time, session_claims={"sid": str(session.pk), "amr": session.amr}
-    )
+    session_claims = {"sid": str(session.pk), "amr": session.amr}
+    if sso_workspace_id is not None:
+        session_claims[SSO_WORKSPACE_CLAIM] = str(sso_workspace_id)
+    return _token_pair(account, auth_time=auth_time, session_claims=session_claims)
 
 
 def _session_end(auth_time: int) -> datetime:
@@ -85,21 +97,30 @@ def _token_pair(account: Account, *, auth_time: int, session_claims: dict) -> di
 
 
 def _continue(account: Account, claims: dict) -> dict:
-    """A new pair of the session `claims` belong to: the same `sid`, `amr` and `auth_time`; the session
-    records the refresh as its `last_used_at`."""
+    """A new pair of the session `claims` belong to: the same `sid`, `amr`, SSO workspace and
+    `auth_time`; the session records the refresh as its `last_used_at`."""
     if "sid" not in claims:
         return _token_pair(account, auth_time=claims["auth_time"], session_claims={})
     Session.objects.filter(pk=claims["sid"]).update(last_used_at=timezone.now())
     session_claims = {"sid": str(claims["sid"]), "amr": claims.get("amr", [])}
+    if SSO_WORKSPACE_CLAIM in claims:
+        session_claims[SSO_WORKSPACE_CLAIM] = claims[SSO_WORKSPACE_CLAIM]
     return _token_pair(account, auth_time=claims["auth_time"], session_claims=session_claims)
 
 
-def start_session(account: Account, *, amr: list[str], ip: str | None = None, user_agent: str = "") -> dict:
+def start_session(
+    account: Account,
+    *,
+    amr: list[str],
+    ip: str | None = None,
+    user_agent: str = "",
+    sso_workspace_id: uuid.UUID | None = None,
+) -> dict:
     """The session a sign-in starts (a password login, a registration, an OAuth callback): its record and
     first token pair (`issue_session`), and the account's `last_login` set as Django's own `login()` sets
     it for the admin (its `user_logged_in` receiver, `update_last_login`, called here without a request).
     A refresh continues a session and leaves `last_login` as it was."""
-    session = issue_session(account, amr=amr, ip=ip, user_agent=user_agent)
+    session = issue_session(account, amr=amr, ip=ip, user_agent=user_agent, sso_workspace_id=sso_workspace_id)
     update_last_login(None, account)
     return session
 

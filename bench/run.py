@@ -10,6 +10,8 @@ same run:
   under plain sync gunicorn beside it (what reading requests whole costs), and one at a time beside 50
   connections that trickle their bodies;
 - password logins per second per core, and unknown e-mail against wrong password (enumeration timing);
+- logins with TOTP per second per core (the password step and the code step, one account each, since a
+  code works once);
 - the list cases (p50/p95 over sequential keep-alive requests), each with the `EXPLAIN ANALYZE` summary
   of its queries;
 - the noisy neighbour (issue 23): one tenant's heaviest allowed lists (limit 1000 over records at their size
@@ -21,9 +23,9 @@ same run:
 
 The bench database is dropped at the end (BENCH_KEEP=1 keeps it). Knobs: BENCH_SECONDS (5), BENCH_ROUNDS
 (3: ping and validate alternate, the median counts), BENCH_CONNECTIONS (16), BENCH_BURST (2000),
-BENCH_LIST_REQUESTS (40), BENCH_ROWS (1000000), BENCH_PARTS (validate,login,lists,neighbour,push), BENCH_WEB
-(a web command to measure instead of the Procfile's). Needs REDIS_URL for the push figures (Celery's
-broker and the shared cache).
+BENCH_LIST_REQUESTS (40), BENCH_ROWS (1000000), BENCH_PARTS (validate,login,totp,lists,neighbour,push),
+BENCH_TOTP_ACCOUNTS (200), BENCH_WEB (a web command to measure instead of the Procfile's). Needs REDIS_URL
+for the push figures (Celery's broker and the shared cache).
 """
 
 import concurrent.futures
@@ -57,7 +59,8 @@ ROUNDS = int(os.environ.get("BENCH_ROUNDS", "3"))
 CONNECTIONS = int(os.environ.get("BENCH_CONNECTIONS", "16"))
 BURST = int(os.environ.get("BENCH_BURST", "2000"))
 SEED_ROWS = int(os.environ.get("BENCH_ROWS", "1000000"))
-PARTS = set(os.environ.get("BENCH_PARTS", "validate,login,lists,neighbour,push").split(","))
+PARTS = set(os.environ.get("BENCH_PARTS", "validate,login,totp,lists,neighbour,push").split(","))
+TOTP_ACCOUNTS = int(os.environ.get("BENCH_TOTP_ACCOUNTS", "200"))
 LIST_REQUESTS = int(os.environ.get("BENCH_LIST_REQUESTS", "40"))
 LIST_WARMUP = 4
 WORKERS = 2  # gunicorn's
@@ -466,6 +469,8 @@ def _bench(env: dict, workdir: Path, processes: list) -> None:
         _slow_clients_figure(base, validate_body)
     if "login" in PARTS:
         _login_figures(base, api, workdir)
+    if "totp" in PARTS:
+        _totp_login_figure(base, _totp_accounts(workspace))
     if "lists" in PARTS:
         _explain(token, workspace, _list_figures(api, token, workspace))
     if "neighbour" in PARTS:
@@ -665,6 +670,84 @@ def _login_figures(base: str, api: Api, workdir: Path) -> None:
             "login: unknown e-mail / wrong password (median latency)",
             f"{statistics.median(unknown):.1f} / {statistics.median(wrong):.1f} ms = {ratio:.2f}",
             "0.95 .. 1.05",
+        )
+    )
+
+
+def _totp_accounts(workspace) -> list[tuple[str, str]]:
+    """TOTP_ACCOUNTS accounts with a password and an active TOTP: (e-mail, base32 secret). One hash made
+    once serves them all (its cost is the same), and one login each: a code works once per account."""
+    import pyotp
+    from django.contrib.auth.hashers import make_password
+    from django.utils import timezone
+
+    from accounts.models import Account
+    from authn.models import Credential, Totp
+    from iam import crypto
+
+    encoded = make_password(PASSWORD)
+    accounts = Account.objects.bulk_create(
+        Account(email=f"totp{index}@bench.example", name=f"Totp {index}", verified=True, password=encoded)
+        for index in range(TOTP_ACCOUNTS)
+    )
+    Credential.objects.bulk_create(
+        Credential(
+            account=account,
+            workspace=workspace,
+            kind="password",
+            provider="local",
+            status="active",
+            email=account.email,
+        )
+        for account in accounts
+    )
+    secrets_ = [pyotp.random_base32() for _ in accounts]
+    Totp.objects.bulk_create(
+        Totp(account=account, secret_encrypted=crypto.encrypt(secret), confirmed_at=timezone.now())
+        for account, secret in zip(accounts, secrets_, strict=True)
+    )
+    return [(account.email, secret) for account, secret in zip(accounts, secrets_, strict=True)]
+
+
+def _totp_login_figure(base: str, accounts: list[tuple[str, str]]) -> None:
+    """Logins with TOTP from 4 connections, as the password login rate is measured: each is the password
+    step (`auth/login`, answering an `mfa_token`) and the code step (`auth/mfa/verify`). The code step
+    verifies no password (tests/authn/test_totp_cost.py), so the rate should stay close to the
+    password login's."""
+    import pyotp
+
+    pending = list(accounts)
+    lock = threading.Lock()
+    latencies: list[float] = []
+
+    def work() -> None:
+        api = Api(base)
+        while True:
+            with lock:
+                if not pending:
+                    return
+                email, secret = pending.pop()
+            started = time.perf_counter()
+            answer, _ = api.post("/auth/login", {"email": email, "password": PASSWORD})
+            session, _ = api.post(
+                "/auth/mfa/verify", {"mfa_token": answer["mfa_token"], "code": pyotp.TOTP(secret).now()}
+            )
+            assert "access_token" in session, session
+            with lock:
+                latencies.append((time.perf_counter() - started) * 1000)
+
+    started = time.perf_counter()
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        for done in [pool.submit(work) for _ in range(4)]:
+            done.result()
+    elapsed = time.perf_counter() - started
+    cores = os.cpu_count() or 1
+    rows.append(
+        (
+            f"logins with TOTP per second per core (password + code step, {len(accounts)} accounts)",
+            f"{len(latencies) / elapsed / min(cores, WORKERS):.0f} ({WORKERS} workers; "
+            f"p50 {percentile(latencies, 0.5):.0f} ms for both steps)",
+            "close to the password login rate (one argon2id each)",
         )
     )
 

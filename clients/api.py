@@ -45,8 +45,10 @@ class ClientValidate(Endpoint):
     """Validates a user's access token for a client service. Public: the client authenticates itself with its
     id and secret in the body. The answer is always 200 for a well-formed body: `authorized` is true only when
     the client id and secret match, the token is a valid, unexpired, unrevoked access token of an enabled
-    account, and that account has an active membership in the client's workspace; else `reason` says why
-    (`invalid_client`, `invalid_token`, `token_expired`, `token_revoked`, `account_disabled`, `not_a_member`).
+    account, that account has an active membership in the client's workspace, and the token's session
+    meets the workspace's MFA policy (`mfa_required`: two factors, or that workspace's own SSO); else
+    `reason` says why (`invalid_client`, `invalid_token`, `token_expired`, `token_revoked`,
+    `account_disabled`, `not_a_member`, `mfa_required`).
     `roles` and `permissions` are the account's there (project-scope ones only when `project_id` names their
     project); `allowed` answers `permission` (null when none was asked); `expires_at` is the token's
     expiry."""

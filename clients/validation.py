@@ -1,5 +1,6 @@
 """`POST /clients/validate` (CONTRACT 7): the hot path other services call on every request they serve.
-On a warm cache it makes no query: the client, the account and the grants are all cached, and each is
+On a warm cache it makes no query: the client, the account, the grants and the workspace's MFA policy
+are all cached, and each is
 purged around the commit of any change to it, so a revoke, a rotation or a removed membership answers
 `authorized: false` at once, and with the cache down the database answers."""
 
@@ -12,6 +13,7 @@ from authn.sessions import check_session, session_keys
 from authn.tokens import TokenError
 from iam import cache, crypto
 from rbac import policy
+from tenancy.workspace_cache import find_workspace, workspace_key
 
 from .client_cache import client_key, find_client, workspace_of
 
@@ -98,7 +100,9 @@ def validate(
     if claims:
         keys += session_keys(claims)  # the account and, for a token naming one, its session
         if client_id in workspace_of:
+            # the grants, and the workspace (its MFA policy), last
             keys += policy.grant_keys(claims["sub"], workspace_of[client_id])
+            keys.append(workspace_key(workspace_of[client_id]))
             with_grants = True
     found = cache.get_many(keys)
     client = find_client(client_id, read=found.get(keys[0], cache.MISSING))
@@ -115,6 +119,12 @@ def validate(
     grants = policy.grants(account.pk, UUID(workspace_id), read=read)
     if not grants.member:
         return _answer("not_a_member", workspace_id=workspace_id, allowed=denied, expires_at=claims["exp"])
+    read_workspace = found.get(keys[-1], cache.MISSING) if with_grants else cache.MISSING
+    workspace = find_workspace(workspace_id, read=read_workspace)
+    if workspace is None:  # deleted while this call ran: its clients went with it
+        return _answer("invalid_client", allowed=denied)
+    if workspace.mfa_required and not policy.mfa_satisfied(claims, workspace_id):
+        return _answer("mfa_required", workspace_id=workspace_id, allowed=denied, expires_at=claims["exp"])
     roles, permissions = set(grants.roles), set(grants.permissions)
     if project_id is not None:
         roles |= grants.project_roles.get(str(project_id), frozenset())

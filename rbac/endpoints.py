@@ -51,6 +51,7 @@ def get_object(
         found,
         project_scoped=project_scoped,
         fields=fields,
+        claims=getattr(request, "auth", None),
     )
     if found is None:
         raise ApiError(404, f"{queryset.model._meta.verbose_name} not found")

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from uuid import UUID
 
 from django.conf import settings
+from django.db.models import Q, QuerySet
 from rest_framework.exceptions import NotAuthenticated
 from rest_framework.permissions import BasePermission
 
@@ -269,6 +270,7 @@ def authorize(
     *,
     project_scoped: bool = False,
     fields: Iterable[str] | None = None,
+    claims: dict | None = None,
 ) -> None:
     """Once the record is loaded (None: nothing matched, and the caller then gets the lookup's 404, so
     whatever does not depend on the record is refused first, as `admit` would have).
@@ -279,14 +281,18 @@ def authorize(
     - Credentials: only operators change a secret, status, kind, provider, identity or e-mail, or delete.
     - `project_scoped`: a project-scope grant counts for the record's own project only.
 
-    `fields`: the request's fields (an update's changes)."""
-    if permission is None or account.is_superuser:
+    `fields`: the request's fields (an update's changes); `claims`: the caller's token's, which a
+    workspace's MFA policy reads (operators included)."""
+    if permission is None:
+        return
+    if workspace is None and isinstance(record, Workspace):
+        require_in_workspace(account, record, permission, claims=claims)
+        return
+    if account.is_superuser:
         return
     fields = frozenset(fields or ())
     if workspace is None:
-        if isinstance(record, Workspace):
-            require_in_workspace(account, record, permission)
-        elif not (
+        if not (
             permission in SELF_SERVICE
             and isinstance(record, Account)
             and record.pk == account.pk
@@ -302,14 +308,56 @@ def authorize(
         require(account, workspace, permission, project_id=project_of(record))
 
 
-def require_in_workspace(account: Account, workspace: Workspace, permission: str) -> None:
+def require_in_workspace(
+    account: Account, workspace: Workspace, permission: str, *, claims: dict | None
+) -> None:
     """A workspace's own endpoints (CONTRACT 4): the permission in the workspace or in the root workspace;
-    to a caller who is not a member, another workspace does not exist."""
-    if has_permission(account, workspace, permission) or has_global_permission(account, permission):
-        return
-    if grants(account.pk, workspace.pk).member:
+    to a caller who is not a member, another workspace does not exist. Once the workspace is in reach,
+    its MFA policy, before the permission, as for an `X-Workspace` request: a member without the
+    permission learns the policy first, a stranger never."""
+    allowed = has_permission(account, workspace, permission) or has_global_permission(account, permission)
+    if not allowed and not grants(account.pk, workspace.pk).member:
+        raise ApiError(404, "workspace not found")
+    require_mfa(claims, workspace)
+    if not allowed:
         raise ApiError(403, f"missing permission {permission}")
-    raise ApiError(404, "workspace not found")
+
+
+# A workspace's MFA policy (`mfa_required`)
+
+MFA_REQUIRED = "mfa required by this workspace"
+# The session claim that says which workspace's own SSO connection the login came through: signed with
+# the token, so it costs no lookup and cannot be forged; a refresh keeps it as it keeps `amr`.
+SSO_WORKSPACE_CLAIM = "sso_workspace"
+
+
+def mfa_satisfied(claims: dict | None, workspace_id: UUID | str) -> bool:
+    """Whether the session of `claims` meets a workspace's MFA policy: two factors were used (`amr` holds
+    `mfa`, RFC 8176), or the login came through one of that workspace's own SSO connections (the
+    workspace's provider then decides how its people sign in). Another workspace's SSO does not count."""
+    if not claims:
+        return False
+    amr = claims.get("amr") or ()
+    return "mfa" in amr or claims.get(SSO_WORKSPACE_CLAIM) == str(workspace_id)
+
+
+def require_mfa(claims: dict | None, workspace: Workspace) -> None:
+    """A call naming a workspace that requires MFA, with a session that does not meet it: 403, whoever
+    the caller is (operators too). Runs once the workspace is known and the caller is in it."""
+    if workspace.mfa_required and not mfa_satisfied(claims, workspace.pk):
+        raise ApiError(403, MFA_REQUIRED)
+
+
+def without_unmet_mfa(workspaces: QuerySet, claims: dict | None) -> QuerySet:
+    """`workspace/list`: a workspace whose MFA policy the session does not meet is left out, so a
+    one-factor session reads nothing of it (its name, config, tags and meta included)."""
+    if claims and "mfa" in (claims.get("amr") or ()):
+        return workspaces
+    unmet = Q(mfa_required=True)
+    sso_workspace = (claims or {}).get(SSO_WORKSPACE_CLAIM)
+    if sso_workspace:
+        unmet &= ~Q(pk=sso_workspace)
+    return workspaces.exclude(unmet)
 
 
 def visible_projects(account: Account, workspace: Workspace, permission: str | None) -> list[str] | None:
@@ -411,9 +459,9 @@ def explain(
 
 class EndpointPermission(BasePermission):
     """Runs after authentication, before the body is read (CONTRACT 1's order): the caller must be
-    authenticated, the `X-Workspace` workspace of a workspace-scoped endpoint must exist and count the
-    caller as an active member (CONTRACT 2), and the endpoint's declared permission must be held there
-    (`admit`)."""
+    authenticated, the `X-Workspace` workspace of a workspace-scoped endpoint must exist, count the
+    caller as an active member (CONTRACT 2) and, when it requires MFA, see a session that meets it
+    (`require_mfa`), and the endpoint's declared permission must be held there (`admit`)."""
 
     def has_permission(self, request, view) -> bool:
         if getattr(view, "public", False):
@@ -443,4 +491,5 @@ def select_workspace(request, account):
         raise ApiError(404, "workspace not found", "X-Workspace")
     if not account.is_superuser and not grants(account.pk, workspace.pk).member:
         raise ApiError(403, "not a member of this workspace")
+    require_mfa(request.auth, workspace)
     return workspace

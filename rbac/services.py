@@ -67,6 +67,7 @@ def create_workspace(
     tags: list[str],
     meta: dict[str, Any],
     description: str | None = None,
+    mfa_required: bool = False,
 ) -> Workspace:
     """CONTRACT 4: `owner` becomes the owner, in the same transaction. `actor`, the account whose request
     creates it (None: a command), is its `created_by`, and the workspaces it created count against its
@@ -79,14 +80,21 @@ def create_workspace(
         owner=actor,
     )
     workspace = Workspace(
-        created_by=actor, name=name, slug=slug, description=description, config=config, tags=tags, meta=meta
+        created_by=actor,
+        name=name,
+        slug=slug,
+        description=description,
+        config=config,
+        mfa_required=mfa_required,
+        tags=tags,
+        meta=meta,
     )
     save_unique(workspace, Workspace.objects.all(), {"slug": slug}, force_insert=True)
     audit.record(  # the request's account is the actor (none for a command)
         "workspace.create",
         resource=("workspace", workspace.pk),
         workspace_id=workspace.pk,
-        changes=audit.created(workspace, ("name", "slug", "description", "tags")),
+        changes=audit.created(workspace, ("name", "slug", "description", "mfa_required", "tags")),
     )
     ensure_owner(workspace, owner)
     return workspace

@@ -8,7 +8,7 @@ from django.utils import timezone
 
 from accounts.models import Account
 from authn.models import Credential, OAuthState
-from authn.oauth import Identity, finish, sign_in_identity
+from authn.oauth import Identity, SignedIn, finish, sign_in_identity
 from authn.oauth_provider import OAuthFailure
 from authn.oauth_state import begin, secret_of
 from iam.errors import ApiError
@@ -63,7 +63,7 @@ def ensure_membership(connection: SsoConnection, account: Account) -> None:
         membership.roles.add(*roles)
 
 
-def _sign_in_with(state: OAuthState, code: str, verifier: str) -> Account:
+def _sign_in_with(state: OAuthState, code: str, verifier: str) -> SignedIn:
     connection = (
         SsoConnection.objects.select_related("workspace").filter(pk=state.connection_id, enabled=True).first()
     )
@@ -94,7 +94,7 @@ def _sign_in_with(state: OAuthState, code: str, verifier: str) -> Account:
         ensure_membership(connection, account)
         SsoConnection.objects.filter(pk=connection.pk).update(last_login_at=timezone.now())
         services.record_audit("ssoconnection.login", connection, {"account_id": str(account.pk)}, account)
-    return account
+    return SignedIn(account, sso_workspace_id=connection.workspace_id)  # meets the workspace's MFA policy
 
 
 def complete(params: dict[str, str], *, ip: str, user_agent: str) -> str:

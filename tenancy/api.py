@@ -42,7 +42,8 @@ def workspace_named(request: Request, data: dict, *, permission: str) -> Workspa
 
 
 class WorkspaceCreate(Endpoint):
-    """Any enabled account may create a workspace; it becomes its owner."""
+    """Any enabled account may create a workspace; it becomes its owner. `mfa_required` (default false):
+    see `workspace/update`."""
 
     example_request = {
         "name": "Acme Corp",
@@ -78,25 +79,33 @@ class WorkspaceDescribe(Endpoint):
 
 
 class WorkspaceList(ListEndpoint):
-    """The caller's workspaces; every workspace for holders of `workspaces:list` in the root workspace."""
+    """The caller's workspaces; every workspace for holders of `workspaces:list` in the root workspace.
+    A workspace that requires MFA (`mfa_required`) is listed only to a session that meets its policy:
+    one that used two factors, or came through one of that workspace's own SSO connections."""
 
     example_request = {"filter": {"tags": ["customer"]}, "options": {"limit": 20}}
 
     permission = None
     list_key = "workspaces"
     response_serializer = WorkspaceSerializer
-    filter_fields = {name: name for name in ("id", "name", "slug", "description")}
+    filter_fields = {name: name for name in ("id", "name", "slug", "description", "mfa_required")}
 
     def get_queryset(self, request: Request) -> QuerySet:
         if policy.has_global_permission(request.user, "workspaces:list"):
-            return Workspace.objects.all()
-        mine = Membership.objects.filter(account=request.user, status=Membership.Status.ACTIVE)
-        return Workspace.objects.filter(pk__in=mine.values("workspace_id"))
+            workspaces = Workspace.objects.all()
+        else:
+            mine = Membership.objects.filter(account=request.user, status=Membership.Status.ACTIVE)
+            workspaces = Workspace.objects.filter(pk__in=mine.values("workspace_id"))
+        return policy.without_unmet_mfa(workspaces, request.auth)
 
 
 class WorkspaceUpdate(Endpoint):
     """Changes a workspace named by `id` or `slug`: needs `workspaces:update` in that workspace or in the
-    root workspace. The slug names the workspace in `X-Workspace` headers and does not change."""
+    root workspace. The slug names the workspace in `X-Workspace` headers and does not change.
+    `mfa_required: true`: every call naming the workspace (`X-Workspace`, or `workspace/*` on it) then
+    needs a session that used two factors or came through one of the workspace's own SSO connections,
+    else 403 `mfa required by this workspace` (operators too; after the membership check), and
+    `clients/validate` of its clients answers `reason: "mfa_required"`."""
 
     example_request = {"slug": "acme", "name": "Acme Corporation", "tags": ["customer", "enterprise"]}
 

@@ -1,7 +1,7 @@
 from rest_framework import serializers
 
 from iam.api import require_one
-from iam.fields import Description, JsonObject, Name, Slug, String, Uuid
+from iam.fields import Boolean, Description, JsonObject, Name, Slug, String, Uuid
 from iam.serializers import RECORD_TAIL, Record, RecordRequest, UpdateRequest
 
 from .models import Project, Workspace
@@ -12,7 +12,7 @@ CODE_MAX = 64
 class WorkspaceSerializer(Record):
     class Meta:
         model = Workspace
-        fields = ["id", "name", "slug", "description", "config", *RECORD_TAIL]
+        fields = ["id", "name", "slug", "description", "config", "mfa_required", *RECORD_TAIL]
 
 
 class WorkspaceRef(serializers.Serializer):
@@ -28,6 +28,7 @@ class WorkspaceCreateRequest(RecordRequest):
     slug = Slug(max_length=63)
     description = Description()
     config = JsonObject()
+    mfa_required = Boolean(required=False)
 
 
 class WorkspaceUpdateRequest(UpdateRequest, WorkspaceRef, WorkspaceCreateRequest):

@@ -28,10 +28,13 @@ def update_workspace(
     name: str = UNSET,
     description: str | None = UNSET,
     config: dict[str, Any] = UNSET,
+    mfa_required: bool = UNSET,
     tags: list[str] = UNSET,
     meta: dict[str, Any] = UNSET,
 ) -> Workspace:
-    changes = sent(name=name, description=description, config=config, tags=tags, meta=meta)
+    changes = sent(
+        name=name, description=description, config=config, mfa_required=mfa_required, tags=tags, meta=meta
+    )
     entry = audit.diff(workspace, changes)
     workspace.save(update_fields=apply_changes(workspace, changes))
     if entry:

@@ -15,14 +15,21 @@ def _key(ref: str) -> str:
     return f"workspace:{ref}"
 
 
-# What resolving `X-Workspace` needs (the checks read the id, the audit scope the slug), as a plain tuple
-# in the model's field order, which `Model.from_db` expects of a partial row; other fields load on access.
-_WANTED = {"id", "name", "slug"}
+# What resolving `X-Workspace` needs (the checks read the id and the MFA policy, the audit scope the slug),
+# as a plain tuple in the model's field order, which `Model.from_db` expects of a partial row; other fields
+# load on access.
+_WANTED = {"id", "name", "slug", "mfa_required"}
 CACHED_FIELDS = tuple(field.attname for field in Workspace._meta.concrete_fields if field.attname in _WANTED)
 
 
-def find_workspace(ref: str) -> Workspace | None:
-    """`ref` is a UUID or a slug."""
+def workspace_key(workspace_id) -> str:
+    """The entry `find_workspace` reads for a workspace id, for a caller that fetches it with others in
+    one round trip (`clients/validate`)."""
+    return _key(str(workspace_id))
+
+
+def find_workspace(ref: str, *, read: object = cache.MISSING) -> Workspace | None:
+    """`ref` is a UUID or a slug; `read`: its entry, when the caller fetched it already."""
     ref = ref.strip()
     try:
         lookup = {"pk": uuid.UUID(ref)}
@@ -34,6 +41,7 @@ def find_workspace(ref: str) -> Workspace | None:
         _key(ref),
         lambda: Workspace.objects.filter(**lookup).values_list(*CACHED_FIELDS).first(),
         settings.IAM_AUTH_CACHE_SECONDS,
+        read=read,
         fits=lambda values: isinstance(values, tuple) and len(values) == len(CACHED_FIELDS),
     )
     return None if values is None else Workspace.from_db("default", CACHED_FIELDS, values)

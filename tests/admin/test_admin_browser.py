@@ -115,3 +115,48 @@ def test_operator_creates_a_client_and_sees_its_secret_once(browser, live_server
     assert secret not in page.content()
     page.reload()
     assert secret not in page.content()
+
+
+def test_an_operator_with_totp_signs_in_in_two_steps(browser, live_server):
+    """The admin asks an operator who enrolled TOTP for a code after the password: a wrong one is
+    refused, a right one signs in; a code already used does not sign in a second browser."""
+    import pyotp
+    from django.utils import timezone
+
+    from authn.models import Totp
+
+    operator = AccountFactory(email="operator@example.com", is_superuser=True)
+    secret = pyotp.random_base32()
+    Totp.objects.create(
+        account=operator, secret_encrypted=crypto.encrypt(secret), confirmed_at=timezone.now()
+    )
+
+    def password_step(page) -> None:
+        page.set_default_timeout(15_000)
+        page.goto(f"{live_server.url}/admin/login/?next=/admin/authn/session/")
+        page.fill("#id_username", "operator@example.com")
+        page.fill("#id_password", PASSWORD)
+        page.click("input[type=submit]")
+        page.wait_for_url(f"{live_server.url}/admin/login/code/")
+
+    page = browser.new_page()
+    password_step(page)
+    page.goto(f"{live_server.url}/admin/")  # not signed in yet
+    assert "/admin/login/" in page.url and "/code/" not in page.url
+    password_step(page)
+    page.fill("#id_code", "000000")
+    page.click("input[type=submit]")
+    assert page.locator(".errorlist").inner_text() == "Invalid code."
+    code = pyotp.TOTP(secret).now()
+    page.fill("#id_code", code)
+    page.click("input[type=submit]")
+    page.wait_for_url(f"{live_server.url}/admin/authn/session/")
+    assert page.locator("#site-name").inner_text() == "IAM"
+
+    other = browser.new_context().new_page()
+    password_step(other)
+    other.fill("#id_code", code)
+    other.click("input[type=submit]")
+    assert other.locator(".errorlist").inner_text() == "Invalid code."
+    other.goto(f"{live_server.url}/admin/")
+    assert "/admin/login/" in other.url

@@ -17,6 +17,7 @@ WORKSPACE_FIELDS = {
     "name",
     "slug",
     "description",
+    "mfa_required",
     "config",
     "tags",
     "meta",

@@ -19,7 +19,7 @@ def test_workspace_and_client_entries_are_plain_tuples_without_secrets(db, membe
     assert ok(ApiClient().call("/clients/validate", body))["authorized"] is True
 
     cached_workspace = django_cache.get(workspace_key(str(workspace.pk)))
-    assert cached_workspace == (workspace.pk, workspace.name, workspace.slug)
+    assert cached_workspace == (workspace.pk, workspace.name, workspace.slug, False)  # mfa_required
     row = Client.objects.get(pk=created["id"])
     cached_client = django_cache.get(client_key(created["id"]))
     assert type(cached_client) is tuple

@@ -1,0 +1,110 @@
+"""The admin's sign-in in two steps (CONTRACT 17): an operator who enrolled TOTP gives the password, then
+a code (or a recovery code) on a second page, before the admin signs it in; the admin is no way around
+the second factor. The code is checked by the same rules as `auth/mfa/verify` (`mfa.check_code`): wrong
+codes counted per account and refused with 429 past the limit, each code once. Between the steps the
+browser's session holds only which account passed the password, until when, and where to go next; it
+is not signed in."""
+
+import time
+
+from django import forms
+from django.conf import settings
+from django.contrib import admin
+from django.contrib.auth import login as auth_login
+from django.contrib.auth.views import LoginView
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.template.response import TemplateResponse
+from django.urls import reverse
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.cache import never_cache
+from django.views.decorators.csrf import csrf_protect
+from django.views.decorators.debug import sensitive_post_parameters
+
+from accounts.models import Account
+from iam.errors import ApiError
+
+from . import mfa
+
+PENDING = "iam_admin_second_step"
+
+
+class CodeForm(forms.Form):
+    code = forms.CharField(
+        label="Code",
+        max_length=64,
+        help_text="The 6-digit code of your authenticator app, or one of your recovery codes.",
+        widget=forms.TextInput(attrs={"autocomplete": "one-time-code", "autofocus": True}),
+    )
+
+
+class OperatorLoginView(LoginView):
+    """The password step. An account without TOTP is signed in as Django does it; one with TOTP is not
+    yet: the browser is sent on to the code step."""
+
+    def form_valid(self, form) -> HttpResponse:
+        account = form.get_user()
+        if not mfa.has_totp(account):
+            return super().form_valid(form)
+        self.request.session.cycle_key()  # no fixation: a new session key from the first step on
+        self.request.session[PENDING] = {
+            "account_id": str(account.pk),
+            "backend": account.backend,
+            "session_version": account.session_version,
+            "until": time.time() + settings.IAM_MFA_TOKEN_LIFETIME.total_seconds(),
+            "next": self.get_redirect_url(),
+        }
+        return HttpResponseRedirect(reverse("admin:login_code"))
+
+
+def _pending_account(pending: object) -> Account | None:
+    """The account that passed the password step, while that step is fresh and nothing ended its
+    sessions since (a disable, a new password, a reset of its second factor)."""
+    if not isinstance(pending, dict) or pending.get("until", 0) < time.time():
+        return None
+    account = Account.objects.filter(pk=pending.get("account_id")).first()
+    if account is None or not account.enabled or account.session_version != pending.get("session_version"):
+        return None
+    return account
+
+
+@sensitive_post_parameters("code")
+@csrf_protect
+@never_cache
+def login_code(request: HttpRequest) -> HttpResponse:
+    """The code step. Without a fresh password step: back to the sign-in page."""
+    pending = request.session.get(PENDING)
+    account = _pending_account(pending)
+    if account is None:
+        request.session.pop(PENDING, None)
+        return HttpResponseRedirect(reverse("admin:login"))
+    form = CodeForm(request.POST if request.method == "POST" else None)
+    status = 200
+    if request.method == "POST" and form.is_valid():
+        try:
+            mfa.check_code(account, form.cleaned_data["code"])
+        except ApiError as exc:
+            if exc.status == 429:
+                status = 429
+                retry = (exc.headers or {}).get("Retry-After", "")
+                form.add_error(None, f"Too many wrong codes: try again in {retry} seconds.")
+            else:
+                form.add_error("code", "Invalid code.")
+        else:
+            del request.session[PENDING]
+            auth_login(request, account, backend=pending["backend"])
+            target = pending.get("next") or ""
+            if not url_has_allowed_host_and_scheme(target, {request.get_host()}, request.is_secure()):
+                target = reverse("admin:index")
+            return HttpResponseRedirect(target)
+    context = {
+        **admin.site.each_context(request),
+        "title": "Second factor",
+        "subtitle": None,
+        "form": form,
+        "email": account.email,
+    }
+    request.current_app = admin.site.name
+    response = TemplateResponse(request, "admin/login_code.html", context, status=status)
+    if status == 429:
+        response["Retry-After"] = retry
+    return response
