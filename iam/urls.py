@@ -19,4 +19,5 @@ urlpatterns = [
     path("", include("authn.urls")),
     path("", include("rbac.urls")),
     path("", include("sso.urls")),
+    path("", include("scim.urls")),
 ]

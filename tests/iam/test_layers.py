@@ -1,5 +1,6 @@
 """The app layers of pyproject.toml's import-linter contract (`make lint` runs `lint-imports`): the apps
-depend one way, `sso -> clients -> authn -> rbac -> tenancy -> accounts -> iam`, and iam imports no app."""
+depend one way, `scim -> sso -> clients -> authn -> rbac -> tenancy -> accounts -> iam`, and iam imports
+no app."""
 
 import ast
 import shutil
@@ -10,7 +11,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-APPS = ("iam", "accounts", "tenancy", "rbac", "authn", "clients", "sso")
+APPS = ("iam", "accounts", "tenancy", "rbac", "authn", "clients", "sso", "scim")
 LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 
 
