@@ -6,7 +6,7 @@ from django.utils import timezone
 
 from sso.models import SsoConnection, SsoDomain
 from tests.conftest import client_for, ok
-from tests.factories import AccountFactory, MembershipFactory, RoleFactory, WorkspaceFactory
+from tests.factories import AccountFactory, WorkspaceFactory
 
 MEDIA_TYPE = "application/scim+json"
 ERROR = "urn:ietf:params:scim:api:messages:2.0:Error"
@@ -24,7 +24,9 @@ class Scim:
         self.token = token
         self.http = Client()
 
-    def __call__(self, method: str, path: str, body=None, *, token: str | None = "default", raw=None, **query):
+    def __call__(
+        self, method: str, path: str, body=None, *, token: str | None = "default", raw=None, **query
+    ):
         token = self.token if token == "default" else token
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         url = self.base + path
@@ -70,9 +72,9 @@ def scim_err(response, status: int, scim_type: str | None = None) -> dict:
 
 
 def new_token(workspace, name="Okta") -> str:
-    owner = AccountFactory()
-    MembershipFactory(account=owner, workspace=workspace, roles=[RoleFactory(workspace=workspace, permissions=["*"])])
-    return ok(client_for(owner, workspace).call("/scim-tokens/create", {"name": name}))["token"]
+    """Issued by an operator: no member of the workspace is added (its Users are the test's own)."""
+    operator = AccountFactory(is_superuser=True)
+    return ok(client_for(operator, workspace).call("/scim-tokens/create", {"name": name}))["token"]
 
 
 @pytest.fixture

@@ -49,7 +49,11 @@ def test_the_permissions_are_needed(member_of, workspace):
     _, nobody = member_of(workspace, "projects:list")
     err(nobody.call("/scim-tokens/create", {"name": "x"}), 403, "missing permission scim-tokens:create")
     err(nobody.call("/scim-tokens/list", {}), 403, "missing permission scim-tokens:list")
-    err(nobody.call("/scim-tokens/delete", {"id": str(workspace.pk)}), 403, "missing permission scim-tokens:delete")
+    err(
+        nobody.call("/scim-tokens/delete", {"id": str(workspace.pk)}),
+        403,
+        "missing permission scim-tokens:delete",
+    )
 
 
 def test_only_a_caller_who_could_grant_everything_issues_a_token(member_of, workspace):
