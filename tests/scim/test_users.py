@@ -259,7 +259,7 @@ def test_entra_id_patch_forms(scim, workspace):
 )
 def test_bad_patches_are_refused_and_change_nothing(scim, workspace, operations, scim_type):
     user = create_user(scim, "ida@acme.test")
-    operations = operations + [{"op": "replace", "path": "active", "value": False}] if operations else []
+    operations = [*operations, {"op": "replace", "path": "active", "value": False}] if operations else []
     body = {"schemas": ["urn:ietf:params:scim:api:messages:2.0:PatchOp"], "Operations": operations}
     scim_err(scim("PATCH", f"/Users/{user['id']}", body), 400, scim_type)
     assert membership_of(workspace, user["id"]).status == "active"
