@@ -55,6 +55,19 @@ class ScimUser(models.Model):
         return f"{self.account_id} ({self.external_id or 'no externalId'})"
 
 
+class ScimGroup(models.Model):
+    """The directory's `externalId` of a Group (a role of the workspace)."""
+
+    role = models.OneToOneField("rbac.Role", on_delete=models.CASCADE, related_name="+")
+    external_id = models.CharField(max_length=255, null=True, blank=True)
+
+    class Meta:
+        verbose_name = "scim group"
+
+    def __str__(self) -> str:
+        return f"{self.role_id} ({self.external_id or 'no externalId'})"
+
+
 class ScimRequest(models.Model):
     """One request to a workspace's SCIM service and its outcome, kept `IAM_SCIM_LOG_DAYS` days
     (`manage.py cleanup`). It stores no body and no header: the method, the path (with its query), the

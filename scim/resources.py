@@ -24,8 +24,8 @@ from scim2_models.path import CompareOperator, Comparison, LogicalExpr, LogicalO
 from accounts.models import normalize_email
 from rbac.models import Membership, Role
 
-from .models import ScimUser
-from .services import ScimError, member_ids
+from .models import ScimGroup, ScimUser
+from .services import ScimError, group_external_id, member_ids
 
 USER_SCHEMA = "urn:ietf:params:scim:schemas:core:2.0:User"
 GROUP_SCHEMA = "urn:ietf:params:scim:schemas:core:2.0:Group"
@@ -120,8 +120,13 @@ def user_filter(workspace_id: Any, text: str) -> Q:
 
 
 def group_filter(text: str) -> Q:
-    """`eq` on `displayName` (and `id`): how directories look up a group before creating it."""
-    attributes = {"displayname": lambda value: Q(name=value), "id": _by_id}
+    """`eq` on `displayName`, `externalId` and `id`: how directories look up a group before creating
+    it."""
+
+    def by_external_id(value: str) -> Q:
+        return Q(pk__in=ScimGroup.objects.filter(external_id=value).values("role_id"))
+
+    attributes = {"displayname": lambda value: Q(name=value), "externalid": by_external_id, "id": _by_id}
     return filter_query(parse_filter(text), attributes, GROUP_SCHEMA)
 
 
@@ -232,6 +237,7 @@ def display_name(fields: dict) -> str | None:
 def group_resource(role: Role, base: str, *, members: bool = True) -> dict:
     group = Group(
         id=str(role.pk),
+        external_id=group_external_id(role),
         display_name=role.name,
         meta=Meta(
             resource_type="Group",
@@ -241,17 +247,28 @@ def group_resource(role: Role, base: str, *, members: bool = True) -> dict:
         ),
     )
     if members:
-        ids = member_ids(role)
-        emails = dict(
-            Membership.objects.filter(workspace_id=role.workspace_id, account_id__in=ids)
-            .values_list("account_id", "account__email")
-            .distinct()
-        )
-        emails = {str(key): value for key, value in emails.items()}
-        group.members = [
-            GroupMember(value=pk, display=emails.get(pk), ref=f"{base}/Users/{pk}") for pk in ids
-        ]
+        group.members = [GroupMember(value=pk, ref=f"{base}/Users/{pk}") for pk in member_ids(role)]
     return dump(group)
+
+
+def project(resource: dict, attributes: str | list | None, excluded: str | list | None) -> dict:
+    """RFC 7644 3.4.2.5 `attributes` and `excludedAttributes` (top-level names; `schemas` and `id` are
+    always returned)."""
+
+    def names(value: str | list | None) -> set[str]:
+        items = value.split(",") if isinstance(value, str) else (value if isinstance(value, list) else [])
+        found = set()
+        for item in items:
+            if isinstance(item, str) and item.strip():
+                name = item.strip().rpartition(":")[2] if item.lower().startswith("urn:") else item.strip()
+                found.add(name.split(".")[0].lower())
+        return found
+
+    kept, dropped = names(attributes), names(excluded)
+    always = {"schemas", "id"}
+    if kept:
+        return {key: value for key, value in resource.items() if key in always or key.lower() in kept}
+    return {key: value for key, value in resource.items() if key in always or key.lower() not in dropped}
 
 
 def member_values(value: Any) -> list[str]:

@@ -36,7 +36,7 @@ from rbac.services import (
 from sso.models import SsoDomain
 from tenancy.models import Workspace
 
-from .models import ScimToken, ScimUser
+from .models import ScimGroup, ScimToken, ScimUser
 
 TOKEN_PREFIX = "scim_"
 USED_EVERY_SECONDS = 60  # `last_used_at` is written at most this often per token
@@ -271,8 +271,18 @@ def member_ids(role: Role) -> list[str]:
     ]
 
 
+def group_external_id(role: Role) -> str | None:
+    return ScimGroup.objects.filter(role=role).values_list("external_id", flat=True).first()
+
+
+def set_group_external_id(role: Role, external_id: str | None) -> None:
+    ScimGroup.objects.update_or_create(role=role, defaults={"external_id": external_id})
+
+
 @transaction.atomic
-def create_group(workspace: Workspace, *, name: str, members: Iterable[str]) -> Role:
+def create_group(
+    workspace: Workspace, *, name: str, members: Iterable[str], external_id: str | None = None
+) -> Role:
     """`POST /Groups`: a new role (no permissions: those are the workspace's admins' to attach) with
     these members. A role of that name already: 409 uniqueness. The roles quota holds."""
     if Role.objects.in_workspace(workspace).filter(name=name).exists():
@@ -280,6 +290,8 @@ def create_group(workspace: Workspace, *, name: str, members: Iterable[str]) -> 
     role = create_role(
         workspace, permissions=[], actor=None, name=name, tags=[], meta={"schema_version": "1"}
     )
+    if external_id is not None:
+        set_group_external_id(role, external_id)
     add_members(role, members)
     return role
 

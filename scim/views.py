@@ -21,11 +21,11 @@ from scim2_models import (
     AuthenticationScheme,
     Bulk,
     ChangePassword,
-    EnterpriseUser,
     ETag,
     Filter,
     Group,
     Meta,
+    Mutability,
     Patch,
     ResourceType,
     ServiceProviderConfig,
@@ -160,15 +160,34 @@ class ScimView(View):
             raise ScimError(400, "the body must be a JSON object", "invalidSyntax")
         return body
 
-    def page(self, request: HttpRequest) -> tuple[int, int]:
+    def query(self, request: HttpRequest) -> dict:
+        """A query's parameters: from the URL (GET), or from a SearchRequest body (`POST .search`)."""
+        if request.method == "GET":
+            return request.GET.dict()
+        body = self.body(request)
+        return {key: value for key, value in body.items() if key != "schemas"}
+
+    @staticmethod
+    def page(query: dict) -> tuple[int, int]:
         """RFC 7644 3.4.2.4: `startIndex` (1-based; below 1 counts as 1) and `count` (at most 1000;
         below 0 counts as 0)."""
         try:
-            start = int(request.GET.get("startIndex", "1"))
-            count = int(request.GET.get("count", str(DEFAULT_COUNT)))
-        except ValueError:
+            start = int(query.get("startIndex", 1))
+            count = int(query.get("count", DEFAULT_COUNT))
+        except (ValueError, TypeError):
             raise ScimError(400, "startIndex and count must be integers", "invalidValue") from None
         return max(start, 1), min(max(count, 0), MAX_COUNT)
+
+    @staticmethod
+    def filter_text(query: dict) -> str | None:
+        text = query.get("filter")
+        if text is not None and not isinstance(text, str):
+            raise ScimError(400, "filter must be a string", "invalidFilter")
+        return text or None
+
+    @staticmethod
+    def shown(resource: dict, query: dict) -> dict:
+        return resources.project(resource, query.get("attributes"), query.get("excludedAttributes"))
 
     def operations(self, request: HttpRequest) -> list[tuple[str, Any, Any]]:
         """A PatchOp's operations as (op, parsed path or None, value): `op` in any case (Entra sends
@@ -221,19 +240,26 @@ def list_response(total: int, start: int, items: list[dict]) -> dict:
 
 class Users(ScimView):
     http_method_names: ClassVar[list[str]] = ["get", "post"]
+    search: ClassVar[bool] = False  # `POST /Users/.search` (RFC 7644 3.4.3): a query in the body
 
     def get(self, request: HttpRequest) -> HttpResponse:
-        start, count = self.page(request)
+        query = self.query(request)
+        start, count = self.page(query)
         memberships = services.user_memberships(self.workspace).select_related("account")
-        if request.GET.get("filter"):
-            memberships = memberships.filter(resources.user_filter(self.workspace.pk, request.GET["filter"]))
+        if text := self.filter_text(query):
+            memberships = memberships.filter(resources.user_filter(self.workspace.pk, text))
         total = memberships.count()
         page = list(memberships.order_by("created_at", "pk")[start - 1 : start - 1 + count]) if count else []
         ids = resources.external_ids(self.workspace.pk, [each.account_id for each in page])
-        items = [resources.user_resource(each, ids.get(str(each.account_id)), self.base) for each in page]
+        items = [
+            self.shown(resources.user_resource(each, ids.get(str(each.account_id)), self.base), query)
+            for each in page
+        ]
         return scim_response(list_response(total, start, items))
 
     def post(self, request: HttpRequest) -> HttpResponse:
+        if self.search:
+            return self.get(request)
         fields = resources.user_fields(self.body(request))
         if "email" not in fields:
             raise ScimError(400, "userName required", "invalidValue")
@@ -266,7 +292,8 @@ class UserDetail(ScimView):
         return scim_response(resources.user_resource(membership, link and link.external_id, self.base))
 
     def get(self, request: HttpRequest, resource_id: str) -> HttpResponse:
-        return self.answer(services.find_user(self.workspace, resource_id))
+        response = self.answer(services.find_user(self.workspace, resource_id))
+        return scim_response(self.shown(json.loads(response.content), request.GET.dict()))
 
     def put(self, request: HttpRequest, resource_id: str) -> HttpResponse:
         """A whole User (Okta): what it says of the name, `externalId` and `active` replaces."""
@@ -336,25 +363,40 @@ class UserDetail(ScimView):
 # Groups
 
 
+def _wants_members(query: dict) -> bool:
+    """Members are read only when answered (Okta and Entra ID ask for groups without them)."""
+    shown = resources.project({"members": True}, query.get("attributes"), query.get("excludedAttributes"))
+    return "members" in shown
+
+
 class Groups(ScimView):
     http_method_names: ClassVar[list[str]] = ["get", "post"]
+    search: ClassVar[bool] = False  # `POST /Groups/.search`
 
     def get(self, request: HttpRequest) -> HttpResponse:
-        start, count = self.page(request)
+        query = self.query(request)
+        start, count = self.page(query)
         roles = Role.objects.in_workspace(self.workspace)
-        if request.GET.get("filter"):
-            roles = roles.filter(resources.group_filter(request.GET["filter"]))
-        members = "members" not in request.GET.get("excludedAttributes", "").lower()
+        if text := self.filter_text(query):
+            roles = roles.filter(resources.group_filter(text))
+        members = _wants_members(query)
         total = roles.count()
         page = list(roles.order_by("created_at", "pk")[start - 1 : start - 1 + count]) if count else []
-        items = [resources.group_resource(role, self.base, members=members) for role in page]
+        items = [
+            self.shown(resources.group_resource(role, self.base, members=members), query) for role in page
+        ]
         return scim_response(list_response(total, start, items))
 
     def post(self, request: HttpRequest) -> HttpResponse:
+        if self.search:
+            return self.get(request)
         body = {key.lower(): value for key, value in self.body(request).items()}
         name = resources.as_text(body.get("displayname"), "displayName", required=True)
         members = resources.member_values(body["members"]) if body.get("members") else []
-        role = services.create_group(self.workspace, name=name.strip(), members=members)
+        external_id = resources.as_text(body.get("externalid"), "externalId")
+        role = services.create_group(
+            self.workspace, name=name.strip(), members=members, external_id=external_id
+        )
         resource = resources.group_resource(role, self.base)
         return scim_response(resource, 201, {"Location": resource["meta"]["location"]})
 
@@ -364,8 +406,9 @@ class GroupDetail(ScimView):
 
     def answer(self, request: HttpRequest, role) -> HttpResponse:
         role.refresh_from_db()
-        members = "members" not in request.GET.get("excludedAttributes", "").lower()
-        return scim_response(resources.group_resource(role, self.base, members=members))
+        query = request.GET.dict()
+        resource = resources.group_resource(role, self.base, members=_wants_members(query))
+        return scim_response(self.shown(resource, query))
 
     def get(self, request: HttpRequest, resource_id: str) -> HttpResponse:
         return self.answer(request, services.find_group(self.workspace, resource_id))
@@ -375,6 +418,8 @@ class GroupDetail(ScimView):
         body = {key.lower(): value for key, value in self.body(request).items()}
         name = resources.as_text(body.get("displayname"), "displayName", required=True)
         services.rename_group(role, name.strip())
+        if "externalid" in body:
+            services.set_group_external_id(role, resources.as_text(body["externalid"], "externalId"))
         if "members" in body:
             services.set_members(role, resources.member_values(body["members"] or []))
         return self.answer(request, role)
@@ -409,8 +454,9 @@ class GroupDetail(ScimView):
                 services.add_members(role, resources.member_values(value or []))
             else:
                 services.set_members(role, resources.member_values(value or []))
-        elif name == "externalid":
-            return  # a role has no externalId of the directory's; accepted, not kept
+        elif name == "externalid" and path.sub_attr is None:
+            kept = None if op == "remove" else resources.as_text(value, "externalId")
+            services.set_group_external_id(role, kept)
         else:
             raise ScimError(400, f"unsupported path: {path}", "invalidPath")
 
@@ -421,7 +467,44 @@ class GroupDetail(ScimView):
 
 # Discovery (RFC 7644 section 4)
 
-USER_TYPE = User[EnterpriseUser]
+# What the service keeps of a User and a Group, and so what its schemas publish: a directory (or a
+# checker) learns from them which attributes come back. Others are accepted on writes and not kept.
+# attribute -> (its sub-attributes kept or None, its mutability, required): what the service keeps of a
+# User and a Group, as its schemas publish it. The name is the account's one name (`displayName`,
+# which `name.formatted` repeats); the address is `userName`, set once, which `emails` repeats.
+USER_ATTRIBUTES = {
+    "userName": (None, Mutability.immutable, True),
+    "name": (("formatted",), Mutability.read_only, False),
+    "displayName": (None, Mutability.read_write, True),
+    "active": (None, Mutability.read_write, True),
+    "emails": (("value", "type", "primary"), Mutability.read_only, False),
+}
+GROUP_ATTRIBUTES = {
+    "displayName": (None, Mutability.read_write, True),
+    "members": (("value", "$ref"), Mutability.read_write, False),
+}
+READ_ONLY_SUB_ATTRIBUTES: set[tuple[str, str]] = set()
+
+
+def _schema(model: type, kept: dict) -> Any:
+    """`model`'s RFC 7643 schema (from scim2-models) with only the attributes kept, as they are kept."""
+    schema = model.to_schema()
+    attributes = []
+    for item in schema.attributes:
+        if item.name not in kept:
+            continue
+        subs, item.mutability, item.required = kept[item.name]
+        if subs is not None:
+            item.sub_attributes = [sub for sub in item.sub_attributes if sub.name in subs]
+            for sub in item.sub_attributes:
+                if (
+                    item.mutability == Mutability.read_only
+                    or (item.name, sub.name) in READ_ONLY_SUB_ATTRIBUTES
+                ):
+                    sub.mutability = Mutability.read_only
+        attributes.append(item)
+    schema.attributes = attributes
+    return schema
 
 
 class ServiceProviderConfigView(ScimView):
@@ -449,7 +532,7 @@ class ServiceProviderConfigView(ScimView):
 
 def _resource_types(base: str) -> list[dict]:
     types = []
-    for model, name in ((USER_TYPE, "User"), (Group, "Group")):
+    for model, name in ((User, "User"), (Group, "Group")):
         resource_type = ResourceType.from_resource(model)
         resource_type.meta = Meta(resource_type="ResourceType", location=f"{base}/ResourceTypes/{name}")
         types.append(resources.dump(resource_type))
@@ -458,8 +541,8 @@ def _resource_types(base: str) -> list[dict]:
 
 def _schemas(base: str) -> list[dict]:
     schemas = []
-    for model in (User, Group, EnterpriseUser):
-        schema = model.to_schema()
+    for model, kept in ((User, USER_ATTRIBUTES), (Group, GROUP_ATTRIBUTES)):
+        schema = _schema(model, kept)
         schema.meta = Meta(resource_type="Schema", location=f"{base}/Schemas/{schema.id}")
         schemas.append(resources.dump(schema))
     return schemas
@@ -485,3 +568,16 @@ class Schemas(ScimView):
             if item["id"] == urn:
                 return scim_response(item)
         raise ScimError(404, "schema not found")
+
+
+class Unknown(ScimView):
+    """Any other path under a workspace's SCIM service: a SCIM 404 (to its directory only)."""
+
+    http_method_names: ClassVar[list[str]] = ["get", "post", "put", "patch", "delete"]
+
+    def get(self, request: HttpRequest, rest: str = "") -> HttpResponse:
+        if rest.strip("/") == ".search" and request.method == "POST":  # RFC 7644 3.4.3, from the root
+            raise ScimError(501, "a search of several resource types at once is not supported")
+        raise ScimError(404, "no such SCIM endpoint")
+
+    post = put = patch = delete = get

@@ -35,7 +35,7 @@ def test_creating_a_group_creates_a_role_with_its_members(scim, workspace, users
     role = Role.objects.get(pk=group["id"], workspace=workspace)
     assert role.name == "Engineering" and not role.permissions.exists()
     assert members(group) == [users[0]]
-    assert group["members"][0]["display"] == "g0@acme.test"
+    assert group["members"][0]["$ref"].endswith(f"/Users/{users[0]}")
     assert roles_of(workspace, users[0]) == {"Engineering"}
     assert AuditEntry.objects.get(action="role.create").actor_kind == "scim"
     assert scim_ok(scim.get(f"/Groups/{group['id']}")) == group
@@ -189,3 +189,30 @@ def test_the_roles_per_membership_quota_holds(scim, workspace, users, settings):
     body = scim_err(scim.patch(f"/Groups/{second['id']}", add), 403)
     assert body["detail"] == "quota reached: roles per membership (1)"
     assert roles_of(workspace, users[0]) == {"one"} and first
+
+
+def test_a_group_keeps_its_external_id(scim):
+    group = scim_ok(scim.post("/Groups", {"displayName": "X", "externalId": "okta-1"}), 201)
+    assert group["externalId"] == "okta-1"
+    assert scim_ok(scim.get("/Groups", filter='externalId eq "okta-1"'))["totalResults"] == 1
+    patched = scim_ok(
+        scim.patch(f"/Groups/{group['id']}", [{"op": "replace", "path": "externalId", "value": "2"}])
+    )
+    assert patched["externalId"] == "2"
+
+
+def test_search_by_post_and_attribute_selection(scim, users):
+    body = {
+        "schemas": ["urn:ietf:params:scim:api:messages:2.0:SearchRequest"],
+        "filter": 'userName eq "g1@acme.test"',
+        "attributes": ["userName"],
+    }
+    found = scim_ok(scim.post("/Users/.search", body))
+    assert found["totalResults"] == 1
+    assert found["Resources"] == [
+        {"schemas": found["Resources"][0]["schemas"], "id": users[1], "userName": "g1@acme.test"}
+    ]
+    one = scim_ok(scim.get(f"/Users/{users[1]}", excludedAttributes="emails,name"))
+    assert "emails" not in one and "name" not in one and one["userName"] == "g1@acme.test"
+    scim_err(scim.post("/.search", {}), 501)
+    scim_err(scim.get("/Nothing"), 404)

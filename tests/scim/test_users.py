@@ -326,8 +326,10 @@ def test_discovery(scim, workspace):
     assert {item["id"] for item in schemas["Resources"]} == {
         USER,
         "urn:ietf:params:scim:schemas:core:2.0:Group",
-        ENTERPRISE,
     }
+    user_schema = {item["name"]: item for item in scim_ok(scim.get(f"/Schemas/{USER}"))["attributes"]}
+    assert set(user_schema) == {"userName", "name", "displayName", "active", "emails"}
+    assert user_schema["userName"]["mutability"] == "immutable"
     assert scim_ok(scim.get(f"/Schemas/{USER}"))["id"] == USER
     scim_err(scim.get("/Schemas/urn:nope"), 404)
     scim_err(scim("POST", "/ServiceProviderConfig", {}), 405)
