@@ -9,7 +9,7 @@ from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html
 
-from iam.admin import ServiceAdmin, ViewOnly
+from iam.admin import ServiceAdmin, ViewOnly, audit_subject
 
 from . import services
 from .models import ScimRequest, ScimToken
@@ -36,6 +36,12 @@ class ScimTokenAdmin(ServiceAdmin):
     def requests(self, token: ScimToken) -> str:
         url = reverse("admin:scim_scimrequest_changelist") + f"?token__id__exact={token.pk}"
         return format_html('<a href="{}">last requests</a>', url)
+
+
+# Audit entries name a token as the resource of `scimtoken.*` and as the actor of a directory's changes.
+audit_subject(
+    "scimtoken", ScimToken.objects.all(), title=lambda token: f"SCIM token {token.name}", search=("name",)
+)
 
 
 class OutcomeFilter(admin.SimpleListFilter):

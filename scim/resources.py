@@ -13,7 +13,6 @@ from scim2_models import (
     Email,
     EnterpriseUser,
     Group,
-    GroupMember,
     Meta,
     Name,
     User,
@@ -32,6 +31,7 @@ GROUP_SCHEMA = "urn:ietf:params:scim:schemas:core:2.0:Group"
 ENTERPRISE_SCHEMA = "urn:ietf:params:scim:schemas:extension:enterprise:2.0:User"
 RESPONSE = Context.RESOURCE_QUERY_RESPONSE
 MAX_FILTER_LENGTH = 4096
+MAX_MEMBERS_SHOWN = 10_000
 
 
 def dump(model: Any) -> dict:
@@ -246,9 +246,14 @@ def group_resource(role: Role, base: str, *, members: bool = True) -> dict:
             location=f"{base}/Groups/{role.pk}",
         ),
     )
+    resource = dump(group)
     if members:
-        group.members = [GroupMember(value=pk, ref=f"{base}/Users/{pk}") for pk in member_ids(role)]
-    return dump(group)
+        # Plain dicts, and at most MAX_MEMBERS_SHOWN: a role's holders are not bounded by a quota, and
+        # one request must stay within its memory budget. Directories read large groups without
+        # members (`excludedAttributes=members`) and change them by PATCH.
+        ids = member_ids(role, limit=MAX_MEMBERS_SHOWN)
+        resource["members"] = [{"value": pk, "$ref": f"{base}/Users/{pk}"} for pk in ids]
+    return resource
 
 
 def project(resource: dict, attributes: str | list | None, excluded: str | list | None) -> dict:

@@ -261,14 +261,15 @@ def find_group(workspace: Workspace, role_id: str) -> Role:
     return role
 
 
-def member_ids(role: Role) -> list[str]:
-    """The accounts holding the role on their workspace membership: the Group's members."""
-    return [
-        str(pk)
-        for pk in role.memberships.filter(scope=Membership.Scope.WORKSPACE)
+def member_ids(role: Role, *, limit: int | None = None) -> list[str]:
+    """The accounts holding the role on their workspace membership: the Group's members (the first
+    `limit` of them)."""
+    holders = (
+        role.memberships.filter(scope=Membership.Scope.WORKSPACE)
         .order_by("created_at", "pk")
         .values_list("account_id", flat=True)
-    ]
+    )
+    return [str(pk) for pk in (holders if limit is None else holders[:limit])]
 
 
 def group_external_id(role: Role) -> str | None:

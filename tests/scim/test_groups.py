@@ -216,3 +216,11 @@ def test_search_by_post_and_attribute_selection(scim, users):
     assert "emails" not in one and "name" not in one and one["userName"] == "g1@acme.test"
     scim_err(scim.post("/.search", {}), 501)
     scim_err(scim.get("/Nothing"), 404)
+
+
+def test_a_group_answers_at_most_so_many_members(scim, workspace, users, monkeypatch):
+    monkeypatch.setattr("scim.resources.MAX_MEMBERS_SHOWN", 2)
+    body = {"displayName": "Big", "members": [{"value": pk} for pk in users]}
+    group = scim_ok(scim.post("/Groups", body), 201)
+    assert len(group["members"]) == 2
+    assert len(Role.objects.get(pk=group["id"]).memberships.all()) == 3
