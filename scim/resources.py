@@ -76,7 +76,7 @@ def parse_filter(text: str) -> Any:
         raise ScimError(400, "filter too long", "invalidFilter")
     try:
         return ScimFilter(text).ast
-    except (InvalidFilterException, ValueError, TypeError) as exc:
+    except (InvalidFilterException, ValueError, TypeError, RecursionError) as exc:
         raise ScimError(400, f"invalid filter: {exc}", "invalidFilter") from None
 
 
@@ -144,7 +144,7 @@ def parse_path(text: Any) -> Any:
         raise ScimError(400, "path must be a string", "invalidPath")
     try:
         return Path(text).ast
-    except (InvalidPathException, InvalidFilterException, ValueError, TypeError) as exc:
+    except (InvalidPathException, InvalidFilterException, ValueError, TypeError, RecursionError) as exc:
         raise ScimError(400, f"invalid path: {exc}", "invalidPath") from None
 
 

@@ -34,7 +34,7 @@ from scim2_models import (
 )
 from scim2_models import Error as ScimErrorModel
 
-from iam import context
+from iam import context, parsers
 from iam.errors import ApiError
 from iam.timeouts import timed_out
 from rbac.models import Role
@@ -152,10 +152,12 @@ class ScimView(View):
     # Helpers for the resources
 
     def body(self, request: HttpRequest) -> dict:
+        """The body as the API reads one (`iam.parsers.loads`: bounded depth and numbers, no NUL or lone
+        surrogate, which no column can hold), refused as SCIM says."""
         try:
-            body = json.loads(request.body or b"{}")
-        except (ValueError, UnicodeDecodeError):
-            raise ScimError(400, "the body is not valid JSON", "invalidSyntax") from None
+            body = parsers.loads(request.body or b"{}")
+        except ApiError as exc:
+            raise ScimError(400, f"the body is not valid: {exc.message}", "invalidSyntax") from None
         if not isinstance(body, dict):
             raise ScimError(400, "the body must be a JSON object", "invalidSyntax")
         return body
@@ -163,7 +165,10 @@ class ScimView(View):
     def query(self, request: HttpRequest) -> dict:
         """A query's parameters: from the URL (GET), or from a SearchRequest body (`POST .search`)."""
         if request.method == "GET":
-            return request.GET.dict()
+            query = request.GET.dict()
+            if any(parsers.unstorable(key) or parsers.unstorable(value) for key, value in query.items()):
+                raise ScimError(400, "the query holds a NUL or a lone surrogate", "invalidValue")
+            return query
         body = self.body(request)
         return {key: value for key, value in body.items() if key != "schemas"}
 
@@ -293,7 +298,7 @@ class UserDetail(ScimView):
 
     def get(self, request: HttpRequest, resource_id: str) -> HttpResponse:
         response = self.answer(services.find_user(self.workspace, resource_id))
-        return scim_response(self.shown(json.loads(response.content), request.GET.dict()))
+        return scim_response(self.shown(json.loads(response.content), self.query(request)))
 
     def put(self, request: HttpRequest, resource_id: str) -> HttpResponse:
         """A whole User (Okta): what it says of the name, `externalId` and `active` replaces."""
@@ -406,7 +411,7 @@ class GroupDetail(ScimView):
 
     def answer(self, request: HttpRequest, role) -> HttpResponse:
         role.refresh_from_db()
-        query = request.GET.dict()
+        query = self.query(request) if request.method == "GET" else {}
         resource = resources.group_resource(role, self.base, members=_wants_members(query))
         return scim_response(self.shown(resource, query))
 

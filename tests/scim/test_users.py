@@ -339,3 +339,21 @@ def test_discovery(scim, workspace):
 def test_a_trailing_slash_in_the_base_url_is_accepted(scim):
     scim.base += "/"
     scim_ok(scim.get("/Users"))
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        '{"userName": "nul\\u0000@acme.test"}',
+        '{"userName": "a@acme.test", "displayName": "\\ud800"}',
+        '{"userName": "a@acme.test", "name": ' + "[" * 5000 + "]" * 5000 + "}",
+        '{"userName": "a@acme.test", "count": 1e999999}',
+    ],
+)
+def test_what_no_column_can_hold_is_refused_not_a_500(scim, raw):
+    scim_err(scim("POST", "/Users", raw=raw), 400, "invalidSyntax")
+
+
+def test_a_nul_in_the_query_is_refused(scim):
+    scim_err(scim.get("/Users", filter='userName eq "a\x00"'), 400, "invalidValue")
+    scim_err(scim.get("/Groups", excludedAttributes="\x00"), 400, "invalidValue")
