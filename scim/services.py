@@ -155,7 +155,7 @@ def provision_user(
             email=email, name=name or email.partition("@")[0], password=None, verified=True
         )
     else:
-        if Membership.objects.in_workspace(workspace).filter(account=account).exists():
+        if user_memberships(workspace).filter(account=account).exists():
             raise ScimError(409, EXISTS, "uniqueness")
         if domain_of(email) not in verified_domains(workspace):
             raise ScimError(409, EXISTS, "uniqueness")

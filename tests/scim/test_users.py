@@ -357,3 +357,20 @@ def test_what_no_column_can_hold_is_refused_not_a_500(scim, raw):
 def test_a_nul_in_the_query_is_refused(scim):
     scim_err(scim.get("/Users", filter='userName eq "a\x00"'), 400, "invalidValue")
     scim_err(scim.get("/Groups", excludedAttributes="\x00"), 400, "invalidValue")
+
+
+def test_a_member_of_one_project_only_is_linked_within_the_verified_domains(scim, workspace):
+    from tests.factories import ProjectFactory
+
+    verify_domain(workspace, "acme.test")
+    account = AccountFactory(email="pat@acme.test", verified=True)
+    MembershipFactory(
+        account=account, workspace=workspace, scope="project", project=ProjectFactory(workspace=workspace)
+    )
+    assert scim_ok(scim.get("/Users", filter='userName eq "pat@acme.test"'))["totalResults"] == 0
+    assert create_user(scim, "pat@acme.test")["id"] == str(account.pk)
+    outsider = AccountFactory(email="quin@elsewhere.test", verified=True)
+    MembershipFactory(
+        account=outsider, workspace=workspace, scope="project", project=ProjectFactory(workspace=workspace)
+    )
+    scim_err(scim.post("/Users", user_body("quin@elsewhere.test")), 409, "uniqueness")
