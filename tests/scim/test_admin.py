@@ -41,3 +41,25 @@ def test_the_audit_log_names_the_token_that_acted(admin_web, scim, workspace):
     assert entry.actor_kind == "scim" and entry.actor_id == token.pk
     listing = admin_web.get(reverse("admin:iam_auditentry_changelist") + "?actor_kind=scim").content.decode()
     assert f"SCIM token {token.name}" in listing
+
+
+def test_cleanup_keeps_the_request_log_so_many_days(scim, workspace, settings):
+    import datetime as dt
+    import io
+
+    from django.core.management import call_command
+    from django.utils import timezone
+
+    from scim.models import ScimRequest
+
+    settings.IAM_SCIM_LOG_DAYS = 7
+    scim_ok(scim.get("/Users"))
+    scim_ok(scim.get("/Groups"))
+    old = ScimRequest.objects.filter(workspace=workspace).order_by("occurred_at").first()
+    ScimRequest.objects.filter(pk=old.pk).update(occurred_at=timezone.now() - dt.timedelta(days=8))
+    out = io.StringIO()
+    call_command("cleanup", stdout=out)
+    assert "deleted 1 scim requests" in out.getvalue()
+    assert list(ScimRequest.objects.filter(workspace=workspace).values_list("path", flat=True)) == [
+        f"/scim/v2/{workspace.pk}/Groups"
+    ]
