@@ -19,7 +19,7 @@ from django.urls import NoReverseMatch, reverse
 from django.utils.html import format_html
 from rest_framework import serializers
 
-from iam import outbox
+from iam import context, outbox
 from iam.api import validation_error
 from iam.errors import ApiError
 from iam.models import AuditEntry, OutboxMessage
@@ -383,8 +383,13 @@ def name_subjects(entries: Iterable[AuditEntry]) -> None:
         entry.named = named
 
 
+def actor_type(entry: AuditEntry) -> str:
+    """What an entry's actor id names: an account, or a SCIM token (a directory acts as no account)."""
+    return "scimtoken" if entry.actor_kind == context.SCIM else "account"
+
+
 def subjects_of(entry: AuditEntry) -> list[tuple[str, Any]]:
-    found = [("account", entry.actor_id), ("workspace", entry.workspace_id)]
+    found = [(actor_type(entry), entry.actor_id), ("workspace", entry.workspace_id)]
     found.append((entry.resource_type, entry.resource_id))
     return [(resource_type, pk) for resource_type, pk in found if pk is not None]
 
@@ -545,7 +550,7 @@ class AuditEntryAdmin(ViewOnly, admin.ModelAdmin):
 
     @admin.display(description="actor", ordering="actor_id")
     def actor_shown(self, entry: AuditEntry) -> str:
-        return subject_cell(entry, "account", entry.actor_id, filter_by="actor")
+        return subject_cell(entry, actor_type(entry), entry.actor_id, filter_by="actor")
 
     @admin.display(description="workspace", ordering="workspace_id")
     def workspace_shown(self, entry: AuditEntry) -> str:
@@ -557,7 +562,7 @@ class AuditEntryAdmin(ViewOnly, admin.ModelAdmin):
 
     @admin.display(description="actor")
     def actor_title(self, entry: AuditEntry) -> str:
-        return subject_cell(entry, "account", entry.actor_id, filter_by=None)
+        return subject_cell(entry, actor_type(entry), entry.actor_id, filter_by=None)
 
     @admin.display(description="workspace")
     def workspace_title(self, entry: AuditEntry) -> str:

@@ -112,10 +112,11 @@ def record(
     changes: Mapping[str, Any] | None = None,
     actor: Any = None,
 ) -> AuditEntry:
-    """`resource` is `(type, id)`; `actor` an account (or its id), else the request's signed-in account.
-    Runs in the caller's transaction."""
+    """`resource` is `(type, id)`; `actor` an account (or its id), else the context's actor (a SCIM
+    request's token), else the request's signed-in account. Runs in the caller's transaction."""
     ctx = context.current()
-    actor = actor if actor is not None else _request_actor(ctx.request)
+    if actor is None:
+        actor = ctx.actor_id if ctx.actor_id is not None else _request_actor(ctx.request)
     actor_id = getattr(actor, "pk", actor)
     resource_type, resource_id = resource
     return AuditEntry.objects.create(

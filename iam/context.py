@@ -19,6 +19,7 @@ ACCOUNT = "account"
 OPERATOR = "operator"  # the Django admin
 COMMAND = "command"
 SYSTEM = "system"
+SCIM = "scim"  # a workspace's directory, through a SCIM token (the token's id is the actor id)
 
 # Accepted from a trusted proxy: an opaque id, no spaces or control characters, so it cannot forge log lines.
 REQUEST_ID_RE = re.compile(r"[A-Za-z0-9._:-]{1,128}")
@@ -29,6 +30,7 @@ class Context:
     actor_kind: str
     request: HttpRequest | None = None
     request_id: str | None = None
+    actor_id: Any = None  # who acts when no account does: a SCIM request's token
 
 
 _current: ContextVar[Context | None] = ContextVar("iam_context", default=None)

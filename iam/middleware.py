@@ -65,8 +65,8 @@ class JsonErrorsMiddleware:
         response = self.get_response(request)
         if response.status_code < 400 or request.path.startswith(self.admin_prefix):
             return response
-        if response.get("Content-Type", "").startswith("application/json"):
-            return response
+        if response.get("Content-Type", "").startswith(("application/json", "application/scim+json")):
+            return response  # ours already, or a SCIM error (RFC 7644 3.12)
         status = response.status_code
         if status == 405 and response.get("Allow"):  # a view of Django's (`require_GET`): says what to use
             error = method_not_allowed([method.strip() for method in response["Allow"].split(",")])

@@ -58,6 +58,7 @@ INSTALLED_APPS = [
     "authn",
     "clients",
     "sso",
+    "scim",
 ]
 
 MIDDLEWARE = [
@@ -311,6 +312,8 @@ IAM_OUTBOX_RETENTION_DAYS = env("IAM_OUTBOX_RETENTION_DAYS", 7, int)
 IAM_EVENT_RETENTION_DAYS = env("IAM_EVENT_RETENTION_DAYS", 7, int)
 # `manage.py cleanup` deletes audit entries older than this.
 IAM_AUDIT_RETENTION_DAYS = env("IAM_AUDIT_RETENTION_DAYS", 365, int)
+# `manage.py cleanup` deletes the SCIM request log (the admin's "SCIM requests") older than this.
+IAM_SCIM_LOG_DAYS = env("IAM_SCIM_LOG_DAYS", 7, int)
 # `GET /metrics` asks for `Authorization: Bearer <this>` when set.
 IAM_METRICS_TOKEN = env("IAM_METRICS_TOKEN", "")
 

@@ -20,4 +20,5 @@ urlpatterns = [
     path("", include("tenancy.urls")),
     path("", include("rbac.urls")),
     path("", include("sso.urls")),
+    path("", include("scim.urls")),
 ]

@@ -16,13 +16,17 @@ weighs the list the request sends, which replaces the relation whole."""
 from django.db.models import Model, QuerySet
 
 from accounts.models import Account
+from iam import context
 from iam.errors import ApiError
 
 
 def exempt(actor: Account | None) -> bool:
     """Operators pass every quota, and so do the services' callers that act for one (management commands,
-    the worker: `actor` None); a tenant's request always has its account as the actor."""
-    return actor is None or actor.is_superuser
+    the worker: `actor` None); a tenant's request always has its account as the actor, except a
+    workspace's directory (SCIM), which acts as no account and is held to its workspace's quotas."""
+    if actor is None:
+        return context.current().actor_kind != context.SCIM
+    return actor.is_superuser
 
 
 def check_quota(

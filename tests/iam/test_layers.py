@@ -1,7 +1,7 @@
 """The tiers and layers of pyproject.toml's import-linter contracts (`make lint` runs `lint-imports`): only
 the HTTP tier (endpoints, serializers, admin, urls) imports the HTTP tier, and it may use the domain tier
-of any app; the domain tier's apps depend one way, `sso -> clients -> authn -> rbac -> tenancy -> accounts
--> iam`; iam imports no app."""
+of any app; the domain tier's apps depend one way, `scim -> sso -> clients -> authn -> rbac -> tenancy ->
+accounts -> iam`; iam imports no app."""
 
 import ast
 import shutil
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-APPS = ("iam", "accounts", "tenancy", "rbac", "authn", "clients", "sso")
+APPS = ("iam", "accounts", "tenancy", "rbac", "authn", "clients", "sso", "scim")
 LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 
 

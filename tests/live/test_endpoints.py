@@ -185,6 +185,8 @@ def valid_call(world: World, path: str) -> dict:
         "/roles/delete": lambda: {"id": create_role(live, world.token, ws)["id"]},
         "/roles/describe": lambda: {"id": world.role["id"]},
         "/roles/update": lambda: {"id": world.role["id"], "permission_ids": [world.permission["id"]]},
+        "/scim-tokens/create": lambda: {"name": unique("scim")},
+        "/scim-tokens/delete": lambda: {"id": world.create("/scim-tokens/create", name=unique("d"))["id"]},
         "/sso/create": lambda: world.sso_body(),
         "/sso/delete": lambda: {"id": world.create("/sso/create", **world.sso_body())["id"]},
         "/sso/describe": lambda: {"id": world.sso["id"]},

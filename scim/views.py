@@ -1,0 +1,588 @@
+"""The SCIM 2.0 service of each workspace (RFC 7644) at `/scim/v2/<workspace id>/`: `Users`, `Groups`,
+`ServiceProviderConfig`, `ResourceTypes` and `Schemas`. It speaks SCIM, not the API's envelope: bodies
+are `application/scim+json`, errors RFC 7644 section 3.12's. A request is authenticated by a SCIM token of
+that workspace alone, acts in an `iam.context` of kind `scim` (its audit entries name the token), and is
+logged with its outcome (`ScimRequest`, the admin's "SCIM requests")."""
+
+import json
+import logging
+import time
+import uuid
+from typing import Any, ClassVar
+
+from django.core.exceptions import ValidationError
+from django.core.validators import validate_email
+from django.db import transaction
+from django.http import HttpRequest, HttpResponse
+from django.utils.decorators import method_decorator
+from django.views import View
+from django.views.decorators.csrf import csrf_exempt
+from scim2_models import (
+    AuthenticationScheme,
+    Bulk,
+    ChangePassword,
+    ETag,
+    Filter,
+    Group,
+    Meta,
+    Mutability,
+    Patch,
+    ResourceType,
+    ServiceProviderConfig,
+    Sort,
+    User,
+)
+from scim2_models import Error as ScimErrorModel
+
+from iam import context, parsers
+from iam.errors import ApiError
+from iam.timeouts import timed_out
+from rbac.models import Role
+from tenancy.models import Workspace
+
+from . import resources, services
+from .models import ScimRequest, ScimToken
+from .services import ScimError
+
+logger = logging.getLogger(__name__)
+
+MEDIA_TYPE = "application/scim+json"
+DEFAULT_COUNT = 100
+MAX_COUNT = 1000
+UNAUTHORIZED = "a SCIM token of this workspace is required"
+PATCH_OPS = ("add", "replace", "remove")
+
+
+def scim_response(payload: Any, status: int = 200, headers: dict | None = None) -> HttpResponse:
+    body = b"" if payload is None else json.dumps(payload, separators=(",", ":")).encode()
+    response = HttpResponse(body, status=status, content_type=MEDIA_TYPE if payload is not None else None)
+    for name, value in (headers or {}).items():
+        response[name] = value
+    return response
+
+
+def error_response(error: ScimError) -> HttpResponse:
+    payload = resources.dump(
+        ScimErrorModel(status=error.status, scim_type=error.scim_type, detail=error.detail)
+    )
+    headers = {"WWW-Authenticate": 'Bearer realm="scim"'} if error.status == 401 else None
+    return scim_response(payload, error.status, headers)
+
+
+@method_decorator(csrf_exempt, name="dispatch")
+class ScimView(View):
+    """The door of every SCIM request: the workspace in the path, its token, the context, one
+    transaction for a write, the errors as RFC 7644 says them, and the log line."""
+
+    http_method_names: ClassVar[list[str]] = ["get"]
+
+    def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        started = time.monotonic()
+        workspace_id = _uuid(kwargs.pop("workspace_id"))
+        token = None
+        try:
+            token = self.authenticate(request, workspace_id)
+            if request.method.lower() not in self.http_method_names:
+                raise ScimError(405, f"{request.method} is not supported here")
+            ctx = context.current()
+            scim_ctx = context.Context(
+                context.SCIM, request=request, request_id=ctx.request_id, actor_id=token.pk
+            )
+            self.workspace, self.base = token.workspace, _base_url(request, workspace_id)
+            with context.acting(scim_ctx):
+                handler = getattr(self, request.method.lower())
+                if request.method == "GET":
+                    response = handler(request, *args, **kwargs)
+                else:
+                    with transaction.atomic():
+                        response = handler(request, *args, **kwargs)
+        except ScimError as exc:
+            response = error_response(exc)
+        except ApiError as exc:  # a refusal of the API's services: a quota, a conflict
+            response = error_response(services.refuse(exc))
+        except Exception as exc:
+            if not timed_out(exc):
+                raise
+            response = error_response(ScimError(503, "request took too long"))
+        self.log(request, workspace_id, token, response, started)
+        return response
+
+    def authenticate(self, request: HttpRequest, workspace_id: uuid.UUID | None) -> ScimToken:
+        scheme, _, raw = request.headers.get("Authorization", "").partition(" ")
+        token = None
+        if workspace_id is not None and scheme.lower() == "bearer" and raw.strip():
+            token = services.authenticate(workspace_id, raw.strip())
+        if token is None:
+            raise ScimError(401, UNAUTHORIZED)
+        return token
+
+    def log(
+        self,
+        request: HttpRequest,
+        workspace_id: uuid.UUID | None,
+        token: ScimToken | None,
+        response: HttpResponse,
+        started: float,
+    ) -> None:
+        """One row per request to an existing workspace's service, kept for its admin's eyes; a log that
+        cannot be written costs the request nothing."""
+        if workspace_id is None or (token is None and not Workspace.objects.filter(pk=workspace_id).exists()):
+            return
+        scim_type, detail = "", ""
+        if response.status_code >= 400 and response.content:
+            try:
+                error = json.loads(response.content)
+                scim_type, detail = error.get("scimType") or "", error.get("detail") or ""
+            except (ValueError, AttributeError):
+                pass
+        try:
+            ScimRequest.objects.create(
+                workspace_id=workspace_id,
+                token=token,
+                method=request.method[:8],
+                path=request.get_full_path()[:1024].replace("\x00", ""),
+                status=response.status_code,
+                scim_type=str(scim_type)[:32],
+                detail=str(detail)[:512].replace("\x00", ""),
+                duration_ms=int((time.monotonic() - started) * 1000),
+            )
+        except Exception:
+            logger.exception("scim request log not written")
+
+    # Helpers for the resources
+
+    def body(self, request: HttpRequest) -> dict:
+        """The body as the API reads one (`iam.parsers.loads`: bounded depth and numbers, no NUL or lone
+        surrogate, which no column can hold), refused as SCIM says."""
+        try:
+            body = parsers.loads(request.body or b"{}")
+        except ApiError as exc:
+            raise ScimError(400, f"the body is not valid: {exc.message}", "invalidSyntax") from None
+        if not isinstance(body, dict):
+            raise ScimError(400, "the body must be a JSON object", "invalidSyntax")
+        return body
+
+    def query(self, request: HttpRequest) -> dict:
+        """A query's parameters: from the URL (GET), or from a SearchRequest body (`POST .search`)."""
+        if request.method == "GET":
+            query = request.GET.dict()
+            if any(parsers.unstorable(key) or parsers.unstorable(value) for key, value in query.items()):
+                raise ScimError(400, "the query holds a NUL or a lone surrogate", "invalidValue")
+            return query
+        body = self.body(request)
+        return {key: value for key, value in body.items() if key != "schemas"}
+
+    @staticmethod
+    def page(query: dict) -> tuple[int, int]:
+        """RFC 7644 3.4.2.4: `startIndex` (1-based; below 1 counts as 1) and `count` (at most 1000;
+        below 0 counts as 0)."""
+        try:
+            start = int(query.get("startIndex", 1))
+            count = int(query.get("count", DEFAULT_COUNT))
+        except (ValueError, TypeError):
+            raise ScimError(400, "startIndex and count must be integers", "invalidValue") from None
+        return max(start, 1), min(max(count, 0), MAX_COUNT)
+
+    @staticmethod
+    def filter_text(query: dict) -> str | None:
+        text = query.get("filter")
+        if text is not None and not isinstance(text, str):
+            raise ScimError(400, "filter must be a string", "invalidFilter")
+        return text or None
+
+    @staticmethod
+    def shown(resource: dict, query: dict) -> dict:
+        return resources.project(resource, query.get("attributes"), query.get("excludedAttributes"))
+
+    def operations(self, request: HttpRequest) -> list[tuple[str, Any, Any]]:
+        """A PatchOp's operations as (op, parsed path or None, value): `op` in any case (Entra sends
+        `Replace`, `Add`)."""
+        body = self.body(request)
+        operations = next((value for key, value in body.items() if key.lower() == "operations"), None)
+        if not isinstance(operations, list) or not operations:
+            raise ScimError(400, "Operations must be a non-empty array", "invalidSyntax")
+        parsed = []
+        for operation in operations:
+            if not isinstance(operation, dict):
+                raise ScimError(400, "each operation must be an object", "invalidSyntax")
+            fields = {str(key).lower(): value for key, value in operation.items()}
+            op = fields.get("op")
+            if not isinstance(op, str) or op.lower() not in PATCH_OPS:
+                raise ScimError(400, "op must be add, replace or remove", "invalidSyntax")
+            path = fields.get("path")
+            path = resources.parse_path(path) if path not in (None, "") else None
+            if path is None and op.lower() != "remove" and not isinstance(fields.get("value"), dict):
+                raise ScimError(400, "an operation without a path needs an object value", "invalidValue")
+            if path is None and op.lower() == "remove":
+                raise ScimError(400, "remove needs a path", "noTarget")
+            parsed.append((op.lower(), path, fields.get("value")))
+        return parsed
+
+
+def _uuid(value: str) -> uuid.UUID | None:
+    try:
+        return uuid.UUID(value)
+    except ValueError:
+        return None
+
+
+def _base_url(request: HttpRequest, workspace_id: uuid.UUID) -> str:
+    return request.build_absolute_uri(f"/scim/v2/{workspace_id}")
+
+
+def list_response(total: int, start: int, items: list[dict]) -> dict:
+    return {
+        "schemas": ["urn:ietf:params:scim:api:messages:2.0:ListResponse"],
+        "totalResults": total,
+        "startIndex": start,
+        "itemsPerPage": len(items),
+        "Resources": items,
+    }
+
+
+# Users
+
+
+class Users(ScimView):
+    http_method_names: ClassVar[list[str]] = ["get", "post"]
+    search: ClassVar[bool] = False  # `POST /Users/.search` (RFC 7644 3.4.3): a query in the body
+
+    def get(self, request: HttpRequest) -> HttpResponse:
+        query = self.query(request)
+        start, count = self.page(query)
+        memberships = services.user_memberships(self.workspace).select_related("account")
+        if text := self.filter_text(query):
+            memberships = memberships.filter(resources.user_filter(self.workspace.pk, text))
+        total = memberships.count()
+        page = list(memberships.order_by("created_at", "pk")[start - 1 : start - 1 + count]) if count else []
+        ids = resources.external_ids(self.workspace.pk, [each.account_id for each in page])
+        items = [
+            self.shown(resources.user_resource(each, ids.get(str(each.account_id)), self.base), query)
+            for each in page
+        ]
+        return scim_response(list_response(total, start, items))
+
+    def post(self, request: HttpRequest) -> HttpResponse:
+        if self.search:
+            return self.get(request)
+        fields = resources.user_fields(self.body(request))
+        if "email" not in fields:
+            raise ScimError(400, "userName required", "invalidValue")
+        if not _is_email(fields["email"]):
+            raise ScimError(400, "userName must be an e-mail address", "invalidValue")
+        membership = services.provision_user(
+            self.workspace,
+            email=fields["email"],
+            name=resources.display_name(fields),
+            external_id=fields.get("external_id"),
+            active=fields.get("active", True),
+        )
+        resource = resources.user_resource(membership, fields.get("external_id"), self.base)
+        return scim_response(resource, 201, {"Location": resource["meta"]["location"]})
+
+
+def _is_email(value: str) -> bool:
+    try:
+        validate_email(value)
+    except ValidationError:
+        return False
+    return True
+
+
+class UserDetail(ScimView):
+    http_method_names: ClassVar[list[str]] = ["get", "put", "patch", "delete"]
+
+    def answer(self, membership) -> HttpResponse:
+        link = services.scim_user(membership)
+        return scim_response(resources.user_resource(membership, link and link.external_id, self.base))
+
+    def get(self, request: HttpRequest, resource_id: str) -> HttpResponse:
+        response = self.answer(services.find_user(self.workspace, resource_id))
+        return scim_response(self.shown(json.loads(response.content), self.query(request)))
+
+    def put(self, request: HttpRequest, resource_id: str) -> HttpResponse:
+        """A whole User (Okta): what it says of the name, `externalId` and `active` replaces."""
+        membership = services.find_user(self.workspace, resource_id)
+        fields = resources.user_fields(self.body(request))
+        if "email" not in fields:
+            raise ScimError(400, "userName required", "invalidValue")
+        membership = services.update_user(
+            membership,
+            email=fields["email"],
+            name=resources.display_name(fields),
+            external_id=fields.get("external_id"),
+            set_external_id=True,
+            active=fields.get("active"),
+        )
+        return self.answer(membership)
+
+    def patch(self, request: HttpRequest, resource_id: str) -> HttpResponse:
+        """RFC 7644 3.5.2 on the attributes kept (`active`, `externalId`, `userName`, the name): with a
+        path, or without one (the value an object of attributes, as Entra ID sends). Others are accepted
+        and not kept."""
+        membership = services.find_user(self.workspace, resource_id)
+        changes: dict[str, Any] = {}
+        for op, path, value in self.operations(request):
+            if path is None:
+                attributes = {}
+                for key, item in value.items():
+                    parsed = resources.parse_path(key)
+                    if getattr(parsed, "attr", None) is not None:
+                        attributes[self._key(parsed)] = item
+                self._apply(changes, op, attributes)
+            else:
+                if not hasattr(path, "attr"):  # a value path: emails[type eq "work"].value
+                    continue
+                self._apply(changes, op, {self._key(path): value})
+        membership = services.update_user(membership, **changes)
+        return self.answer(membership)
+
+    @staticmethod
+    def _key(path: Any) -> str:
+        name = resources.attribute(path.attr, path.uri, resources.USER_SCHEMA)
+        return f"{name}.{path.sub_attr.lower()}" if path.sub_attr else name
+
+    @staticmethod
+    def _apply(changes: dict, op: str, attributes: dict[str, Any]) -> None:
+        for name, value in attributes.items():
+            if name == "active":
+                if op != "remove":
+                    changes["active"] = resources.as_bool(value, "active")
+            elif name == "externalid":
+                changes["external_id"] = None if op == "remove" else resources.as_text(value, "externalId")
+                changes["set_external_id"] = True
+            elif name == "username" and op != "remove":
+                changes["email"] = resources.as_text(value, "userName", limit=254, required=True)
+            elif name == "displayname" and op != "remove" and value:
+                changes["name"] = resources.as_text(value, "displayName")
+            elif name == "name" and op != "remove" and isinstance(value, dict):
+                changes["name"] = resources.display_name({"name": value}) or changes.get("name")
+            elif name == "name.formatted" and op != "remove" and isinstance(value, str) and value.strip():
+                changes["name"] = value[:255]
+
+    def delete(self, request: HttpRequest, resource_id: str) -> HttpResponse:
+        services.deprovision_user(services.find_user(self.workspace, resource_id))
+        return scim_response(None, 204)
+
+
+# Groups
+
+
+def _wants_members(query: dict) -> bool:
+    """Members are read only when answered (Okta and Entra ID ask for groups without them)."""
+    shown = resources.project({"members": True}, query.get("attributes"), query.get("excludedAttributes"))
+    return "members" in shown
+
+
+class Groups(ScimView):
+    http_method_names: ClassVar[list[str]] = ["get", "post"]
+    search: ClassVar[bool] = False  # `POST /Groups/.search`
+
+    def get(self, request: HttpRequest) -> HttpResponse:
+        query = self.query(request)
+        start, count = self.page(query)
+        roles = Role.objects.in_workspace(self.workspace)
+        if text := self.filter_text(query):
+            roles = roles.filter(resources.group_filter(text))
+        members = _wants_members(query)
+        total = roles.count()
+        page = list(roles.order_by("created_at", "pk")[start - 1 : start - 1 + count]) if count else []
+        items = [
+            self.shown(resources.group_resource(role, self.base, members=members), query) for role in page
+        ]
+        return scim_response(list_response(total, start, items))
+
+    def post(self, request: HttpRequest) -> HttpResponse:
+        if self.search:
+            return self.get(request)
+        body = {key.lower(): value for key, value in self.body(request).items()}
+        name = resources.as_text(body.get("displayname"), "displayName", required=True)
+        members = resources.member_values(body["members"]) if body.get("members") else []
+        external_id = resources.as_text(body.get("externalid"), "externalId")
+        role = services.create_group(
+            self.workspace, name=name.strip(), members=members, external_id=external_id
+        )
+        resource = resources.group_resource(role, self.base)
+        return scim_response(resource, 201, {"Location": resource["meta"]["location"]})
+
+
+class GroupDetail(ScimView):
+    http_method_names: ClassVar[list[str]] = ["get", "put", "patch", "delete"]
+
+    def answer(self, request: HttpRequest, role) -> HttpResponse:
+        role.refresh_from_db()
+        query = self.query(request) if request.method == "GET" else {}
+        resource = resources.group_resource(role, self.base, members=_wants_members(query))
+        return scim_response(self.shown(resource, query))
+
+    def get(self, request: HttpRequest, resource_id: str) -> HttpResponse:
+        return self.answer(request, services.find_group(self.workspace, resource_id))
+
+    def put(self, request: HttpRequest, resource_id: str) -> HttpResponse:
+        role = services.find_group(self.workspace, resource_id)
+        body = {key.lower(): value for key, value in self.body(request).items()}
+        name = resources.as_text(body.get("displayname"), "displayName", required=True)
+        services.rename_group(role, name.strip())
+        if "externalid" in body:
+            services.set_group_external_id(role, resources.as_text(body["externalid"], "externalId"))
+        if "members" in body:
+            services.set_members(role, resources.member_values(body["members"] or []))
+        return self.answer(request, role)
+
+    def patch(self, request: HttpRequest, resource_id: str) -> HttpResponse:
+        """RFC 7644 3.5.2: `displayName` and `members`, with a path (`members[value eq "<id>"]` to remove
+        one) or without one (an object of attributes)."""
+        role = services.find_group(self.workspace, resource_id)
+        for op, path, value in self.operations(request):
+            if path is None:
+                for key, item in value.items():
+                    self._apply(role, op, resources.parse_path(key), item)
+            else:
+                self._apply(role, op, path, value)
+        return self.answer(request, role)
+
+    def _apply(self, role, op: str, path: Any, value: Any) -> None:
+        if not hasattr(path, "attr"):  # members[value eq "<id>"]
+            if path.attr_path.attr.lower() != "members" or op != "remove":
+                raise ScimError(400, f"unsupported path: {path}", "invalidPath")
+            services.remove_members(role, resources.filtered_values(path.val_filter))
+            return
+        name = resources.attribute(path.attr, path.uri, resources.GROUP_SCHEMA)
+        if name == "displayname" and path.sub_attr is None:
+            if op == "remove":
+                raise ScimError(400, "displayName is required", "mutability")
+            services.rename_group(role, resources.as_text(value, "displayName", required=True).strip())
+        elif name == "members" and path.sub_attr is None:
+            if op == "remove":
+                services.remove_members(role, None if value is None else resources.member_values(value))
+            elif op == "add":
+                services.add_members(role, resources.member_values(value or []))
+            else:
+                services.set_members(role, resources.member_values(value or []))
+        elif name == "externalid" and path.sub_attr is None:
+            kept = None if op == "remove" else resources.as_text(value, "externalId")
+            services.set_group_external_id(role, kept)
+        else:
+            raise ScimError(400, f"unsupported path: {path}", "invalidPath")
+
+    def delete(self, request: HttpRequest, resource_id: str) -> HttpResponse:
+        services.delete_group(services.find_group(self.workspace, resource_id))
+        return scim_response(None, 204)
+
+
+# Discovery (RFC 7644 section 4)
+
+# What the service keeps of a User and a Group, and so what its schemas publish: a directory (or a
+# checker) learns from them which attributes come back. Others are accepted on writes and not kept.
+# attribute -> (its sub-attributes kept or None, its mutability, required): what the service keeps of a
+# User and a Group, as its schemas publish it. The name is the account's one name (`displayName`,
+# which `name.formatted` repeats); the address is `userName`, set once, which `emails` repeats.
+USER_ATTRIBUTES = {
+    "userName": (None, Mutability.immutable, True),
+    "name": (("formatted",), Mutability.read_only, False),
+    "displayName": (None, Mutability.read_write, True),
+    "active": (None, Mutability.read_write, True),
+    "emails": (("value", "type", "primary"), Mutability.read_only, False),
+}
+GROUP_ATTRIBUTES = {
+    "displayName": (None, Mutability.read_write, True),
+    "members": (("value", "$ref"), Mutability.read_write, False),
+}
+READ_ONLY_SUB_ATTRIBUTES: set[tuple[str, str]] = set()
+
+
+def _schema(model: type, kept: dict) -> Any:
+    """`model`'s RFC 7643 schema (from scim2-models) with only the attributes kept, as they are kept."""
+    schema = model.to_schema()
+    attributes = []
+    for item in schema.attributes:
+        if item.name not in kept:
+            continue
+        subs, item.mutability, item.required = kept[item.name]
+        if subs is not None:
+            item.sub_attributes = [sub for sub in item.sub_attributes if sub.name in subs]
+            for sub in item.sub_attributes:
+                if (
+                    item.mutability == Mutability.read_only
+                    or (item.name, sub.name) in READ_ONLY_SUB_ATTRIBUTES
+                ):
+                    sub.mutability = Mutability.read_only
+        attributes.append(item)
+    schema.attributes = attributes
+    return schema
+
+
+class ServiceProviderConfigView(ScimView):
+    def get(self, request: HttpRequest) -> HttpResponse:
+        config = ServiceProviderConfig(
+            documentation_uri=None,
+            patch=Patch(supported=True),
+            bulk=Bulk(supported=False, max_operations=0, max_payload_size=0),
+            filter=Filter(supported=True, max_results=MAX_COUNT),
+            change_password=ChangePassword(supported=False),
+            sort=Sort(supported=False),
+            etag=ETag(supported=False),
+            authentication_schemes=[
+                AuthenticationScheme(
+                    type="oauthbearertoken",
+                    name="Bearer token",
+                    description="A SCIM token of this workspace (POST /scim-tokens/create)",
+                    primary=True,
+                )
+            ],
+            meta=Meta(resource_type="ServiceProviderConfig", location=f"{self.base}/ServiceProviderConfig"),
+        )
+        return scim_response(resources.dump(config))
+
+
+def _resource_types(base: str) -> list[dict]:
+    types = []
+    for model, name in ((User, "User"), (Group, "Group")):
+        resource_type = ResourceType.from_resource(model)
+        resource_type.meta = Meta(resource_type="ResourceType", location=f"{base}/ResourceTypes/{name}")
+        types.append(resources.dump(resource_type))
+    return types
+
+
+def _schemas(base: str) -> list[dict]:
+    schemas = []
+    for model, kept in ((User, USER_ATTRIBUTES), (Group, GROUP_ATTRIBUTES)):
+        schema = _schema(model, kept)
+        schema.meta = Meta(resource_type="Schema", location=f"{base}/Schemas/{schema.id}")
+        schemas.append(resources.dump(schema))
+    return schemas
+
+
+class ResourceTypes(ScimView):
+    def get(self, request: HttpRequest, name: str | None = None) -> HttpResponse:
+        found = _resource_types(self.base)
+        if name is None:
+            return scim_response(list_response(len(found), 1, found))
+        for item in found:
+            if item["id"] == name:
+                return scim_response(item)
+        raise ScimError(404, "resource type not found")
+
+
+class Schemas(ScimView):
+    def get(self, request: HttpRequest, urn: str | None = None) -> HttpResponse:
+        found = _schemas(self.base)
+        if urn is None:
+            return scim_response(list_response(len(found), 1, found))
+        for item in found:
+            if item["id"] == urn:
+                return scim_response(item)
+        raise ScimError(404, "schema not found")
+
+
+class Unknown(ScimView):
+    """Any other path under a workspace's SCIM service: a SCIM 404 (to its directory only)."""
+
+    http_method_names: ClassVar[list[str]] = ["get", "post", "put", "patch", "delete"]
+
+    def get(self, request: HttpRequest, rest: str = "") -> HttpResponse:
+        if rest.strip("/") == ".search" and request.method == "POST":  # RFC 7644 3.4.3, from the root
+            raise ScimError(501, "a search of several resource types at once is not supported")
+        raise ScimError(404, "no such SCIM endpoint")
+
+    post = put = patch = delete = get
