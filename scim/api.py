@@ -4,7 +4,7 @@ service (`scim/views.py`). A token is answered once, at creation, and stored as 
 from django.db.models import QuerySet
 from rest_framework.request import Request
 
-from iam.api import Endpoint, find_one
+from iam.api import Endpoint
 from iam.list_endpoint import ListEndpoint
 from rbac.policy import EndpointPermission
 
@@ -70,5 +70,5 @@ class ScimTokenDelete(Endpoint):
     response_serializer = ScimTokenDeleted
 
     def handle(self, request: Request, data: dict) -> dict:
-        token = find_one(ScimToken.objects.in_workspace(request.workspace), data)
+        token = services.get_token(request.workspace, id=data["id"])
         return self.serialize(services.delete_token(token, actor=request.user))

@@ -75,6 +75,14 @@ def create_token(workspace: Workspace, *, name: str, actor: Account | None) -> t
     return token, raw
 
 
+def get_token(workspace: Workspace, *, id: UUID) -> ScimToken:
+    """A token of this workspace, else 404: one of another workspace is not found."""
+    token = ScimToken.objects.in_workspace(workspace).filter(pk=id).first()
+    if token is None:
+        raise ApiError(404, "scim token not found")
+    return token
+
+
 @transaction.atomic
 def delete_token(token: ScimToken, *, actor: Account | None) -> dict:
     """The directory holding it is refused from now on."""
