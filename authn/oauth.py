@@ -123,10 +123,12 @@ def sign_in(profile: Profile) -> Account:
 @dataclass(frozen=True)
 class SignedIn:
     """Who a provider login found, and for a workspace's own SSO connection, that workspace: the session
-    meets its MFA policy."""
+    meets its MFA policy. `provider_mfa_trusted`: the connection trusts its provider's second factor, so
+    an account with TOTP is not asked for a code."""
 
     account: Account
     sso_workspace_id: uuid.UUID | None = None
+    provider_mfa_trusted: bool = False
 
 
 def finish(
@@ -163,7 +165,9 @@ def finish(
             raise OAuthFailure(failed, "concurrent sign-in") from exc
         account, sso_workspace_id = signed_in.account, signed_in.sso_workspace_id
         with transaction.atomic():
-            if mfa.has_totp(account):  # CONTRACT 17: the provider was the first factor; `auth/mfa/verify`
+            # CONTRACT 17: the provider was the first factor, and `auth/mfa/verify` takes the second,
+            # unless the SSO connection trusts its provider's own second factor.
+            if mfa.has_totp(account) and not signed_in.provider_mfa_trusted:
                 session = {
                     "mfa_token": mfa.challenge(account, amr=["fed"], sso_workspace_id=sso_workspace_id)
                 }

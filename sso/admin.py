@@ -58,6 +58,7 @@ class SsoConnectionAdmin(ViewOnly, ServiceAdmin):
         "issuer",
         "client_id",
         "enabled",
+        "trust_provider_mfa",
         "roles_shown",
         "authorization_endpoint",
         "token_endpoint",

@@ -48,7 +48,9 @@ class SsoCreate(Endpoint):
     client secret is stored encrypted and never answered. Each domain gets a verification token: it
     routes logins and links accounts only once verified. Whoever logs in through the connection becomes
     an active member with `default_role_ids`, which must be roles of this workspace whose permissions
-    the caller holds."""
+    the caller holds. `trust_provider_mfa` (default false): an account with TOTP that logs in through
+    this connection is not asked for its code, the provider's own second factor standing for it; its
+    session then counts as two factors only for this workspace's MFA policy."""
 
     permission = "sso:create"
     workspace_scoped = True

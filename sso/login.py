@@ -94,7 +94,11 @@ def _sign_in_with(state: OAuthState, code: str, verifier: str) -> SignedIn:
         ensure_membership(connection, account)
         SsoConnection.objects.filter(pk=connection.pk).update(last_login_at=timezone.now())
         services.record_audit("ssoconnection.login", connection, {"account_id": str(account.pk)}, account)
-    return SignedIn(account, sso_workspace_id=connection.workspace_id)  # meets the workspace's MFA policy
+    return SignedIn(  # meets the workspace's MFA policy
+        account,
+        sso_workspace_id=connection.workspace_id,
+        provider_mfa_trusted=connection.trust_provider_mfa,
+    )
 
 
 def complete(params: dict[str, str], *, ip: str, user_agent: str) -> str:

@@ -17,6 +17,8 @@ class SsoConnection(InWorkspace):
     client_id = models.CharField(max_length=255)
     client_secret_encrypted = models.TextField(editable=False)
     enabled = models.BooleanField(default=True)
+    # The provider's own second factor stands for the account's TOTP at a login through this connection.
+    trust_provider_mfa = models.BooleanField(default=False, db_default=False)
     default_roles = models.ManyToManyField("rbac.Role", related_name="+", blank=True)
     authorization_endpoint = models.CharField(max_length=2048, editable=False)
     token_endpoint = models.CharField(max_length=2048, editable=False)

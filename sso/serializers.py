@@ -73,6 +73,7 @@ class SsoConnectionSerializer(Record):
             "domains",
             "default_roles",
             "enabled",
+            "trust_provider_mfa",
             "created_at",
             "updated_at",
             "tags",
@@ -96,6 +97,7 @@ class SsoConnectionCreateRequest(RecordRequest):
     domains = DomainList()
     default_role_ids = UuidList(max_length=50)
     enabled = Boolean(required=False)
+    trust_provider_mfa = Boolean(required=False)
 
 
 class SsoConnectionUpdateRequest(UpdateRequest, SsoConnectionRef, SsoConnectionCreateRequest):

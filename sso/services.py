@@ -23,7 +23,14 @@ from tenancy.quotas import check_quota
 from . import dns_proof, provider
 from .models import SsoConnection, SsoDomain
 
-AUDITED = ("name", "issuer", "client_id", "enabled", "tags")  # what the audit log shows of a connection
+AUDITED = (
+    "name",
+    "issuer",
+    "client_id",
+    "enabled",
+    "trust_provider_mfa",
+    "tags",
+)  # what the audit log shows of a connection
 CLAIMED = "domain already claimed"
 BY_DNS = "dns"
 BY_OPERATOR = "operator"
@@ -145,6 +152,7 @@ def create_connection(
     tags: list[str],
     meta: dict[str, Any],
     enabled: bool = True,
+    trust_provider_mfa: bool = False,
 ) -> SsoConnection:
     _check_roles(workspace, default_roles, actor)
     connection = SsoConnection(
@@ -155,6 +163,7 @@ def create_connection(
         client_id=client_id,
         client_secret_encrypted=crypto.encrypt(client_secret),
         enabled=enabled,
+        trust_provider_mfa=trust_provider_mfa,
         tags=tags,
         meta=meta,
     )
@@ -190,12 +199,21 @@ def update_connection(
     domains: list[str] | None = None,
     default_roles: list[Role] | None = None,
     enabled: bool = UNSET,
+    trust_provider_mfa: bool = UNSET,
     tags: list[str] = UNSET,
     meta: dict[str, Any] = UNSET,
 ) -> SsoConnection:
     """Only what is sent changes; a new `issuer` is discovered again, a new `client_secret` replaces the
     stored one (and is never answered), `domains` replaces the set (kept domains stay verified)."""
-    changes = sent(name=name, issuer=issuer, client_id=client_id, enabled=enabled, tags=tags, meta=meta)
+    changes = sent(
+        name=name,
+        issuer=issuer,
+        client_id=client_id,
+        enabled=enabled,
+        trust_provider_mfa=trust_provider_mfa,
+        tags=tags,
+        meta=meta,
+    )
     also = {}
     if client_secret is not UNSET:
         changes["client_secret_encrypted"] = crypto.encrypt(client_secret)

@@ -15,6 +15,7 @@ from accounts.models import Account
 from authn.models import Credential, Session, Totp
 from authn.oauth_state import begin
 from iam import crypto
+from iam.models import AuditEntry
 from rbac.models import Membership
 from sso import services
 from sso.models import SsoConnection
@@ -383,3 +384,37 @@ def test_an_account_with_totp_gets_an_mfa_token_then_a_session_of_fed_otp_mfa(ap
         "otp",
         "mfa",
     ]
+
+
+def test_a_connection_that_trusts_its_providers_mfa_skips_the_totp_step_only_through_itself(
+    api, admin, idp, other_idp, member_of
+):
+    """Off by default and answered; on, an account with TOTP logging in through that connection gets a
+    session at once (amr `fed`), while another workspace's connection, which does not trust its provider,
+    still asks for the code. The change is an audit entry; another workspace cannot turn it on."""
+    connection = connect(admin, idp)
+    assert ok(admin.call("/sso/describe", {"id": str(connection.pk)}))["trust_provider_mfa"] is False
+    beta = WorkspaceFactory()
+    _, beta_admin = member_of(beta, "*")
+    beta_connection = connect(beta_admin, other_idp, verified=("beta.test",))
+    err(beta_admin.call("/sso/update", {"id": str(connection.pk), "trust_provider_mfa": True}), 404)
+    alice = AccountFactory(email="alice@acme.test", verified=True)
+    secret = pyotp.random_base32()
+    Totp.objects.create(account=alice, secret_encrypted=crypto.encrypt(secret), confirmed_at=timezone.now())
+    assert set(sso_login(api, connection_id=str(connection.pk))) == {"mfa_token"}
+
+    updated = ok(admin.call("/sso/update", {"id": str(connection.pk), "trust_provider_mfa": True}))
+    assert updated["trust_provider_mfa"] is True
+    entry = AuditEntry.objects.filter(action="ssoconnection.update", resource_id=str(connection.pk)).latest(
+        "occurred_at"
+    )
+    assert entry.changes["trust_provider_mfa"] == {"before": False, "after": True}
+    query = sso_login(api, connection_id=str(connection.pk))
+    assert set(query) == {"access_token", "refresh_token"}
+    assert jwt.decode(query["access_token"], options={"verify_signature": False})["amr"] == ["fed"]
+
+    # Beta's connection still asks the same account for its code.
+    other_idp.claims = {"sub": "a-1", "email": "alice@beta.test", "email_verified": True}
+    bob = AccountFactory(email="alice@beta.test", verified=True)
+    Totp.objects.create(account=bob, secret_encrypted=crypto.encrypt(secret), confirmed_at=timezone.now())
+    assert set(sso_login(api, connection_id=str(beta_connection.pk))) == {"mfa_token"}
