@@ -2,11 +2,50 @@
 change made by another process is seen by the next read, because Redis reports it (tracking) and each
 read drains the reports first."""
 
+import json
+import os
+import subprocess
+import sys
+
 import pytest
 import redis
+from django.conf import settings
 from django.core.cache import cache, caches
 
-from iam.redis_cache import RedisCache
+from iam.redis_cache import Invalidations, RedisCache
+
+# Another process of the service as far as the cache goes: the same CACHES setting, its own memory and
+# its own connections. It answers one JSON command a line: ["get", key], ["set", key, value],
+# ["delete", key], or ["warm", key]: reads until a read is served from memory, and answers that read's
+# value (an entry can be dropped between two reads by any FLUSHDB on the Redis server, even of another
+# database: the test suite's other workers flush theirs before each test).
+OTHER_PROCESS = """
+import json, sys
+from django.conf import settings
+settings.configure(CACHES={"default": json.loads(sys.argv[1])})
+from django.core.cache import cache
+client = cache._cache.get_client(None)
+for line in sys.stdin:
+    command, key, *value = json.loads(line)
+    if command == "set":
+        cache.set(key, value[0], 60)
+    elif command == "delete":
+        cache.delete_many([key])
+    result = cache.get(key)
+    for _ in range(20 if command == "warm" else 0):
+        cache.get(key)
+        client.mget = None  # a read that goes to Redis raises
+        try:
+            result = cache.get(key)
+            break
+        except TypeError:
+            pass
+        finally:
+            del client.mget
+    else:
+        assert command != "warm", "never served from memory"
+    print(json.dumps(result), flush=True)
+"""
 
 
 @pytest.fixture
@@ -17,33 +56,88 @@ def backend():
 
 
 @pytest.fixture
-def other_process(backend):
-    """A Redis connection of its own, as another worker of the service has."""
+def other_connection(backend):
+    """A Redis connection of its own, writing as another worker of the service does."""
     kwargs = backend._get_connection_pool(True).connection_kwargs
     client = redis.Redis(host=kwargs["host"], port=kwargs["port"], db=kwargs.get("db", 0))
     yield lambda key, value: client.set(cache.make_and_validate_key(key), backend._serializer.dumps(value))
     client.close()
 
 
+@pytest.fixture
+def other_process(backend):
+    process = subprocess.Popen(
+        [sys.executable, "-c", OTHER_PROCESS, json.dumps(settings.CACHES["default"])],
+        cwd=settings.BASE_DIR,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+
+    def call(*command):
+        process.stdin.write(json.dumps(command) + "\n")
+        process.stdin.flush()
+        return json.loads(process.stdout.readline())
+
+    yield call
+    process.stdin.close()
+    process.wait(timeout=10)
+
+
+def went_to_redis(*args, **kwargs):
+    raise AssertionError("went to Redis")
+
+
+def served_from_memory(backend, monkeypatch, key):
+    """The value of the first of a few reads that makes no round trip (a FLUSHDB anywhere on the server,
+    as the suite's other workers make before each test, can drop the entry between two reads)."""
+    for _ in range(20):
+        cache.get(key)
+        with monkeypatch.context() as patch:
+            patch.setattr(backend.get_client(None), "mget", went_to_redis)
+            try:
+                return cache.get(key)
+            except AssertionError:
+                pass
+    raise AssertionError(f"{key} was never served from memory")
+
+
 def test_a_warm_read_makes_no_round_trip(backend, monkeypatch):
     cache.set("client:local-1", {"secret": 1}, 60)
     assert cache.get_many(["client:local-1"]) == {"client:local-1": {"secret": 1}}
 
-    def no_round_trip(*args, **kwargs):
-        raise AssertionError("went to Redis")
-
-    monkeypatch.setattr(backend.get_client(None), "mget", no_round_trip)
+    monkeypatch.setattr(backend.get_client(None), "mget", went_to_redis)
     assert cache.get_many(["client:local-1"]) == {"client:local-1": {"secret": 1}}
     assert cache.get("client:local-1") == {"secret": 1}
     first, second = cache.get("client:local-1"), cache.get("client:local-1")
     assert first == second and first is not second  # each read its own copy
 
 
-def test_a_change_by_another_process_is_seen_by_the_next_read(backend, other_process):
+def test_a_change_by_another_connection_is_seen_by_the_next_read(backend, other_connection):
     for version in range(50):
         cache.get_many(["account:local-2", "client:local-2"])  # warm
-        other_process("account:local-2", {"session_version": version})
+        other_connection("account:local-2", {"session_version": version})
         assert cache.get_many(["account:local-2"]) == {"account:local-2": {"session_version": version}}
+
+
+def test_a_change_made_in_one_process_is_seen_at_once_in_another(backend, other_process):
+    """Both processes hold the entry in memory; each change made through one process's cache is seen by
+    the other's very next read, a set as well as a delete (what a revocation does)."""
+    for version in range(20):
+        cache.set("session:local-6", version, 60)
+        assert other_process("warm", "session:local-6") == version  # now served from its memory
+        assert cache.get("session:local-6") == version
+        cache.set("session:local-6", {"revoked": version}, 60)
+        assert other_process("get", "session:local-6") == {"revoked": version}
+        other_process("set", "session:local-6", f"from the other {version}")
+        assert cache.get("session:local-6") == f"from the other {version}"
+        assert other_process("warm", "session:local-6") == f"from the other {version}"
+        cache.delete_many(["session:local-6"])
+        assert other_process("get", "session:local-6") is None
+        other_process("set", "session:local-6", "again")
+        assert cache.get("session:local-6") == "again"
+        other_process("delete", "session:local-6")
+        assert cache.get("session:local-6") is None
 
 
 def test_a_change_by_this_process_is_seen_at_once(backend):
@@ -55,16 +149,54 @@ def test_a_change_by_this_process_is_seen_at_once(backend):
     assert cache.get("grants:local-3") is None
 
 
-def test_keys_outside_the_prefixes_are_always_read_from_redis(backend, other_process):
+def test_keys_outside_the_prefixes_are_always_read_from_redis(backend, monkeypatch):
     cache.set("throttle:local-4", 1, 60)
     assert cache.get("throttle:local-4") == 1
-    assert not any("throttle:local-4" in key for key in backend._invalidations.entries)
+    monkeypatch.setattr(backend.get_client(None), "mget", went_to_redis)
+    with pytest.raises(AssertionError, match="went to Redis"):
+        cache.get("throttle:local-4")
 
 
-def test_with_the_reports_lost_reads_go_to_redis(backend, other_process):
+def kill_the_report_connection(backend):
+    admin = backend.get_client(None)
+    name = f"iam-invalidations-{os.getpid()}"
+    (ours,) = [client["id"] for client in admin.client_list() if client["name"] == name]
+    admin.client_kill_filter(_id=ours)
+
+
+def test_with_the_reports_lost_reads_go_to_redis(backend, other_connection, monkeypatch):
+    monkeypatch.setattr(Invalidations, "RETRY_SECONDS", 0)  # the next test finds the connection up
     cache.set("client:local-5", "before", 60)
     assert cache.get("client:local-5") == "before"
-    backend._invalidations.sock.close()  # the connection breaks: no report can be trusted
-    other_process("client:local-5", "after")
+    kill_the_report_connection(backend)  # no report can be trusted
+    other_connection("client:local-5", "after")
     assert cache.get("client:local-5") == "after"
-    assert backend._invalidations.entries == {}
+
+
+def test_after_the_reports_return_reads_are_served_from_memory_again(backend, other_connection, monkeypatch):
+    monkeypatch.setattr(Invalidations, "RETRY_SECONDS", 0)
+    cache.set("client:local-7", "before", 60)
+    assert cache.get("client:local-7") == "before"
+    kill_the_report_connection(backend)
+    other_connection("client:local-7", "after")
+    assert cache.get("client:local-7") == "after"  # the loss is seen
+    assert cache.get("client:local-7") == "after"  # a new connection, and the entry kept again
+    assert served_from_memory(backend, monkeypatch, "client:local-7") == "after"
+    other_connection("client:local-7", "later")
+    assert cache.get("client:local-7") == "later"
+
+
+def test_a_value_changed_while_it_was_read_is_not_kept(backend, other_connection, monkeypatch):
+    cache.set("account:local-8", "old", 60)
+    client = backend.get_client(None)
+    read = client.mget
+
+    def changed_meanwhile(keys):
+        values = read(keys)
+        other_connection("account:local-8", "new")  # after Redis answered, before the entry is kept
+        return values
+
+    monkeypatch.setattr(client, "mget", changed_meanwhile)
+    assert cache.get("account:local-8") == "old"
+    monkeypatch.undo()
+    assert cache.get("account:local-8") == "new"
