@@ -22,15 +22,15 @@ _WANTED = {"id", "email", "name", "verified", "enabled", "is_superuser", "sessio
 CACHED_FIELDS = tuple(field.attname for field in Account._meta.concrete_fields if field.attname in _WANTED)
 
 
-def get_account(account_id: UUID | str, *, read: object = cache.MISSING) -> Account | None:
-    """`read`: the cached entry, when the caller fetched it already with others in one round trip.
+def get_account(account_id: UUID | str, *, prefetched: object = cache.MISSING) -> Account | None:
+    """`prefetched`: the cached entry, when the caller fetched it already with others in one round trip.
     The answer is an `Account` with only CACHED_FIELDS loaded (others load on access, from the database)."""
     values = cache.read_through(
         account_key(account_id),
         lambda: Account.objects.filter(pk=account_id).values_list(*CACHED_FIELDS).first(),
         settings.IAM_AUTH_CACHE_SECONDS,
-        read=read,
-        fits=_fits,
+        prefetched=prefetched,
+        current_shape=_fits,
     )
     return None if values is None else Account.from_db("default", CACHED_FIELDS, values)
 

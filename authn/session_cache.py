@@ -23,15 +23,15 @@ def session_key(session_id: UUID | str) -> str:
     return f"session:{session_id}"
 
 
-def get_session_state(session_id: UUID | str, *, read: object = cache.MISSING) -> SessionState | None:
+def get_session_state(session_id: UUID | str, *, prefetched: object = cache.MISSING) -> SessionState | None:
     """None when no such session exists (swept after it expired). Cached as a plain tuple of the three
     values the checks read, never the address or user agent."""
     values = cache.read_through(
         session_key(session_id),
         lambda: _load(session_id),
         settings.IAM_AUTH_CACHE_SECONDS,
-        read=read,
-        fits=_fits,
+        prefetched=prefetched,
+        current_shape=_fits,
         absent_timeout=settings.IAM_AUTH_CACHE_SECONDS,  # a session id never comes back
     )
     return None if values is None else SessionState(*values)

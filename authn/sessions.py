@@ -151,7 +151,7 @@ def check_session(claims: dict, *, found: dict | None = None) -> Account:
     keys = session_keys(claims)
     if found is None:
         found = cache.get_many(keys)
-    account = get_account(claims["sub"], read=found.get(keys[0], cache.MISSING))
+    account = get_account(claims["sub"], prefetched=found.get(keys[0], cache.MISSING))
     if account is None:
         raise TokenError("invalid_token")
     if not account.enabled:  # said before the revocation that the disable also made (CONTRACT 4)
@@ -160,7 +160,7 @@ def check_session(claims: dict, *, found: dict | None = None) -> Account:
         if claims["sv"] != account.session_version:
             raise TokenError("token_revoked")
         return account
-    session = get_session_state(claims["sid"], read=found.get(keys[1], cache.MISSING))
+    session = get_session_state(claims["sid"], prefetched=found.get(keys[1], cache.MISSING))
     if (
         session is None
         or session.revoked

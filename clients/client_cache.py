@@ -42,15 +42,15 @@ def client_key(client_id: UUID | str) -> str:
     return f"client:{client_id}"
 
 
-def find_client(client_id: UUID | str, *, read: object = cache.MISSING) -> ClientRecord | None:
-    """`read`: the cached entry, when the caller fetched it already with others in one round trip. The
+def find_client(client_id: UUID | str, *, prefetched: object = cache.MISSING) -> ClientRecord | None:
+    """`prefetched`: the cached entry, when the caller fetched it already with others in one round trip. The
     entry is a plain tuple of a ClientRecord's fields: the secret's digest, never the encrypted secret."""
     values = cache.read_through(
         client_key(client_id),
         lambda: _load(client_id),
         settings.IAM_AUTH_CACHE_SECONDS,
-        read=read,
-        fits=_fits,
+        prefetched=prefetched,
+        current_shape=_fits,
         absent_timeout=UNKNOWN_CLIENT_SECONDS,
     )
     return None if values is None else ClientRecord(*values)

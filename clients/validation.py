@@ -105,7 +105,7 @@ def validate(
             keys.append(workspace_key(workspace_of[client_id]))
             with_grants = True
     found = cache.get_many(keys)
-    client = find_client(client_id, read=found.get(keys[0], cache.MISSING))
+    client = find_client(client_id, prefetched=found.get(keys[0], cache.MISSING))
     if client is None or not crypto.matches(client_secret, client.secret_digest):
         return _answer("invalid_client", allowed=denied)
     workspace_id = workspace_of.remember(client_id, client.workspace_id)
@@ -115,12 +115,12 @@ def validate(
         account = check_session(claims, found=found)
     except TokenError as exc:
         return _answer(exc.reason, workspace_id=workspace_id, allowed=denied)
-    read = found if with_grants else None
-    grants = policy.grants(account.pk, UUID(workspace_id), read=read)
+    prefetched = found if with_grants else None
+    grants = policy.grants(account.pk, UUID(workspace_id), prefetched=prefetched)
     if not grants.member:
         return _answer("not_a_member", workspace_id=workspace_id, allowed=denied, expires_at=claims["exp"])
     read_workspace = found.get(keys[-1], cache.MISSING) if with_grants else cache.MISSING
-    workspace = find_workspace(workspace_id, read=read_workspace)
+    workspace = find_workspace(workspace_id, prefetched=read_workspace)
     if workspace is None:  # deleted while this call ran: its clients went with it
         return _answer("invalid_client", allowed=denied)
     if workspace.mfa_required and not policy.mfa_satisfied(claims, workspace_id):

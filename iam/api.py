@@ -133,7 +133,7 @@ class Endpoint(APIView):
     - `public`: no Bearer token needed.
     - `workspace_scoped`: the request acts in the workspace named by `X-Workspace` (CONTRACT 2), available
       to the handler as `request.workspace`.
-    - `project_aware`: a project-scope grant of `permission` lets the caller in; the record's project is
+    - `project_scoped`: a project-scope grant of `permission` lets the caller in; the record's project is
       then checked once the object is loaded (`rbac.endpoints.get_object`, CONTRACT 4).
     - `decided_on_object`: `permission` is decided once the object is loaded, not before the body: an
       account's self access, a workspace's own grants (`rbac.policy.authorize`).
@@ -156,7 +156,7 @@ class Endpoint(APIView):
     permission: ClassVar[str | None] = None
     public: ClassVar[bool] = False
     workspace_scoped: ClassVar[bool] = False
-    project_aware: ClassVar[bool] = False
+    project_scoped: ClassVar[bool] = False
     decided_on_object: ClassVar[bool] = False
     read_only: ClassVar[bool] = False
     request_serializer: ClassVar[type[serializers.Serializer] | None] = None

@@ -31,17 +31,17 @@ def read_through(
     load: Callable[[], Any],
     timeout: int,
     *,
-    read: Any = MISSING,
-    fits: Callable[[Any], bool] | None = None,
+    prefetched: Any = MISSING,
+    current_shape: Callable[[Any], bool] | None = None,
     absent_timeout: int | None = None,
 ) -> Any:
     """The cached value of `key`, or `load()` cached for `timeout` seconds. `load` returns a narrow plain
     record (a tuple of the fields the checks read, never a secret beyond a digest), or None when the row
-    does not exist: None is cached only with `absent_timeout`. `read` is the entry a caller already
-    fetched with others in one round trip (`get_many`); `fits` tells an entry of the current shape from
-    one a previous release left."""
-    value = get(key) if read is MISSING else read
-    if value is MISSING or (fits is not None and value is not None and not fits(value)):
+    does not exist: None is cached only with `absent_timeout`. `prefetched` is the entry a caller
+    already fetched with others in one round trip (`get_many`); `current_shape` tells an entry of the
+    current shape from one a previous release left."""
+    value = get(key) if prefetched is MISSING else prefetched
+    if value is MISSING or (current_shape is not None and value is not None and not current_shape(value)):
         value = load()
         if value is not None:
             set(key, value, timeout)

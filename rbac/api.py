@@ -294,7 +294,7 @@ class MembershipCreate(Endpoint):
 
     permission = "memberships:create"
     workspace_scoped = True
-    project_aware = True
+    project_scoped = True
     request_serializer = MembershipCreateRequest
     response_serializer = MembershipSerializer
     example_request = {
@@ -331,7 +331,7 @@ class MembershipDescribe(Endpoint):
 
     permission = "memberships:describe"
     workspace_scoped = True
-    project_aware = True
+    project_scoped = True
     read_only = True
     request_serializer = IdRequest
     response_serializer = MembershipSerializer
@@ -350,7 +350,7 @@ class MembershipList(ListEndpoint):
 
     permission = "memberships:list"
     workspace_scoped = True
-    project_aware = True
+    project_scoped = True
     list_key = "memberships"
     response_serializer = MembershipSerializer
     filter_fields = {
@@ -373,7 +373,7 @@ class MembershipUpdate(Endpoint):
 
     permission = "memberships:update"
     workspace_scoped = True
-    project_aware = True
+    project_scoped = True
     request_serializer = MembershipUpdateRequest
     response_serializer = MembershipSerializer
     example_request = {
@@ -404,7 +404,7 @@ class MembershipDelete(Endpoint):
 
     permission = "memberships:delete"
     workspace_scoped = True
-    project_aware = True
+    project_scoped = True
     request_serializer = IdRequest
     response_serializer = Deleted
     example_request = {"id": "7d3b5f9a-2c4e-4a6d-b1f3-8e5c7a9d2b64"}

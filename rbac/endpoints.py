@@ -75,7 +75,7 @@ def answer_fresh(
 def in_visible_projects(
     request: Request, queryset: QuerySet, *, permission: str, project_field: str = "project_id"
 ) -> QuerySet:
-    """For a list a project-scope grant of `permission` lets in (`project_aware = True`): `queryset` (of
+    """For a list a project-scope grant of `permission` lets in (`project_scoped = True`): `queryset` (of
     the `X-Workspace` workspace) as it is for a workspace-wide grant, else only what belongs to the
     projects where the caller holds `permission` (`project_field` names an object's project)."""
     visible = policy.visible_projects(request.user, request.workspace, permission)

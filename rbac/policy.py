@@ -125,12 +125,13 @@ def grant_keys(account_id: UUID | str, workspace_id: UUID | str) -> list[str]:
     return [generation_key(workspace_id), f"grants:{workspace_id}:{account_id}"]
 
 
-def grants(account_id: UUID, workspace_id: UUID, *, read: dict | None = None) -> Grants:
-    """One cache round trip when warm (none when the caller passes what it `read` with `grant_keys`): the
-    workspace's generation and the entry, which is only good when stored under that same generation."""
+def grants(account_id: UUID, workspace_id: UUID, *, prefetched: dict | None = None) -> Grants:
+    """One cache round trip when warm (none when the caller passes, as `prefetched`, what it fetched with
+    `grant_keys`): the workspace's generation and the entry, which is only good when stored under that
+    same generation."""
     generation_at, key = grant_keys(account_id, workspace_id)
-    found = cache.get_many([generation_at, key]) if read is None else read
-    generation = authz_generation(workspace_id, read=found.get(generation_at, cache.MISSING))
+    found = cache.get_many([generation_at, key]) if prefetched is None else prefetched
+    generation = authz_generation(workspace_id, prefetched=found.get(generation_at, cache.MISSING))
     entry = found.get(key)
     if entry is not None and entry[0] == generation:
         return entry[1]
@@ -476,7 +477,7 @@ class EndpointPermission(BasePermission):
             account,
             workspace,
             getattr(view, "permission", None),
-            project_scoped=getattr(view, "project_aware", False),
+            project_scoped=getattr(view, "project_scoped", False),
             decided_on_object=getattr(view, "decided_on_object", False),
         )
         return True

@@ -137,7 +137,8 @@ class WorkspaceDelete(Endpoint):
 
 
 # Projects: named by `id` or `code` (both must match when both are given); a project-scope grant
-# reaches its own project (`project_aware`, and `project_scoped=True` once the project is loaded).
+# reaches its own project (`project_scoped = True` admits it; `get_object(..., project_scoped=True)`
+# checks the project once loaded).
 
 
 def project_named(request: Request, data: dict, *, permission: str) -> Project:
@@ -181,7 +182,7 @@ class ProjectDescribe(Endpoint):
 
     permission = "projects:describe"
     workspace_scoped = True
-    project_aware = True
+    project_scoped = True
     read_only = True
     request_serializer = ProjectRef
     response_serializer = ProjectSerializer
@@ -198,7 +199,7 @@ class ProjectList(ListEndpoint):
 
     permission = "projects:list"
     workspace_scoped = True
-    project_aware = True
+    project_scoped = True
     list_key = "projects"
     response_serializer = ProjectSerializer
     filter_fields = {
@@ -218,7 +219,7 @@ class ProjectUpdate(Endpoint):
 
     permission = "projects:update"
     workspace_scoped = True
-    project_aware = True
+    project_scoped = True
     request_serializer = ProjectUpdateRequest
     response_serializer = ProjectSerializer
 
@@ -236,7 +237,7 @@ class ProjectDelete(Endpoint):
 
     permission = "projects:delete"
     workspace_scoped = True
-    project_aware = True
+    project_scoped = True
     request_serializer = ProjectRef
     response_serializer = ProjectDeleted
 

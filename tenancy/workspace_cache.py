@@ -28,8 +28,8 @@ def workspace_key(workspace_id) -> str:
     return _key(str(workspace_id))
 
 
-def find_workspace(ref: str, *, read: object = cache.MISSING) -> Workspace | None:
-    """`ref` is a UUID or a slug; `read`: its entry, when the caller fetched it already."""
+def find_workspace(ref: str, *, prefetched: object = cache.MISSING) -> Workspace | None:
+    """`ref` is a UUID or a slug; `prefetched`: its entry, when the caller fetched it already."""
     ref = ref.strip()
     try:
         lookup = {"pk": uuid.UUID(ref)}
@@ -41,8 +41,8 @@ def find_workspace(ref: str, *, read: object = cache.MISSING) -> Workspace | Non
         _key(ref),
         lambda: Workspace.objects.filter(**lookup).values_list(*CACHED_FIELDS).first(),
         settings.IAM_AUTH_CACHE_SECONDS,
-        read=read,
-        fits=lambda values: isinstance(values, tuple) and len(values) == len(CACHED_FIELDS),
+        prefetched=prefetched,
+        current_shape=lambda values: isinstance(values, tuple) and len(values) == len(CACHED_FIELDS),
     )
     return None if values is None else Workspace.from_db("default", CACHED_FIELDS, values)
 
@@ -68,12 +68,12 @@ def generation_key(workspace_id) -> str:
     return f"authz-generation:{workspace_id}"
 
 
-def authz_generation(workspace_id, *, read: object = cache.MISSING) -> int:
+def authz_generation(workspace_id, *, prefetched: object = cache.MISSING) -> int:
     """A stamp that every cached authorization answer of the workspace carries; bumping it drops them all
-    at once. A lost key (eviction, cache restart) starts a fresh, never-used generation. `read` is the
+    at once. A lost key (eviction, cache restart) starts a fresh, never-used generation. `prefetched` is the
     value a caller already fetched (with `cache.get_many`)."""
     key = generation_key(workspace_id)
-    generation = cache.get(key) if read is cache.MISSING else read
+    generation = cache.get(key) if prefetched is cache.MISSING else prefetched
     if generation is cache.MISSING or generation is None:
         generation = cache.new_generation()
         cache.set(key, generation, None)
