@@ -20,7 +20,7 @@ from accounts.models import Account
 from iam.api import EncodedJson, Endpoint, first_match, not_found
 from iam.errors import ApiError
 from iam.list_endpoint import ListEndpoint
-from iam.serializers import Encoder, prefetch
+from iam.serializers import prefetch
 from tenancy.models import Project, WorkspaceScopedQuerySet
 
 from . import policy, services
@@ -152,9 +152,7 @@ class RecordEndpoint(Records, Endpoint):
         """`record` as the database now holds it, written as a list page writes its records: each nested
         record read once, JSON columns as stored (CONTRACT 16: a role of 500 permissions at their size
         limits is never held as parsed objects)."""
-        encoder = Encoder(self.response_serializer(context={"request": self.request}))
-        fresh = encoder.prepare(self.get_queryset(self.request).prefetch_related(None)).get(pk=record.pk)
-        return EncodedJson([next(encoder.encode([fresh]))])
+        return answer_fresh(self.request, self.response_serializer, self.get_queryset(self.request), record)
 
     def changes(self, request: Request, data: dict) -> dict:
         """The service's keyword arguments: the body, less the keys naming the record (an update's)."""

@@ -5,8 +5,9 @@ from each endpoint's `handle`:
   does not depend on the object is refused first, an object that does not exist within the caller's
   reach is a 404 `<model> not found`, then the decision on the object itself (its project, its account).
 - `answer_fresh` answers an object as the database holds it after a change, written as a list page writes
-  its items (`iam.serializers.Encoder`: each nested object read once, JSON columns as stored), so a role
-  of 500 permissions at their size limits is never held as parsed Python objects.
+  its items (`iam.serializers.Encoder`: nested objects read a few at a time, JSON columns as stored) and
+  streamed when large (`iam.api.encoded_response`), so a membership of 50 roles of 500 permissions at
+  their size limits is never held whole, nor as parsed Python objects.
 
 The endpoint's permission (`permission = "roles:update"`), its workspace scoping (`workspace_scoped =
 True`) and its route (the app's urls.py) are written on the endpoint itself; the permission before the
@@ -57,7 +58,9 @@ def get_object(
 def answer_fresh(
     request: Request, serializer: type[Serializer], queryset: QuerySet, obj: Model
 ) -> EncodedJson:
-    """`obj` re-read from `queryset` (its relations changed by the service) and written by `serializer`."""
+    """`obj` re-read from `queryset` (its relations changed by the service) and written by `serializer`,
+    as a stream of pieces (`Encoder.stream`): its nested objects are read a few at a time while the
+    answer is sent, so a membership of 50 roles of 500 large permissions is never held whole."""
     encoder = Encoder(serializer(context={"request": request}))
     fresh = encoder.prepare(queryset.prefetch_related(None)).get(pk=obj.pk)
-    return EncodedJson([next(encoder.encode([fresh]))])
+    return EncodedJson(encoder.stream(fresh))
