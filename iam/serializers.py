@@ -1,6 +1,7 @@
 """What the apps' serializers share: the fields every record ends with, and the update request built from
 the create request, so that one field's rules are written once."""
 
+import itertools
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
@@ -277,6 +278,24 @@ class Encoder:
             self.count += 1
             self.size += len(fragment)
             yield fragment
+
+    def joined(self, record: Any, up_to: int) -> bytes | Iterator[bytes]:
+        """One record of records already `load`ed (a list page's): its JSON joined, or, when it has
+        nested relations and passes `up_to` bytes, an iterator of all its pieces (those written so far,
+        then the rest, written as it is iterated), so that a record past a page's budget is never held."""
+        if not self.related:
+            fragment = self._one(record)
+        else:
+            pieces, kept, size = self.pieces(record), [], 0
+            for piece in pieces:
+                kept.append(piece)
+                size += len(piece)
+                if size > up_to:
+                    return itertools.chain(kept, pieces)
+            fragment = b"".join(kept)
+        self.count += 1
+        self.size += len(fragment)
+        return fragment
 
     def stream(self, record: Any) -> Iterator[bytes]:
         """One record's JSON (`encode`'s bytes), in pieces never joined: each nested row is read when it

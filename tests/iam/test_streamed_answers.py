@@ -114,3 +114,27 @@ def test_reads_stay_a_fixed_number_per_batch(admin, member, django_assert_max_nu
     with django_assert_max_num_queries(12):
         ok(admin.call("/memberships/describe", {"id": str(member.pk)}))
     assert Membership.objects.get(pk=member.pk).roles.count() == 2
+
+
+def test_a_list_whose_first_record_passes_the_budget_streams_it_alone(
+    admin, member, workspace, settings, monkeypatch
+):
+    """A page holds at least one record: one past the whole budget is the page by itself, written as it
+    is sent (streamed past STREAM_FROM), the same bytes as its describe; a later one past what is left
+    ends the page before it."""
+    described = admin.call("/memberships/describe", {"id": str(member.pk)}).content
+    record = described[len(iam.api.ENVELOPE_HEAD) : -len(iam.api.ENVELOPE_TAIL)]
+    settings.IAM_PAGE_MAX_BYTES = 100
+    monkeypatch.setattr(iam.api, "STREAM_FROM", 0)
+    body = {"filter": {"fields": {"id": str(member.pk)}}}
+    response = admin.call("/memberships/list", body)
+    assert response.streaming
+    page = b"".join(response.streaming_content)
+    assert page.startswith(iam.api.ENVELOPE_HEAD + b'{"memberships":[' + record + b'],"metadata":')
+    assert json.loads(page)["data"]["metadata"]["count"] == 1
+    monkeypatch.setattr(iam.api, "STREAM_FROM", 1024 * 1024)
+    assert admin.call("/memberships/list", body).content == page  # under STREAM_FROM: whole
+    MembershipFactory(workspace=workspace, account=AccountFactory())
+    settings.IAM_PAGE_MAX_BYTES = len(record) + 10  # the first fits, the second passes what is left
+    listed = ok(admin.call("/memberships/list", {"options": {"order_bys": ["created_at"]}}))
+    assert listed["metadata"]["count"] == 1 and listed["metadata"]["total"] >= 2
