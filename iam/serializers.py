@@ -409,11 +409,12 @@ class Related:
     def rows_of(self, record: models.Model) -> Iterator[bytes]:
         """The JSON of the record's rows, separated by commas (a row gone since is left out)."""
         first = True
-        for target in self.held.pop(record.pk, ()):
+        targets = self.held.pop(record.pk, ())
+        for index, target in enumerate(targets):
             fragment = self.written.get(target, _NOT_KEPT)
             if fragment is _NOT_KEPT:
                 if target not in self.read:
-                    self._read(target)
+                    self._read(target, itertools.islice(targets, index + 1, None))
                 row = self.read.pop(target, None)
                 if row is None:
                     continue
@@ -459,16 +460,28 @@ class Related:
         self.written[target] = fragment
         self.kept += size
 
-    def _read(self, first: Any) -> None:
-        """Reads `first` and the rows queued after it, as many as `rows_to_read` says."""
+    def _read(self, first: Any, upcoming: Iterator[Any]) -> None:
+        """Reads `first`, the record's `upcoming` rows not at hand, then the rows queued for the records
+        after it, as many as `rows_to_read` says: what is read is what is written next (a row dropped
+        from those kept and needed again does not bring rows needed much later, to be held till then)."""
         batch, limit = [first], self.encoder.rows_to_read()
         self.queued.discard(first)
+        for target in upcoming:
+            if len(batch) >= limit:
+                break
+            if target not in self.written and target not in self.read and target not in batch:
+                self.queued.discard(target)
+                batch.append(target)
         while len(batch) < limit and self.pending:
             target = self.pending.popleft()
             if target in self.queued:
                 self.queued.discard(target)
                 batch.append(target)
         rows = list(self.encoder.prepare(self.model._default_manager.filter(pk__in=batch)))
+        # In the order they are needed, so that their own rows are queued in the order they are written
+        # and a read brings what is written next, not rows to hold until much later.
+        order = {target: index for index, target in enumerate(batch)}
+        rows.sort(key=lambda row: order[row.pk])
         self.encoder.load(rows)
         for row in rows:
             self.read[row.pk] = row
