@@ -91,7 +91,6 @@ def test_a_membership_of_roles_of_500_large_permissions_streams_within_64_mib(wo
         for chunk in response.streaming_content:
             size, tail, chunks = size + len(chunk), (tail + chunk)[-64:], chunks + 1
             assert len(chunk) < 2 * iam.api.CHUNK_BYTES
-        response.close()
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
