@@ -23,6 +23,7 @@ from iam.fields import Name, String, Uuid
 from iam.list_endpoint import ListEndpoint
 from iam.serializers import prefetch
 from rbac import services as rbac
+from rbac.endpoints import answer_fresh
 from rbac.models import Invitation, Membership
 from rbac.serializers import Deleted, InvitationSerializer, MembershipSerializer, RoleSerializer
 
@@ -95,7 +96,7 @@ class MembershipAccept(MembershipInvitationEndpoint):
 
     response_serializer = MembershipSerializer
 
-    def handle(self, request: Request, data: dict) -> dict:
+    def handle(self, request: Request, data: dict) -> Any:
         membership = self.invitation(request, data)
         account = membership.account
         services.require_enabled(account)
@@ -105,7 +106,7 @@ class MembershipAccept(MembershipInvitationEndpoint):
             services.check_password_rules(data["password"], account)
             services.reclaim_account(account, password=data["password"], actor=account)
         membership = rbac.accept_invitation(membership)
-        return self.serialize(Membership.objects.prefetch_related("roles__permissions").get(pk=membership.pk))
+        return answer_fresh(request, MembershipSerializer, Membership.objects.all(), membership)
 
 
 class MembershipDecline(MembershipInvitationEndpoint):

@@ -8,11 +8,15 @@ authentication and permission classes: those named in `REST_FRAMEWORK` (`authn.a
 `rbac.policy.EndpointPermission`; `iam` may not import the apps). Each app's urls.py lists its endpoints by
 path."""
 
-from collections.abc import Mapping
+import itertools
+from collections.abc import Iterable, Iterator, Mapping
+from types import ModuleType
 from typing import Any, ClassVar
 
 from django.db import transaction
-from django.http import HttpResponse
+from django.db.models import QuerySet
+from django.http import HttpResponse, StreamingHttpResponse
+from django.urls import URLPattern, path
 from rest_framework import exceptions, serializers
 from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
@@ -29,14 +33,55 @@ def envelope(data: Any) -> dict:
 
 
 class EncodedJson:
-    """A payload a handler has already written as JSON (a list page, iam/list_endpoint.py), in parts:
-    answered in the envelope as they are, joined once."""
+    """A payload a handler has already written as JSON, in parts: a list page's (iam/list_endpoint.py,
+    bounded by its byte budget) answered joined; or one object's pieces as an iterator
+    (`iam.serializers.Encoder.stream`), which may be far larger than a worker should hold (a membership
+    of 50 roles of 500 permissions: hundreds of megabytes) and is answered as a stream when it is past
+    STREAM_FROM bytes."""
 
-    def __init__(self, parts: list[bytes]):
+    def __init__(self, parts: Iterable[bytes]):
         self.parts = parts
 
 
+STREAM_FROM = 1024 * 1024  # an answer of one object up to this size is joined and sent with its length
+CHUNK_BYTES = 256 * 1024  # a streamed answer goes out in chunks of about this size
+
 ENVELOPE_HEAD, ENVELOPE_TAIL = b'{"success":true,"status":200,"data":', b"}"
+
+
+def encoded_response(parts: Iterable[bytes]) -> HttpResponse:
+    """The envelope around `parts`: one body with its length when it comes to at most STREAM_FROM
+    bytes (every list page, most objects); past that, a streamed body of CHUNK_BYTES chunks, each piece
+    read and written as the server sends the previous chunk on, so a worker holds a chunk and the rows
+    of one read, never the answer."""
+    if isinstance(parts, list):
+        return HttpResponse([ENVELOPE_HEAD, *parts, ENVELOPE_TAIL], content_type=JSON_RENDERER.media_type)
+    pieces = iter(parts)
+    head, size = [ENVELOPE_HEAD], len(ENVELOPE_HEAD)
+    for piece in pieces:
+        head.append(piece)
+        size += len(piece)
+        if size > STREAM_FROM:
+            break
+    else:
+        head.append(ENVELOPE_TAIL)
+        return HttpResponse(head, content_type=JSON_RENDERER.media_type)
+    body = _chunks(itertools.chain(head, pieces, [ENVELOPE_TAIL]))
+    return StreamingHttpResponse(body, content_type=JSON_RENDERER.media_type)
+
+
+def _chunks(pieces: Iterator[bytes]) -> Iterator[bytes]:
+    """`pieces` joined into chunks of about CHUNK_BYTES (a piece is a few fields, a chunk a few hops to
+    the server's event loop fewer)."""
+    chunk, size = [], 0
+    for piece in pieces:
+        chunk.append(piece)
+        size += len(piece)
+        if size >= CHUNK_BYTES:
+            yield b"".join(chunk)
+            chunk, size = [], 0
+    if chunk:
+        yield b"".join(chunk)
 
 
 def _first_error(errors: Any, prefix: str = "") -> tuple[str, Any]:
@@ -196,7 +241,7 @@ class Endpoint(APIView):
     def respond(self, payload: Any) -> HttpResponse:
         if isinstance(payload, EncodedJson):
             parts, payload.parts = payload.parts, []
-            return HttpResponse([ENVELOPE_HEAD, *parts, ENVELOPE_TAIL], content_type=JSON_RENDERER.media_type)
+            return encoded_response(parts)
         return Response(envelope(payload))
 
     def read_body(self, request: Request) -> dict:

@@ -2,6 +2,7 @@
 filters, ordering and pages every list endpoint shares."""
 
 import datetime as dt
+import itertools
 from collections.abc import Iterator, Mapping
 from typing import Any, ClassVar
 
@@ -142,21 +143,37 @@ class ListEndpoint(Endpoint):
             ordered = queryset.prefetch_related(None).order_by(*ordering)
             ordered = ordered.prefetch_related(*self.page_prefetch)
             for record in self._records(ordered, offset, limit, encoder):
-                if count and size + len(record) > budget:
+                written = encoder.joined(record, budget - size)
+                if isinstance(written, bytes) and not (count and size + len(written) > budget):
+                    parts += [b",", written] if count else [written]
+                    size, count = size + len(written), count + 1
+                    continue
+                if count:
                     break
-                parts += [b",", record] if count else [record]
-                size, count = size + len(record), count + 1
+                # The first record alone passes the budget (a membership of 50 roles of 500 large
+                # permissions: hundreds of megabytes): the page is that record, written as it is sent.
+                metadata = {
+                    "total": total,
+                    "count": 1,
+                    "offset": offset,
+                    "limit": limit,
+                    "order_bys": order_bys,
+                }
+                tail = b'],"metadata":' + to_json(metadata) + b"}"
+                return EncodedJson(itertools.chain(parts, written, [tail]))
         metadata = {"total": total, "count": count, "offset": offset, "limit": limit, "order_bys": order_bys}
         parts.append(b'],"metadata":' + to_json(metadata) + b"}")
         return EncodedJson(parts)
 
     @classmethod
-    def _records(cls, ordered: QuerySet, offset: int, limit: int, encoder: Encoder) -> Iterator[bytes]:
-        """The page's records, encoded, read a few at a time (`Encoder.rows_to_read`): the first read as
-        one query; past it, the ids of the rest of the page in one (so they come from one snapshot), and
-        their rows by id. A record the first read holds is not repeated."""
+    def _records(cls, ordered: QuerySet, offset: int, limit: int, encoder: Encoder) -> Iterator[Any]:
+        """The page's records, each batch `load`ed by the encoder, read a few at a time
+        (`Encoder.rows_to_read`): the first read as one query; past it, the ids of the rest of the page
+        in one (so they come from one snapshot), and their rows by id. A record the first read holds is
+        not repeated."""
         first = list(cls._page(encoder.prepare(ordered), offset, min(limit, encoder.rows_to_read())))
-        yield from encoder.encode(first)
+        encoder.load(first)
+        yield from first
         if len(first) == limit or len(first) < min(limit, FIRST_READ):
             return
         seen = {record.pk for record in first}
@@ -166,7 +183,9 @@ class ListEndpoint(Endpoint):
             read = encoder.rows_to_read()
             batch, ids = ids[:read], ids[read:]
             rows = {record.pk: record for record in encoder.prepare(ordered.filter(pk__in=batch))}
-            yield from encoder.encode([rows[pk] for pk in batch if pk in rows])
+            found = [rows[pk] for pk in batch if pk in rows]
+            encoder.load(found)
+            yield from found
 
     @staticmethod
     def _page(ordered: QuerySet, offset: int, limit: int) -> QuerySet:

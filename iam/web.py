@@ -19,15 +19,18 @@ a request; `make bench` measured the bare view at a third of sync gunicorn's thr
 import asyncio
 import io
 import sys
+import threading
 import time
 import urllib.parse
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
+from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn_worker import UvicornWorker
 
 REQUEST_TIMEOUT = 10.0  # seconds: CONTRACT 13, "a request not received whole within 10 seconds is dropped"
+STREAM_AFTER = 1024 * 1024  # bytes: a longer body is sent as the application produces it, not held whole
 DEADLINE = "iam.deadline"  # scope["extensions"] key: the loop time by which the request must be whole
 
 
@@ -168,14 +171,21 @@ class ReadWhole:
         elif body is DISCONNECTED:
             return
         else:
-            status, headers, content = await loop.run_in_executor(self.executor, self.run, environ)
+            stream = Stream(loop, receive, send)
+            status, headers, content = await loop.run_in_executor(self.executor, self.run, environ, stream)
+            if content is STREAMED:  # sent by `run`, chunk by chunk
+                self.log_access(status, headers, stream.sent, scope, environ, started)
+                return
             if body is TOO_LARGE:  # Django answered 413 from the length; the rest of the body is not read
                 headers = [*(h for h in headers if h[0] != b"connection"), (b"connection", b"close")]
         await send({"type": "http.response.start", "status": int(status[:3]), "headers": headers})
         await send({"type": "http.response.body", "body": content})
+        self.log_access(status, headers, len(content), scope, environ, started)
+
+    def log_access(self, status: str, headers: list, sent: int, scope, environ: dict, started: float) -> None:
         if self.log is not None:
             self.log.access(
-                Sent(status, headers, len(content)),
+                Sent(status, headers, sent),
                 [(name.decode("latin-1"), value.decode("latin-1")) for name, value in scope["headers"]],
                 environ,
                 timedelta(seconds=time.monotonic() - started),
@@ -257,8 +267,11 @@ class ReadWhole:
             environ["CONTENT_LENGTH"] = str(len(content))
         return environ
 
-    def run(self, environ: dict) -> tuple[str, list[tuple[bytes, bytes]], bytes]:
-        """The WSGI application on one request, in a pool thread: its status, headers and whole body."""
+    def run(self, environ: dict, stream: "Stream") -> tuple[str, list[tuple[bytes, bytes]], Any]:
+        """The WSGI application on one request, in a pool thread: its status, headers and whole body; or,
+        for a body past STREAM_AFTER bytes (a streamed answer of one large object), STREAMED once this
+        thread has sent it through `stream`, chunk by chunk as the client takes them. The body is
+        iterated in the thread that ran the application: its database connection is this thread's."""
         started: list = []
         chunks: list[bytes] = []
 
@@ -270,16 +283,81 @@ class ReadWhole:
 
         result = self.wsgi_app(environ, start_response)
         try:
-            chunks.extend(result)
+            size, pieces = 0, iter(result)
+            for chunk in pieces:
+                chunks.append(chunk)
+                size += len(chunk)
+                if size > STREAM_AFTER:
+                    break
+            else:
+                pieces = None
+            status, headers = started
+            encoded = [(name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in headers]
+            if pieces is not None:
+                # No Content-Length (a streamed answer): uvicorn sends it with chunked transfer encoding.
+                stream.start(int(status[:3]), encoded, b"".join(chunks))
+                chunks.clear()
+                for chunk in pieces:
+                    if chunk and not stream.body(chunk):
+                        break  # the client is gone: nothing more is read or written
+                stream.end()
+                return status, encoded, STREAMED
         finally:
             if hasattr(result, "close"):
                 result.close()
-        status, headers = started
         content = b"".join(chunks)
-        encoded = [(name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in headers]
         if status[:3] not in ("204", "304") and not any(name == b"content-length" for name, _ in encoded):
             encoded.append((b"content-length", str(len(content)).encode("ascii")))  # whole: no chunking
         return status, encoded, content
+
+
+class Stream:
+    """A response body sent from the pool thread that produces it: each send waits until the event loop
+    has written the chunk, and uvicorn's send first waits while the connection's write buffer is full
+    (its flow control), so the thread produces the next chunk only as the client takes the previous
+    ones and a worker holds about one chunk of a body of any size. A client that goes away stops it."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, receive, send):
+        self.loop, self.receive, self.send = loop, receive, send
+        self.gone: threading.Event | None = None  # made when a body is streamed
+        self.sent = 0
+        self.watch: asyncio.Future | None = None
+
+    def start(self, status: int, headers: list[tuple[bytes, bytes]], first: bytes) -> None:
+        self.gone = threading.Event()
+        self.call(self._start(status, headers, first))
+
+    def body(self, chunk: bytes) -> bool:
+        """Sends `chunk`; False when the client is gone."""
+        if self.gone is None or self.gone.is_set():
+            return False
+        self.call(self.send({"type": "http.response.body", "body": chunk, "more_body": True}))
+        self.sent += len(chunk)
+        return True
+
+    def end(self) -> None:
+        self.call(self._end())
+
+    def call(self, coroutine) -> None:
+        asyncio.run_coroutine_threadsafe(coroutine, self.loop).result()
+
+    async def _start(self, status: int, headers: list[tuple[bytes, bytes]], first: bytes) -> None:
+        self.watch = asyncio.ensure_future(self._watch())
+        await self.send({"type": "http.response.start", "status": status, "headers": headers})
+        await self.send({"type": "http.response.body", "body": first, "more_body": True})
+        self.sent += len(first)
+
+    async def _watch(self) -> None:
+        # The request was read whole: what `receive` answers next is the client's disconnect (or the end
+        # of the response).
+        await self.receive()
+        if self.gone is not None:
+            self.gone.set()
+
+    async def _end(self) -> None:
+        if self.watch is not None:
+            self.watch.cancel()
+        await self.send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
 class Sent:
@@ -291,7 +369,7 @@ class Sent:
         self.headers = [(name.decode("latin-1"), value.decode("latin-1")) for name, value in headers]
 
 
-TIMED_OUT, DISCONNECTED, TOO_LARGE = object(), object(), object()
+TIMED_OUT, DISCONNECTED, TOO_LARGE, STREAMED = object(), object(), object(), object()
 
 
 class Worker(UvicornWorker):

@@ -8,8 +8,9 @@ from each endpoint's `handle`:
 - `in_visible_projects` narrows a project-scoped list to the projects where the caller holds the list's
   permission (all of them for a workspace-wide grant).
 - `answer_fresh` answers an object as the database holds it after a change, written as a list page writes
-  its items (`iam.serializers.Encoder`: each nested object read once, JSON columns as stored), so a role
-  of 500 permissions at their size limits is never held as parsed Python objects.
+  its items (`iam.serializers.Encoder`: nested objects read a few at a time, JSON columns as stored) and
+  streamed when large (`iam.api.encoded_response`), so a membership of 50 roles of 500 permissions at
+  their size limits is never held whole, nor as parsed Python objects.
 
 The endpoint's permission (`permission = "roles:update"`), its workspace scoping (`workspace_scoped =
 True`) and its route (the app's urls.py) are written on the endpoint itself; the permission before the
@@ -66,10 +67,12 @@ def named_by(data: dict, *keys: str) -> dict:
 def answer_fresh(
     request: Request, serializer: type[Serializer], queryset: QuerySet, obj: Model
 ) -> EncodedJson:
-    """`obj` re-read from `queryset` (its relations changed by the service) and written by `serializer`."""
+    """`obj` re-read from `queryset` (its relations changed by the service) and written by `serializer`,
+    as a stream of pieces (`Encoder.stream`): its nested objects are read a few at a time while the
+    answer is sent, so a membership of 50 roles of 500 large permissions is never held whole."""
     encoder = Encoder(serializer(context={"request": request}))
     fresh = encoder.prepare(queryset.prefetch_related(None)).get(pk=obj.pk)
-    return EncodedJson([next(encoder.encode([fresh]))])
+    return EncodedJson(encoder.stream(fresh))
 
 
 def in_visible_projects(

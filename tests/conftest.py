@@ -86,15 +86,22 @@ class ApiClient(Client):
         return ApiClient(self.token, str(getattr(workspace, "pk", workspace)))
 
 
+def body_of(response) -> dict:
+    """The JSON body, streamed or not (an answer of one large object is streamed)."""
+    if response.streaming:
+        return json.loads(b"".join(response.streaming_content))
+    return response.json()
+
+
 def ok(response) -> dict:
-    body = response.json()
+    body = body_of(response)
     assert response.status_code == 200, body
     assert body["success"] is True and body["status"] == 200, body
     return body["data"]
 
 
 def err(response, status: int, message: str | None = None) -> dict:
-    body = response.json()
+    body = body_of(response)
     assert response.status_code == status, body
     assert body["success"] is False and body["status"] == status, body
     assert set(body) <= {"success", "status", "message", "field"}, body

@@ -2,6 +2,7 @@
 application on it. (The server itself, slow connections and the 408 over a socket: tests/live.)"""
 
 import asyncio
+import http.client
 import json
 import socket
 import threading
@@ -205,3 +206,102 @@ def test_a_request_within_the_limits_and_the_deadline_is_served(server):
     request = b"POST /x HTTP/1.1\r\nHost: a\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}"
     status, body, _ = exchange(server, request)
     assert status == 200 and body == b'{"ok":true}'
+
+
+class Streaming:
+    """A WSGI application answering `chunks` chunks of 64 KiB with no length (a streamed answer of one
+    large object), made one at a time as the server asks; it counts what it made and whether it was
+    closed."""
+
+    size = 64 * 1024
+
+    def __init__(self, chunks: int):
+        self.chunks = chunks
+        self.made = 0
+        self.closed = threading.Event()
+
+    def __call__(self, environ, start_response):
+        start_response("200 OK", [("Content-Type", "application/json")])
+        return self
+
+    def __iter__(self):
+        for n in range(self.chunks):
+            self.made += 1
+            yield bytes([48 + n % 10]) * self.size
+
+    def close(self):
+        self.closed.set()
+
+
+@pytest.fixture
+def streaming_server(request):
+    app = Streaming(request.param)
+    server = ReadWhole(app, threads=1, max_body=LIMIT)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    config = uvicorn.Config(
+        server,
+        host="127.0.0.1",
+        port=port,
+        http=web.HttpProtocol,
+        interface="asgi3",
+        lifespan="off",
+        loop="asyncio",
+        log_level="critical",
+    )
+    running = uvicorn.Server(config)
+    thread = threading.Thread(target=running.run, daemon=True)
+    thread.start()
+    while not running.started:
+        thread.join(0.05)
+    yield app, port
+    running.should_exit = True
+    thread.join(5)
+    server.executor.shutdown()
+
+
+def streamed_request(port: int) -> http.client.HTTPResponse:
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    connection.request(
+        "POST", "/memberships/describe", body=b"{}", headers={"Content-Type": "application/json"}
+    )
+    return connection.getresponse()
+
+
+@pytest.mark.parametrize("streaming_server", [1000], indirect=True)
+def test_a_long_body_is_sent_as_the_client_takes_it(streaming_server):
+    """62.5 MiB, chunked: while the client reads nothing, the application is asked for a few chunks only
+    (what the socket buffers hold), never for the whole body; then the client gets all of it, in order."""
+    app, port = streaming_server
+    response = streamed_request(port)
+    assert response.status == 200 and response.getheader("Transfer-Encoding") == "chunked"
+    assert response.getheader("Content-Length") is None
+    time.sleep(0.5)
+    waiting = app.made
+    assert waiting < 200, f"{waiting} chunks made ahead of a client that reads nothing"
+    size, last = 0, b""
+    while piece := response.read(1024 * 1024):
+        size, last = size + len(piece), piece[-1:]
+    assert size == 1000 * Streaming.size and last == b"9" and app.made == 1000
+    assert app.closed.wait(5)
+
+
+@pytest.mark.parametrize("streaming_server", [1000], indirect=True)
+def test_a_client_that_goes_away_stops_the_body(streaming_server):
+    app, port = streaming_server
+    response = streamed_request(port)
+    assert response.read(100_000)
+    response.close()
+    assert app.closed.wait(5)
+    made = app.made
+    time.sleep(0.3)
+    assert app.made == made < 1000
+
+
+@pytest.mark.parametrize("streaming_server", [3], indirect=True)
+def test_a_short_body_without_a_length_is_sent_whole_with_its_length(streaming_server):
+    app, port = streaming_server
+    response = streamed_request(port)
+    assert response.getheader("Content-Length") == str(3 * Streaming.size)
+    assert len(response.read()) == 3 * Streaming.size and app.closed.wait(5)
