@@ -128,7 +128,7 @@ if REDIS_URL:
                 # What `clients/validate` and Bearer checks read is also kept in process memory, dropped
                 # as Redis reports each change (iam/redis_cache.py): a warm check makes no round trip.
                 "LOCAL_PREFIXES": (
-                    ["client:", "account:", "session:", "grants:", "authz-generation:"]
+                    ["client:", "account:", "session:", "grants:", "authz-generation:", "workspace:"]
                     if env("IAM_CACHE_LOCAL", True, bool)
                     else []
                 ),

@@ -6,10 +6,12 @@ import uuid
 
 import jwt
 import pytest
+from django.core.cache import caches
 from django.test import override_settings
 
 from authn import mfa, tokens
 from clients import validation
+from iam.redis_cache import RedisCache
 from rbac.models import Membership
 from tenancy.workspace_cache import forget_authorization
 from tests.conftest import ApiClient, client_for, err, ok
@@ -181,6 +183,32 @@ def test_warm_validation_makes_no_query(client, user, django_assert_num_queries)
     assert data["authorized"] is True
     with django_assert_num_queries(0):
         assert validate(client, token, secret="wrong")["reason"] == "invalid_client"
+
+
+def test_warm_validation_makes_no_round_trip_to_redis(client, user, monkeypatch):
+    """Every entry the hot path reads (client, account, session, grants, the workspace's MFA policy) is
+    served from process memory once warm: a key left out of the local layer costs a Redis round trip
+    on every call."""
+    if not isinstance(caches["default"], RedisCache):
+        pytest.skip("the local layer belongs to the Redis cache (CI runs with REDIS_URL)")
+    redis_client = caches["default"]._cache.get_client(None)
+    account, _ = user
+    token = tokens_of(account)
+    trips = []
+    mget = redis_client.mget
+
+    def counted_mget(*args, **kwargs):
+        trips.append(args)
+        return mget(*args, **kwargs)
+
+    monkeypatch.setattr(redis_client, "mget", counted_mget)
+    for _ in range(20):  # a FLUSHDB by another suite's worker may empty the layer between two calls
+        validate(client, token, permission="projects:update")
+        trips.clear()
+        assert validate(client, token, permission="projects:update")["authorized"] is True
+        if not trips:
+            return
+    raise AssertionError(f"a warm clients/validate went to Redis every time, last for {trips}")
 
 
 def _revoke_rotate_remove(client, user, admin):
