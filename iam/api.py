@@ -10,13 +10,10 @@ path."""
 
 import itertools
 from collections.abc import Iterable, Iterator, Mapping
-from types import ModuleType
 from typing import Any, ClassVar
 
 from django.db import transaction
-from django.db.models import QuerySet
 from django.http import HttpResponse, StreamingHttpResponse
-from django.urls import URLPattern, path
 from rest_framework import exceptions, serializers
 from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request

@@ -122,6 +122,9 @@ class ListEndpoint(Endpoint):
             by_column.append((field.column, parsed))
             condition &= Q(**{f"{path}__isnull": True}) if parsed is None else Q(**{path: parsed})
         if filters.get("tags"):
+            if not any(field.name == "tags" for field in model._meta.concrete_fields):
+                # sessions, audit entries: what carries no tags is not filtered by them
+                raise ApiError(400, "unknown filter field: tags", "filter.tags")
             condition &= Q(HasTags("tags", filters["tags"]))
         scoped, queryset = queryset, queryset.filter(condition)
 

@@ -10,7 +10,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from iam.api import envelope
-from iam.errors import ApiError, error_response
+from iam.errors import error_response
 from iam.list_endpoint import ListEndpoint
 from iam.models import AuditEntry
 
@@ -81,11 +81,6 @@ class AuditList(ListEndpoint):
     order_fields = ("occurred_at",)
     default_order = "!occurred_at"
     response_serializer = AuditEntrySerializer
-
-    def handle(self, request: Request, data: dict) -> dict:
-        if data.get("filter", {}).get("tags"):
-            raise ApiError(400, "unknown filter field: tags", "filter.tags")
-        return super().handle(request, data)
 
     def get_queryset(self, request: Request) -> QuerySet:
         workspace = request.workspace
