@@ -2,6 +2,7 @@
 write to an account purges the entry after commit. The database stays the truth: a cache that is down
 is skipped, and entries expire after IAM_AUTH_CACHE_SECONDS in case a purge was lost with the cache."""
 
+from typing import NamedTuple
 from uuid import UUID
 
 from django.conf import settings
@@ -15,16 +16,25 @@ def account_key(account_id: UUID | str) -> str:
     return f"account:{account_id}"
 
 
-# What the checks of a Bearer token and of `clients/validate` read, and nothing more: the cache never
-# holds the password hash or any other secret (ASVS 8.3), only these values, as a plain tuple.
-_WANTED = {"id", "email", "name", "verified", "enabled", "is_superuser", "session_version"}
-# In the model's field order, which `Model.from_db` expects of a partial row.
-CACHED_FIELDS = tuple(field.attname for field in Account._meta.concrete_fields if field.attname in _WANTED)
+class AccountState(NamedTuple):
+    """What the checks of a Bearer token and of `clients/validate` read of an account, and nothing more:
+    the cache never holds the password hash or any other secret (ASVS 8.3), only these values, as a plain
+    tuple. In the model's field order, which `Model.from_db` expects of a partial row (a test holds it)."""
+
+    id: UUID
+    email: str
+    name: str
+    enabled: bool
+    verified: bool
+    is_superuser: bool
+    session_version: int
 
 
-def get_account(account_id: UUID | str, *, prefetched: object = cache.MISSING) -> Account | None:
-    """`prefetched`: the cached entry, when the caller fetched it already with others in one round trip.
-    The answer is an `Account` with only CACHED_FIELDS loaded (others load on access, from the database)."""
+CACHED_FIELDS = AccountState._fields
+
+
+def get_account_state(account_id: UUID | str, *, prefetched: object = cache.MISSING) -> AccountState | None:
+    """`prefetched`: the cached entry, when the caller fetched it already with others in one round trip."""
     values = cache.read_through(
         account_key(account_id),
         lambda: Account.objects.filter(pk=account_id).values_list(*CACHED_FIELDS).first(),
@@ -32,7 +42,12 @@ def get_account(account_id: UUID | str, *, prefetched: object = cache.MISSING) -
         prefetched=prefetched,
         current_shape=_fits,
     )
-    return None if values is None else Account.from_db("default", CACHED_FIELDS, values)
+    return None if values is None else AccountState._make(values)
+
+
+def as_account(state: AccountState) -> Account:
+    """An `Account` with only CACHED_FIELDS loaded (others load on access, from the database)."""
+    return Account.from_db("default", CACHED_FIELDS, state)
 
 
 def _fits(values: object) -> bool:

@@ -11,7 +11,7 @@ from django.contrib.auth.models import update_last_login
 from django.db import transaction
 from django.utils import timezone
 
-from accounts.account_cache import account_key, get_account
+from accounts.account_cache import AccountState, account_key, as_account, get_account_state
 from accounts.models import Account
 from accounts.services import end_sessions
 from iam import audit, cache, events
@@ -144,14 +144,20 @@ def session_keys(claims: dict) -> list[str]:
 
 
 def check_session(claims: dict, *, found: dict | None = None) -> Account:
-    """The account of decoded claims, when the session they carry is still current: its record not
-    revoked and of the account's session version (a token without `sid`, issued before sessions were
-    records: its own `sv` against the account's). `found`: the cached entries (`session_keys`) a caller
-    already fetched; else they are fetched here, in one round trip."""
+    """The account of decoded claims, when the session they carry is still current (`check_session_state`),
+    as an `Account` with the cached fields loaded."""
+    return as_account(check_session_state(claims, found=found))
+
+
+def check_session_state(claims: dict, *, found: dict | None = None) -> AccountState:
+    """The cached state of the account of decoded claims, when the session they carry is still current:
+    its record not revoked and of the account's session version (a token without `sid`, issued before
+    sessions were records: its own `sv` against the account's). `found`: the cached entries
+    (`session_keys`) a caller already fetched; else they are fetched here, in one round trip."""
     keys = session_keys(claims)
     if found is None:
         found = cache.get_many(keys)
-    account = get_account(claims["sub"], prefetched=found.get(keys[0], cache.MISSING))
+    account = get_account_state(claims["sub"], prefetched=found.get(keys[0], cache.MISSING))
     if account is None:
         raise TokenError("invalid_token")
     if not account.enabled:  # said before the revocation that the disable also made (CONTRACT 4)
@@ -164,7 +170,7 @@ def check_session(claims: dict, *, found: dict | None = None) -> Account:
     if (
         session is None
         or session.revoked
-        or session.account_id != str(account.pk)
+        or session.account_id != str(account.id)
         or session.session_version != account.session_version
     ):
         raise TokenError("token_revoked")

@@ -9,11 +9,11 @@ import time
 from uuid import UUID
 
 from authn import tokens
-from authn.sessions import check_session, session_keys
+from authn.sessions import check_session_state, session_keys
 from authn.tokens import TokenError
 from iam import cache, crypto
 from rbac import policy
-from tenancy.workspace_cache import find_workspace, workspace_key
+from tenancy.workspace_cache import requires_mfa, workspace_key
 
 from .client_cache import client_key, find_client, workspace_of
 
@@ -59,7 +59,7 @@ def _answer(
         "reason": reason,
         "account": (
             {
-                "id": str(account.pk),
+                "id": str(account.id),
                 "email": account.email,
                 "name": account.name,
                 "verified": account.verified,
@@ -112,18 +112,18 @@ def validate(
     try:
         if token_error is not None:
             raise token_error
-        account = check_session(claims, found=found)
+        account = check_session_state(claims, found=found)
     except TokenError as exc:
         return _answer(exc.reason, workspace_id=workspace_id, allowed=denied)
     prefetched = found if with_grants else None
-    grants = policy.grants(account.pk, UUID(workspace_id), prefetched=prefetched)
+    grants = policy.grants(account.id, UUID(workspace_id), prefetched=prefetched)
     if not grants.member:
         return _answer("not_a_member", workspace_id=workspace_id, allowed=denied, expires_at=claims["exp"])
     read_workspace = found.get(keys[-1], cache.MISSING) if with_grants else cache.MISSING
-    workspace = find_workspace(workspace_id, prefetched=read_workspace)
-    if workspace is None:  # deleted while this call ran: its clients went with it
+    mfa_required = requires_mfa(workspace_id, prefetched=read_workspace)
+    if mfa_required is None:  # deleted while this call ran: its clients went with it
         return _answer("invalid_client", allowed=denied)
-    if workspace.mfa_required and not policy.mfa_satisfied(claims, workspace_id):
+    if mfa_required and not policy.mfa_satisfied(claims, workspace_id):
         return _answer("mfa_required", workspace_id=workspace_id, allowed=denied, expires_at=claims["exp"])
     roles, permissions = set(grants.roles), set(grants.permissions)
     if project_id is not None:

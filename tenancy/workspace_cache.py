@@ -20,6 +20,7 @@ def _key(ref: str) -> str:
 # load on access.
 _WANTED = {"id", "name", "slug", "mfa_required"}
 CACHED_FIELDS = tuple(field.attname for field in Workspace._meta.concrete_fields if field.attname in _WANTED)
+_MFA_REQUIRED = CACHED_FIELDS.index("mfa_required")
 
 
 def workspace_key(workspace_id) -> str:
@@ -30,6 +31,18 @@ def workspace_key(workspace_id) -> str:
 
 def find_workspace(ref: str, *, prefetched: object = cache.MISSING) -> Workspace | None:
     """`ref` is a UUID or a slug; `prefetched`: its entry, when the caller fetched it already."""
+    values = _cached_values(ref, prefetched)
+    return None if values is None else Workspace.from_db("default", CACHED_FIELDS, values)
+
+
+def requires_mfa(workspace_id: str, *, prefetched: object = cache.MISSING) -> bool | None:
+    """The workspace's MFA policy (CONTRACT 17) from the same entry as `find_workspace`, without building
+    a model instance (`clients/validate` reads nothing else of it); None when the workspace is gone."""
+    values = _cached_values(workspace_id, prefetched)
+    return None if values is None else values[_MFA_REQUIRED]
+
+
+def _cached_values(ref: str, prefetched: object) -> tuple | None:
     ref = ref.strip()
     try:
         lookup = {"pk": uuid.UUID(ref)}
@@ -37,14 +50,13 @@ def find_workspace(ref: str, *, prefetched: object = cache.MISSING) -> Workspace
     except ValueError:
         lookup = {"slug": ref.lower()}
         ref = ref.lower()
-    values = cache.read_through(
+    return cache.read_through(
         _key(ref),
         lambda: Workspace.objects.filter(**lookup).values_list(*CACHED_FIELDS).first(),
         settings.IAM_AUTH_CACHE_SECONDS,
         prefetched=prefetched,
         current_shape=lambda values: isinstance(values, tuple) and len(values) == len(CACHED_FIELDS),
     )
-    return None if values is None else Workspace.from_db("default", CACHED_FIELDS, values)
 
 
 def forget_workspace(workspace: Workspace, *, old_slug: str | None = None) -> None:

@@ -45,3 +45,14 @@ def test_the_purge_is_retried_while_the_cache_stays_away(db, monkeypatch):
     assert outbox.process(message.pk) == "retry"
     message.refresh_from_db()
     assert message.attempts == 1 and "cache unavailable" in message.last_error
+
+
+def test_the_cached_account_state_is_in_the_models_field_order():
+    """`Model.from_db` reads a partial row in the model's field order: `AccountState` must follow it."""
+    from accounts.account_cache import AccountState
+    from accounts.models import Account
+
+    in_model_order = tuple(
+        f.attname for f in Account._meta.concrete_fields if f.attname in AccountState._fields
+    )
+    assert AccountState._fields == in_model_order

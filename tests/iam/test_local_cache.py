@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import uuid
 
 import pytest
 import redis
@@ -111,6 +112,49 @@ def test_a_warm_read_makes_no_round_trip(backend, monkeypatch):
     assert cache.get("client:local-1") == {"secret": 1}
     first, second = cache.get("client:local-1"), cache.get("client:local-1")
     assert first == second and first is not second  # each read its own copy
+
+
+def test_an_immutable_entry_is_decoded_once_and_shared(backend, monkeypatch):
+    """The narrow tuples the hot path reads are decoded once; anything a reader could change in place is
+    decoded afresh for each read, so one request can never alter what another reads."""
+    entry = ("c1", "digest", 3, None, uuid.UUID(int=7), (frozenset({"a"}), 1.5))
+    cache.set("client:local-9", entry, 60)
+    cache.set("client:local-10", ("c1", ["a list"]), 60)
+    assert served_from_memory(backend, monkeypatch, "client:local-9") == entry
+    assert served_from_memory(backend, monkeypatch, "client:local-10") == ("c1", ["a list"])
+
+    monkeypatch.setattr(backend.get_client(None), "mget", went_to_redis)
+    assert cache.get("client:local-9") is cache.get("client:local-9")
+    first, second = cache.get("client:local-10"), cache.get("client:local-10")
+    first[1].append("changed by one reader")
+    assert second == ("c1", ["a list"]) and cache.get("client:local-10") == ("c1", ["a list"])
+
+
+def test_a_key_known_to_be_absent_makes_no_round_trip(backend, monkeypatch):
+    cache.delete_many(["session:local-11"])
+    assert cache.get("session:local-11") is None
+    for _ in range(20):  # a FLUSHDB by another worker of the suite may drop the entry once
+        cache.get("session:local-11")
+        with monkeypatch.context() as patch:
+            patch.setattr(backend.get_client(None), "mget", went_to_redis)
+            try:
+                assert cache.get("session:local-11", "default") == "default"
+                break
+            except AssertionError as error:
+                if "went to Redis" not in str(error):
+                    raise
+    else:
+        raise AssertionError("the absence was never served from memory")
+    cache.set("session:local-11", "now here", 60)
+    assert cache.get("session:local-11") == "now here"
+
+
+def test_long_keys_do_not_warn(backend, recwarn):
+    """memcached's key rules do not apply to Redis: Django's check is skipped (it cost a fifth of a read)."""
+    key = "client:" + "x" * 300
+    cache.set(key, 1, 60)
+    assert cache.get(key) == 1
+    assert not [warning for warning in recwarn if "memcached" in str(warning.message)]
 
 
 def test_a_change_by_another_connection_is_seen_by_the_next_read(backend, other_connection):
