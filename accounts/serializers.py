@@ -1,18 +1,18 @@
 from rest_framework import serializers
 
 from iam.fields import Boolean, Description, Email, JsonObject, Name, String, Tags, Url, Uuid
-from iam.serializers import RECORD_TAIL, Record, RecordRequest, UpdateRequest
+from iam.serializers import RECORD_TAIL, RecordRequest, ResourceSerializer, UpdateRequest
 
 from .models import Account
 
 
-class AccountSerializer(Record):
+class AccountSerializer(ResourceSerializer):
     class Meta:
         model = Account
         fields = ["id", "email", "name", "description", "avatar_url", "enabled", "verified", *RECORD_TAIL]
 
 
-class AccountBriefSerializer(Record):
+class AccountBriefSerializer(ResourceSerializer):
     """The account inside register and login responses."""
 
     class Meta:

@@ -115,7 +115,7 @@ def enqueue(kind: str, account_id: UUID | None) -> OutboxMessage | None:
     payload = {"kind": kind, "account_id": str(account_id) if account_id else None}
     savepoint = transaction.savepoint()
     if account_id is None:
-        outbox.record(TOPIC, payload, within=settings.IAM_EMAIL_TOKEN_LIFETIME)
+        outbox.insert_unpublished(TOPIC, payload, within=settings.IAM_EMAIL_TOKEN_LIFETIME)
         transaction.savepoint_rollback(savepoint)
         return None
     message = outbox.enqueue(TOPIC, payload, within=settings.IAM_EMAIL_TOKEN_LIFETIME)

@@ -41,10 +41,6 @@ def _totp(secret: str) -> pyotp.TOTP:
     return pyotp.TOTP(secret, digits=6, interval=STEP_SECONDS)  # SHA-1 by default
 
 
-def active_totp(account: Account) -> Totp | None:
-    return Totp.objects.filter(account=account, confirmed_at__isnull=False).first()
-
-
 def has_totp(account: Account) -> bool:
     return Totp.objects.filter(account=account, confirmed_at__isnull=False).exists()
 

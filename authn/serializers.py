@@ -2,7 +2,7 @@ from rest_framework import serializers
 
 from accounts.serializers import AccountBriefSerializer
 from iam.fields import Boolean, Choice, DateTime, Email, JsonObject, Name, String, Tags, Uuid
-from iam.serializers import RECORD_TAIL, Record
+from iam.serializers import RECORD_TAIL, ResourceSerializer
 from rbac.serializers import Deleted
 
 from .models import Credential, Session
@@ -70,7 +70,7 @@ class OAuthInitiated(serializers.Serializer):
 # Credentials (SPEC 4, CONTRACT 6 and 12)
 
 
-class CredentialSerializer(Record):
+class CredentialSerializer(ResourceSerializer):
     account_id = serializers.UUIDField()
     workspace_id = serializers.UUIDField()
 
@@ -123,7 +123,7 @@ class RevokeRequest(serializers.Serializer):
     except_current = Boolean(required=False, default=False)
 
 
-class SessionRecordSerializer(Record):
+class SessionRecordSerializer(ResourceSerializer):
     account_id = serializers.UUIDField()
 
     class Meta:

@@ -53,6 +53,8 @@ SECRETS_PAGE = engines["django"].from_string(
 
 
 class ClientForm(ServiceForm):
+    create_request = ClientCreateRequest  # `ClientAdmin.create` calls `services.create_client`
+    update_request = ClientUpdateRequest
     endpoint = forms.URLField(required=False, max_length=2048, assume_scheme="https", empty_value=None)
 
     def validate_unique(self) -> None:
@@ -97,8 +99,6 @@ class ClientAdmin(InWorkspaceAdmin):
     fields = (*api_fields(ClientSerializer), "secret_version", "created_by", "recent_deliveries")
     readonly_fields = (*RESOURCE_READONLY, "secret_version", "created_by", "recent_deliveries")
     actions = ("regenerate_secrets", "send_test_events")
-    create_request = ClientCreateRequest  # `create` below calls `services.create_client`
-    update_request = ClientUpdateRequest
     update_service = staticmethod(services.update_client)
     delete_service = staticmethod(services.delete_client)
 

@@ -42,7 +42,6 @@ from iam.models import Event
 from .client_cache import ClientRecord, find_client
 
 CURSOR_RE = re.compile(r"(\d{1,19})\.(\d{1,19})\.(\d{1,12})")
-CLEANUP_GRACE = timedelta(hours=1)
 INVALID_CLIENT = "invalid client"
 
 

@@ -12,7 +12,7 @@ from iam.fields import (
     Url,
     Uuid,
 )
-from iam.serializers import RECORD_TAIL, Record, RecordRequest, UpdateRequest
+from iam.serializers import RECORD_TAIL, RecordRequest, ResourceSerializer, UpdateRequest
 from rbac.serializers import Deleted, GrantPath
 from tenancy.serializers import WorkspaceSerializer
 
@@ -20,7 +20,7 @@ from . import egress
 from .models import Client
 
 
-class ClientSerializer(Record):
+class ClientSerializer(ResourceSerializer):
     """describe, list and update: never the secret, which only create and regenerate-secret answer."""
 
     workspace = WorkspaceSerializer(read_only=True)  # SPEC 2: the full workspace, embedded

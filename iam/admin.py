@@ -72,8 +72,9 @@ def check_with(
 
 
 class ServiceForm(forms.ModelForm):
-    """The base of every model form here: its fields are the admin's (derived from the API serializer),
-    and so are its requests where the admin names them (`ServiceAdmin.create_request`, ...).
+    """The base of every model form here: its fields are the admin's (derived from the API serializer).
+    Each admin's form is a subclass that names the API requests it checks (`ProjectForm.create_request`,
+    ...), so the admin refuses what the API refuses.
 
     `clean()` validates the form's values with the API's request serializer (`create_request` on the add
     form, `update_request` with the record's id and only the changed fields on the change form) and shows
@@ -176,17 +177,14 @@ class ServiceAdmin(admin.ModelAdmin):
     by those hooks, never saved by the form itself, so a role's permissions change with the same events
     and cache purges as over the API. A service's refusal is a message (`refusal_shown`).
 
-    The admin declares the API requests its form checks (`create_request`, `update_request`, see
-    `ServiceForm`); `add_form` is the add page's form where it differs; the add page shows no inlines
-    (they list a saved record's relations). `fixed_on_change` are fields set on creation and read-only
-    after. JSON fields start with CONTRACT 12's `schema_version` on the add form."""
+    Its `form` is a `ServiceForm` subclass that names the API requests it checks (`create_request`,
+    `update_request`); `add_form` is the add page's form where it differs (as in Django's `UserAdmin`);
+    the add page shows no inlines (they list a saved record's relations). `fixed_on_change` are fields
+    set on creation and read-only after. JSON fields start with CONTRACT 12's `schema_version` on the add
+    form."""
 
     form = ServiceForm
     add_form: type[forms.ModelForm] | None = None
-    # The API requests that validate the add and change forms (`ServiceForm`), and its renames.
-    create_request: type[serializers.Serializer] | None = None
-    update_request: type[serializers.Serializer] | None = None
-    renamed_on_update: dict[str, str] = {}
     fixed_on_change: tuple[str, ...] = ()
     json_initial: dict[str, Any] = {}
     # The services the hooks call by default (`staticmethod(services.update_project)`): the update
@@ -205,13 +203,10 @@ class ServiceAdmin(admin.ModelAdmin):
         assert self.delete_service is not None, f"{type(self).__name__} deletes nothing"
         self.delete_service(obj, actor=request.user)
 
-    def get_form(self, request: HttpRequest, obj=None, change=False, **kwargs):
+    def get_form(self, request: HttpRequest, obj=None, **kwargs):
         if obj is None and self.add_form is not None:
             kwargs["form"] = self.add_form
-        form = super().get_form(request, obj, change=change, **kwargs)
-        names = ("create_request", "update_request", "renamed_on_update")
-        declared = {name: getattr(self, name) for name in names if getattr(self, name)}
-        return type(form.__name__, (form,), declared) if declared else form
+        return super().get_form(request, obj, **kwargs)
 
     def get_readonly_fields(self, request: HttpRequest, obj=None):
         readonly = super().get_readonly_fields(request, obj)

@@ -45,10 +45,11 @@ AccountWorkspaces = Callable[[list[str]], set[UUID]]
 _account_workspaces: list[AccountWorkspaces] = []
 
 
-def account_workspaces_source(func: AccountWorkspaces) -> AccountWorkspaces:
-    """Registers, at its definition, a function naming the workspaces an event about the given accounts
-    goes to (`rbac.policy.workspaces_of`): account events go to the clients of all of them (CONTRACT 8),
-    and apps below rbac must not import it to find them."""
+def register_account_workspaces(func: AccountWorkspaces) -> AccountWorkspaces:
+    """Registers, at its definition, the function `account_workspaces` asks for the workspaces an event
+    about the given accounts goes to (`rbac.policy.workspaces_of`): account events go to the clients of
+    all of them (CONTRACT 8), and `iam` and the apps below rbac (`accounts.services` emits account events)
+    must not import rbac to find them."""
     _account_workspaces.append(func)
     return func
 

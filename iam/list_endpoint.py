@@ -82,14 +82,15 @@ def _parse_filter_value(name: str, field: models.Field, value: Any) -> Any:
 
 
 class ListEndpoint(Endpoint):
-    """SPEC's list contract, once. A list declares `list_key`, `filter_fields` (API name -> model field
-    path) and `response_serializer`, and implements `get_queryset(request)`, already scoped to what the
-    caller may see; `select_related` there keeps the query count fixed per read. The many-to-many
-    relations a `Record` response serializer nests are read by the page's `iam.serializers.Encoder` (its
-    `prefetch_related` is set aside), each related row once per page. A page is read and written a few
-    records at a time and ends at its byte budget (CONTRACT 11), so a worker never holds much more than
-    the page it answers. A nested relation the encoder does not read itself (a reverse foreign key, such
-    as an SSO connection's domains) is named in `page_prefetch` and prefetched with each read of the page.
+    """SPEC's list contract, once. A list declares `list_key`, `filter_fields` (API name -> model field path)
+    and `response_serializer`, and implements `get_queryset(request)`, already scoped to what the caller may
+    see; `select_related` there keeps the query count fixed per read. The many-to-many relations a
+    `ResourceSerializer` response serializer nests are read by the page's `iam.serializers.Encoder` (its
+    `prefetch_related` is set aside), each related row once per page. A page is read and written a few records
+    at a time and ends at its byte budget (CONTRACT 11), so a worker never holds much more than the page it
+    answers. A nested relation the encoder does not read itself (a reverse foreign key, such as an SSO
+    connection's domains) is named in `page_prefetch` and prefetched with each
+    read of the page.
     """
 
     list_key: ClassVar[str]

@@ -43,12 +43,14 @@ class Undeliverable(Exception):
 
 
 def enqueue(topic: str, payload: dict, *, within: timedelta = timedelta(hours=24)) -> OutboxMessage:
-    message = record(topic, payload, within=within)
+    message = insert_unpublished(topic, payload, within=within)
     transaction.on_commit(lambda: publish(message.pk))
     return message
 
 
-def record(topic: str, payload: dict, *, within: timedelta = timedelta(hours=24)) -> OutboxMessage:
+def insert_unpublished(
+    topic: str, payload: dict, *, within: timedelta = timedelta(hours=24)
+) -> OutboxMessage:
     """The message's row alone, published by nobody: `enqueue` publishes it after commit; a caller that
     only needs the insert's cost rolls it back (authn.emails)."""
     now = timezone.now()

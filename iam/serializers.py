@@ -62,13 +62,13 @@ class UpdateRequest(serializers.Serializer):
 
 # Response records (issue 14): DRF's `to_representation` walks every field through `get_attribute`,
 # `SkipField` handling and a `to_representation` call, ~30 Python calls a value; a list page of 100
-# memberships, each with its roles and their permissions, spends thousands of them. `Record` compiles,
-# once per serializer class, what each readable field needs and keeps DRF's output byte for byte: a
-# field read from one column gets `getattr` and a converter chosen by its field class (the same
-# conversion DRF's would do; a date-time's time zone is looked up once per record tree, not per value), a
-# nested `many=True` record serializer over a many-to-many relation maps its child's plan over the
-# prefetched rows, and any other field goes DRF's own way.
-class Record(serializers.ModelSerializer):
+# memberships, each with its roles and their permissions, spends thousands of them. `ResourceSerializer`
+# compiles, once per serializer class, what each readable field needs and keeps DRF's output byte for byte: a
+# field read from one column gets `getattr` and a converter chosen by its field class (the same conversion
+# DRF's would do; a date-time's time zone is looked up once per record tree, not per value), a nested
+# `many=True` record serializer over a many-to-many relation maps its child's plan over the prefetched rows,
+# and any other field goes DRF's own way.
+class ResourceSerializer(serializers.ModelSerializer):
     def to_representation(self, instance: Any) -> dict[str, Any]:
         if not isinstance(instance, models.Model):
             return super().to_representation(instance)
@@ -113,13 +113,16 @@ class Record(serializers.ModelSerializer):
         return ret
 
 
+# The old name, until sso/serializers.py (another helper's, issue 24) imports `ResourceSerializer`.
+Record = ResourceSerializer
+
 _COLUMN, _TIME, _MANY, _DRF = "column", "time", "many", "drf"
 _AS_IS = (serializers.JSONField, serializers.ReadOnlyField)
 _STR = (serializers.CharField, serializers.EmailField, serializers.URLField, serializers.SlugField)
 _PLANS: dict[type, tuple[tuple[str, str, str | None], ...]] = {}
 
 
-def _class_plan(serializer: Record) -> tuple[tuple[str, str, str | None], ...]:
+def _class_plan(serializer: ResourceSerializer) -> tuple[tuple[str, str, str | None], ...]:
     """(field name, how, attribute read) for each readable field, computed once per serializer class."""
     cls = type(serializer)
     if cls not in _PLANS:
@@ -132,7 +135,7 @@ def _class_plan(serializer: Record) -> tuple[tuple[str, str, str | None], ...]:
             attr = source[0] if len(source) == 1 else None
             if (
                 type(field) is serializers.ListSerializer
-                and isinstance(field.child, Record)
+                and isinstance(field.child, ResourceSerializer)
                 and attr in relations
             ):
                 plan.append((field.field_name, _MANY, attr))
@@ -146,7 +149,9 @@ def _class_plan(serializer: Record) -> tuple[tuple[str, str, str | None], ...]:
     return _PLANS[cls]
 
 
-def _bind(serializer: Record, plan) -> list[tuple[str, str, str | None, Callable | None, serializers.Field]]:
+def _bind(
+    serializer: ResourceSerializer, plan
+) -> list[tuple[str, str, str | None, Callable | None, serializers.Field]]:
     """The class's plan with this serializer's own fields and converters."""
     fields = serializer.fields
     return [(name, how, attr, _converter(fields[name], how), fields[name]) for name, how, attr in plan]
@@ -174,7 +179,7 @@ def _iso_zone() -> tzinfo | None:
 
 
 def prefetch(path: str) -> Prefetch:
-    """`prefetch_related` of a many-to-many relation a `Record` serializes (`"roles"`, then
+    """`prefetch_related` of a many-to-many relation a `ResourceSerializer` serializes (`"roles"`, then
     `"roles__permissions"` for theirs): each instance gets its rows as a plain list (Django's `to_attr`).
     Django's own cache builds a manager and a filtered queryset per instance to hold them, ~0.1 ms each:
     a third of a page of 100 memberships."""
@@ -196,13 +201,13 @@ def _prefetched(instance: models.Model, relation: str) -> Iterable[models.Model]
 
 
 # Encoding records one at a time (a list page, CONTRACT 11 and 16): a page stops at its byte budget, so a
-# worker must never build more of it than the budget holds. `Encoder` writes each record as the JSON
-# bytes DRF's JSONRenderer would write of its representation, and reads a `Record`'s nested many-to-many
-# records (a role's permissions, a membership's roles) for a few records at a time, each related row
-# once per page however many records hold it (`prefetch_related` makes one instance per pair: 40 roles
-# holding the same 500 permissions were 20,000 instances of them, issue 23). What a worker holds is then
-# what the page holds, plus the rows of one read, plus the nested rows it keeps to write again (at most
-# KEPT_BYTES of them per relation).
+# worker must never build more of it than the budget holds. `Encoder` writes each record as the JSON bytes
+# DRF's JSONRenderer would write of its representation, and reads a `ResourceSerializer`'s nested many-to-many
+# records (a role's permissions, a membership's roles) for a few records at a time, each related row once per
+# page however many records hold it (`prefetch_related` makes one instance per pair: 40 roles holding the same
+# 500 permissions were 20,000 instances of them, issue 23). What a worker holds is then what the page holds,
+# plus the rows of one read, plus the nested rows it keeps to write again (at most KEPT_BYTES of them per
+# relation).
 #
 # One object is written the same way, as a stream of pieces (`Encoder.stream`) never joined: a
 # membership of 50 roles of 500 permissions at their size limits is some 600 MB of JSON, written a
@@ -223,8 +228,8 @@ def to_json(value: Any) -> bytes:
 
 
 class Encoder:
-    """Writes records with `serializer` (any serializer; a `Record`'s nested many-to-many records read as
-    described above), keeping the count and size of what it wrote so far (`rows_to_read`)."""
+    """Writes records with `serializer` (any serializer; a `ResourceSerializer`'s nested many-to-many
+    records read as described above), keeping the count and size of what it wrote so far (`rows_to_read`)."""
 
     def __init__(self, serializer: serializers.Serializer):
         self.serializer = serializer
@@ -236,7 +241,7 @@ class Encoder:
         # Python objects and written again.
         self.parts: list[list | Related | StoredJson] = []
         self.related: list[Related] = []
-        if isinstance(serializer, Record):
+        if isinstance(serializer, ResourceSerializer):
             model = serializer.Meta.model
             run: list = []
             for entry in serializer.bound_plan():

@@ -12,7 +12,7 @@ from django.http import HttpRequest
 
 from iam.admin import RESOURCE_READONLY, ViewOnly, api_fields, audit_subject
 from iam.errors import ApiError
-from tenancy.admin import InWorkspaceAdmin
+from tenancy.admin import InWorkspaceAdmin, InWorkspaceForm
 
 from . import services
 from .models import Invitation, Membership, Permission, Role
@@ -29,13 +29,17 @@ from .serializers import (
 )
 
 
+class PermissionForm(InWorkspaceForm):
+    create_request = PermissionCreateRequest
+    update_request = PermissionUpdateRequest
+
+
 @admin.register(Permission)
 class PermissionAdmin(InWorkspaceAdmin):
+    form = PermissionForm
     list_display = ("name", "code", "workspace", "created_at", "id")
     search_fields = ("name", "code", "=id", "workspace__slug")
     fields = api_fields(PermissionSerializer)
-    create_request = PermissionCreateRequest
-    update_request = PermissionUpdateRequest
     create_service = staticmethod(services.create_permission)
     update_service = staticmethod(services.update_permission)
     delete_service = staticmethod(services.delete_permission)
@@ -52,14 +56,18 @@ def names_column(relation: str) -> Callable[[Any, Any], str]:
     return column
 
 
+class RoleForm(InWorkspaceForm):
+    create_request = RoleCreateRequest
+    update_request = RoleUpdateRequest
+
+
 @admin.register(Role)
 class RoleAdmin(InWorkspaceAdmin):
+    form = RoleForm
     list_display = ("name", "workspace", "permission_names", "created_at", "id")
     permission_names = names_column("permissions")
     search_fields = ("name", "=id", "workspace__slug")
     fields = api_fields(RoleSerializer)
-    create_request = RoleCreateRequest
-    update_request = RoleUpdateRequest
     create_service = staticmethod(services.create_role)
     update_service = staticmethod(services.update_role)
     delete_service = staticmethod(services.delete_role)
@@ -69,9 +77,16 @@ class RoleAdmin(InWorkspaceAdmin):
 TITLED_MEMBERSHIPS = ("account", "workspace", "project")
 
 
+class MembershipForm(InWorkspaceForm):
+    create_request = MembershipCreateRequest
+    update_request = MembershipUpdateRequest
+
+
 @admin.register(Membership)
 class MembershipAdmin(InWorkspaceAdmin):
     """Each membership is titled `alice@example.com in Acme (admin, owner)`."""
+
+    form = MembershipForm
 
     list_display = ("__str__", "account", "workspace", "project", "scope", "status", "created_at")
     list_filter = ("status", "scope", "workspace")
@@ -82,8 +97,6 @@ class MembershipAdmin(InWorkspaceAdmin):
     fields = api_fields(MembershipSerializer)
     readonly_fields = (*RESOURCE_READONLY, "accepted_at")
     fixed_on_change = ("account", "workspace")
-    create_request = MembershipCreateRequest
-    update_request = MembershipUpdateRequest
     create_service = staticmethod(services.create_membership)
     update_service = staticmethod(services.update_membership)
     delete_service = staticmethod(services.delete_membership)

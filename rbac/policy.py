@@ -372,7 +372,7 @@ def visible_projects(account: Account, workspace: Workspace, permission: str | N
     return held.projects_allowing(permission)
 
 
-@events.account_workspaces_source
+@events.register_account_workspaces
 def workspaces_of(account_ids: Iterable[UUID | str]) -> set[UUID]:
     """Where events about these accounts go (CONTRACT 15): workspaces where they hold an accepted
     membership, and the root workspace, which holds their credentials. An invitation alone tells a

@@ -2,18 +2,18 @@ from rest_framework import serializers
 
 from iam.api import require_one
 from iam.fields import Choice, Description, Email, JsonObject, Name, PermissionName, Tags, Uuid, UuidList
-from iam.serializers import RECORD_TAIL, Record, RecordRequest, UpdateRequest
+from iam.serializers import RECORD_TAIL, RecordRequest, ResourceSerializer, UpdateRequest
 
 from .models import Invitation, Membership, Permission, Role
 
 
-class PermissionSerializer(Record):
+class PermissionSerializer(ResourceSerializer):
     class Meta:
         model = Permission
         fields = ["id", "workspace_id", "name", "code", "description", *RECORD_TAIL]
 
 
-class RoleSerializer(Record):
+class RoleSerializer(ResourceSerializer):
     permissions = PermissionSerializer(many=True, read_only=True)
 
     class Meta:
@@ -21,7 +21,7 @@ class RoleSerializer(Record):
         fields = ["id", "workspace_id", "name", "description", "permissions", *RECORD_TAIL]
 
 
-class MembershipSerializer(Record):
+class MembershipSerializer(ResourceSerializer):
     roles = RoleSerializer(many=True, read_only=True)
 
     class Meta:
@@ -116,7 +116,7 @@ class PermissionCheckResult(serializers.Serializer):
     )
 
 
-class InvitationSerializer(Record):
+class InvitationSerializer(ResourceSerializer):
     # CONTRACT 15 (a comment: docstrings become the OpenAPI descriptions). `status` is what it is now:
     # `expired` once past `expires_at`.
 

@@ -28,7 +28,6 @@ from .services import ScimError, group_external_id, member_ids
 
 USER_SCHEMA = "urn:ietf:params:scim:schemas:core:2.0:User"
 GROUP_SCHEMA = "urn:ietf:params:scim:schemas:core:2.0:Group"
-ENTERPRISE_SCHEMA = "urn:ietf:params:scim:schemas:extension:enterprise:2.0:User"
 RESPONSE = Context.RESOURCE_QUERY_RESPONSE
 MAX_FILTER_LENGTH = 4096
 MAX_MEMBERS_SHOWN = 10_000

@@ -1,7 +1,7 @@
 from rest_framework import serializers
 
 from iam.fields import Name, Uuid
-from iam.serializers import Record
+from iam.serializers import ResourceSerializer
 from rbac.serializers import Deleted
 
 from .models import ScimToken
@@ -11,7 +11,7 @@ class ScimTokenCreateRequest(serializers.Serializer):
     name = Name()
 
 
-class ScimTokenSerializer(Record):
+class ScimTokenSerializer(ResourceSerializer):
     """list: never the token, nor its digest."""
 
     workspace_id = serializers.UUIDField(read_only=True)

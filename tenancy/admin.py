@@ -74,6 +74,17 @@ class InWorkspaceForm(ServiceForm):
                 self.add_error(name, f"{key} must name {what} of this workspace")
 
 
+class WorkspaceForm(ServiceForm):
+    create_request = WorkspaceCreateRequest
+    update_request = WorkspaceUpdateRequest
+
+
+class ProjectForm(InWorkspaceForm):
+    create_request = ProjectCreateRequest
+    update_request = ProjectUpdateRequest
+    renamed_on_update = {"code": "new_code"}
+
+
 class ProjectInline(ReadOnlyInline):
     model = Project
     fields = ("name", "code", "created_at")
@@ -99,6 +110,7 @@ class InvitationInline(ReadOnlyInline):
 
 @admin.register(Workspace)
 class WorkspaceAdmin(ServiceAdmin):
+    form = WorkspaceForm
     list_display = ("slug", "name", "created_at", "id")
     search_fields = ("name", "slug", "=id")
     ordering = ("slug",)
@@ -108,8 +120,6 @@ class WorkspaceAdmin(ServiceAdmin):
     fixed_on_change = ("slug",)
     inlines = (ProjectInline, RoleInline, PermissionInline, InvitationInline)
     json_initial = {"config": SCHEMA, "meta": SCHEMA}
-    create_request = WorkspaceCreateRequest
-    update_request = WorkspaceUpdateRequest
     update_service = staticmethod(services.update_workspace)
     delete_service = staticmethod(services.delete_workspace)
 
@@ -196,14 +206,12 @@ class InWorkspaceAdmin(ServiceAdmin):
 
 @admin.register(Project)
 class ProjectAdmin(InWorkspaceAdmin):
+    form = ProjectForm
     list_display = ("name", "code", "workspace", "created_at", "id")
     search_fields = ("name", "code", "=id", "workspace__slug")
     fields = api_fields(ProjectSerializer)
     readonly_fields = (*RESOURCE_READONLY, "created_by")
     json_initial = {"config": SCHEMA, "meta": SCHEMA}
-    create_request = ProjectCreateRequest
-    update_request = ProjectUpdateRequest
-    renamed_on_update = {"code": "new_code"}
     create_service = staticmethod(services.create_project)
     update_service = staticmethod(services.update_project)
     delete_service = staticmethod(services.delete_project)

@@ -2,14 +2,14 @@ from rest_framework import serializers
 
 from iam.api import require_one
 from iam.fields import Boolean, Description, JsonObject, Name, Slug, String, Uuid
-from iam.serializers import RECORD_TAIL, Record, RecordRequest, UpdateRequest
+from iam.serializers import RECORD_TAIL, RecordRequest, ResourceSerializer, UpdateRequest
 
 from .models import Project, Workspace
 
 CODE_MAX = 64
 
 
-class WorkspaceSerializer(Record):
+class WorkspaceSerializer(ResourceSerializer):
     class Meta:
         model = Workspace
         fields = ["id", "name", "slug", "description", "config", "mfa_required", *RECORD_TAIL]
@@ -41,7 +41,7 @@ class WorkspaceDeleted(serializers.Serializer):
     name = serializers.CharField()
 
 
-class ProjectSerializer(Record):
+class ProjectSerializer(ResourceSerializer):
     class Meta:
         model = Project
         fields = [

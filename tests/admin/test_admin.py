@@ -25,6 +25,8 @@ from tests.factories import (
 )
 
 AUTH = "Authentication required or invalid credentials."
+# The API's message too (tests/rbac/test_rbac_api.py).
+NAME_FORM = "name must have the form resource:action (each side a name or *), or *"
 
 
 def events(kind: str) -> list[dict]:
@@ -190,6 +192,24 @@ def test_creating_a_role_in_the_admin(admin_web):
     saved(response)
     role = Role.objects.get(name="reader")
     assert list(role.permissions.all()) == [permission]
+
+
+def test_creating_and_updating_a_permission_in_the_admin(admin_web):
+    workspace, other = WorkspaceFactory(), WorkspaceFactory()
+    Permission.objects.create(workspace=other, name="reports:read", meta={"schema_version": "1"})
+    fields = {"workspace": str(workspace.pk), "tags": "[]", "meta": '{"schema_version": "1"}'}
+    refused = admin_web.post(reverse("admin:rbac_permission_add"), {**fields, "name": "reports"})
+    assert refused.status_code == 200  # the create request's rule, in the API's words
+    assert refused.context["adminform"].form.errors == {"name": [NAME_FORM]}
+    saved(admin_web.post(reverse("admin:rbac_permission_add"), {**fields, "name": "reports:read"}))
+    permission = Permission.objects.get(workspace=workspace)
+    assert permission.name == "reports:read"  # the other workspace's of that name is its own
+    refused = post_change(admin_web, permission, name="reports")
+    assert refused.context["adminform"].form.errors == {"name": [NAME_FORM]}
+    saved(post_change(admin_web, permission, name="reports:write", description="Write reports"))
+    permission.refresh_from_db()
+    assert (permission.name, permission.description) == ("reports:write", "Write reports")
+    assert Permission.objects.get(workspace=other).name == "reports:read"
 
 
 def test_deleting_a_role_in_the_admin(admin_web, root):

@@ -1,5 +1,6 @@
-"""`Record` (iam/serializers.py): every response serializer's fast `to_representation` gives exactly what
-DRF's own gives, for records made by the factories and for the same records read back from the database."""
+"""`ResourceSerializer` (iam/serializers.py): every response serializer's fast `to_representation` gives
+exactly what DRF's own gives, for records made by the factories and for the same records read back from the
+database."""
 
 from datetime import UTC, datetime, timedelta
 
@@ -18,7 +19,7 @@ from accounts.models import Account
 from authn.models import Credential, Session
 from authn.sessions import issue_session
 from clients.models import Client
-from iam.serializers import Record, prefetch
+from iam.serializers import ResourceSerializer, prefetch
 from rbac.models import Invitation, Membership, Permission, Role
 from tenancy.models import Project, Workspace
 from tests.factories import (
@@ -48,8 +49,8 @@ PREFETCH = {
 LATER = datetime(2031, 2, 3, 4, 5, 6, 789012, tzinfo=UTC)
 
 
-def record_classes() -> list[type[Record]]:
-    found, todo = [], [Record]
+def record_classes() -> list[type[ResourceSerializer]]:
+    found, todo = [], [ResourceSerializer]
     while todo:
         for cls in todo.pop().__subclasses__():
             found.append(cls)
@@ -139,12 +140,12 @@ def make_records() -> dict[type, list]:
 
 def drf(serializer_class, instance) -> dict:
     """What DRF's own `to_representation` gives, for the record and every nested record."""
-    original = Record.to_representation
-    Record.to_representation = serializers.ModelSerializer.to_representation
+    original = ResourceSerializer.to_representation
+    ResourceSerializer.to_representation = serializers.ModelSerializer.to_representation
     try:
         return serializer_class(instance).data
     finally:
-        Record.to_representation = original
+        ResourceSerializer.to_representation = original
 
 
 def test_every_response_serializer_is_a_record():
@@ -164,7 +165,7 @@ def test_every_response_serializer_is_a_record():
     for module in MODULES:
         for value in vars(module).values():
             if isinstance(value, type) and issubclass(value, serializers.ModelSerializer):
-                assert issubclass(value, Record), value
+                assert issubclass(value, ResourceSerializer), value
 
 
 @pytest.mark.django_db
