@@ -158,12 +158,13 @@ class Held:
     """One request's body while its worker holds it: counted in `ReadWhole.buffered` from its first byte
     until the request ends (it is refused, or answered, or its client goes away)."""
 
-    __slots__ = ("chunks", "refused", "size")
+    __slots__ = ("chunks", "refused", "size", "task")
 
     def __init__(self) -> None:
         self.chunks: list[bytes] = []
         self.size = 0
         self.refused = False
+        self.task: asyncio.Task | None = None  # the one reading it, while it waits for more of it
 
 
 class ReadWhole:
@@ -224,8 +225,8 @@ class ReadWhole:
     def hold(self, held: Held, chunk: bytes) -> bool:
         """Keeps `chunk` of `held`'s body within the worker's budget; False when `held` is refused. Past
         the budget, the body still arriving that holds the most, `held` with its chunk included, is
-        refused: its bytes are dropped at once, and it is answered 503 at its next message or deadline.
-        One such refusal always makes room: the body refused holds more than the chunk."""
+        refused: its bytes are dropped at once, and its task, waiting for more of it, is woken to answer
+        503. One such refusal always makes room: the body refused holds more than the chunk."""
         size = len(chunk)
         if self.buffered + size > self.buffer_bytes:
             others = (other for other in self.arriving if other is not held)
@@ -234,6 +235,7 @@ class ReadWhole:
                 self.refuse(held)
                 return False
             self.refuse(largest)
+            largest.task.cancel()  # waiting in `read_body`'s receive: it answers 503 at once
         held.chunks.append(chunk)
         held.size += size
         self.buffered += size
@@ -286,9 +288,15 @@ class ReadWhole:
                         body = held.chunks[0] if len(held.chunks) == 1 else b"".join(held.chunks)
                         held.chunks = []  # `body` is what is held from here (its size still counted)
                         return body
+                    held.task = held.task or asyncio.current_task()
                     self.arriving.add(held)
         except TimeoutError:
             return REFUSED if held.refused else TIMED_OUT
+        except asyncio.CancelledError:
+            if not held.refused:
+                raise
+            asyncio.current_task().uncancel()  # `hold` cancelled it to make room for another body
+            return REFUSED
 
     @staticmethod
     def declared_length(scope) -> int | None:
