@@ -252,9 +252,10 @@ class ReadWhole:
         self.arriving.discard(held)
 
     def longest_running(self) -> float:
-        """Seconds since the request that has run longest in the pool started (or last sent a chunk of
-        its streamed answer); 0 with none running."""
-        oldest = min((stream.since for stream in self.running), default=None)
+        """Seconds since the request that has run longest in the pool started in its thread (or last
+        sent a chunk of its streamed answer); 0 with none running. A request waiting for a thread does
+        not count: a queue under load is not a stuck request."""
+        oldest = min((stream.since for stream in self.running if stream.since is not None), default=None)
         return 0.0 if oldest is None else time.monotonic() - oldest
 
     def log_access(self, status: str, headers: list, sent: int, scope, environ: dict, started: float) -> None:
@@ -358,6 +359,7 @@ class ReadWhole:
         for a body past STREAM_AFTER bytes (a streamed answer of one large object), STREAMED once this
         thread has sent it through `stream`, chunk by chunk as the client takes them. The body is
         iterated in the thread that ran the application: its database connection is this thread's."""
+        stream.since = time.monotonic()
         started: list = []
         chunks: list[bytes] = []
 
@@ -407,7 +409,7 @@ class Stream:
         self.loop, self.receive, self.send = loop, receive, send
         self.gone: threading.Event | None = None  # made when a body is streamed
         self.sent = 0
-        self.since = time.monotonic()  # when it was handed to the pool, or last sent a chunk
+        self.since: float | None = None  # when a thread started running it, or it last sent a chunk
         self.watch: asyncio.Future | None = None
 
     def start(self, status: int, headers: list[tuple[bytes, bytes]], first: bytes) -> None:

@@ -453,23 +453,30 @@ def test_after_many_requests_whatever_their_end_the_worker_holds_no_byte(app):
     asyncio.run(main())
 
 
-def test_a_request_running_in_the_pool_counts_from_its_start_until_it_ends():
-    release = threading.Event()
+def test_a_request_counts_as_running_from_its_start_in_a_thread_until_it_ends():
+    """What Worker.callback_notify compares with gunicorn's timeout: the time a request has run in its
+    thread, not its wait for a thread (a queue under load is not a stuck request)."""
+    releases = [threading.Event(), threading.Event()]
 
     class Blocking(App):
         def __call__(self, environ, start_response):
-            release.wait(5)
+            releases[int(environ["wsgi.input"].getvalue())].wait(5)
             return super().__call__(environ, start_response)
 
     async def main():
-        server = budgeted(Blocking(), BUDGET, threads=2)
+        server = budgeted(Blocking(), BUDGET, threads=1)
         assert server.longest_running() == 0.0
-        connection = Connection(server, headers=[("content-length", "2")])
-        await connection.feed(2, more=False)
-        await asyncio.sleep(0.2)
-        assert 0.15 < server.longest_running() < 1
-        release.set()
-        assert (await connection.answer())[0] == 200
+        first, second = (Connection(server, headers=[("content-length", "1")]) for _ in range(2))
+        await first.messages.put(chunk(b"0", False))
+        await second.messages.put(chunk(b"1", False))
+        await asyncio.sleep(0.3)
+        assert 0.25 < server.longest_running() < 1  # the first, running; the second waits for the thread
+        releases[0].set()
+        assert (await first.answer())[0] == 200
+        await asyncio.sleep(0.05)
+        assert server.longest_running() < 0.2  # the second, from its start in the thread: not 0.35 s
+        releases[1].set()
+        assert (await second.answer())[0] == 200
         assert server.longest_running() == 0.0 and server.buffered == 0
         server.executor.shutdown()
 
