@@ -515,4 +515,5 @@ class Worker(UvicornWorker):
                     self.pid,
                 )
             return
+        self.stuck_reported = False  # it ended before the master acted: the next one is said again
         self.notify()

@@ -509,3 +509,11 @@ def test_the_worker_stops_notifying_the_master_while_a_request_runs_past_the_tim
         asyncio.run(web.Worker.callback_notify(worker))
     assert worker.notified == 3 * notified
     assert len(worker.logged) == 1 - notified  # said once
+
+
+def test_a_stuck_request_that_ends_before_the_master_acts_lets_the_worker_notify_again():
+    worker = Notified(31.0, 30)
+    asyncio.run(web.Worker.callback_notify(worker))
+    worker.wsgi = type("Pool", (), {"longest_running": lambda _: 0.0})()
+    asyncio.run(web.Worker.callback_notify(worker))
+    assert worker.notified == 1 and len(worker.logged) == 1 and worker.stuck_reported is False
