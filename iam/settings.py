@@ -334,6 +334,9 @@ IAM_QUOTA_WORKSPACES = env("IAM_QUOTA_WORKSPACES", 20, int)
 IAM_STATEMENT_TIMEOUT_MS = env("IAM_STATEMENT_TIMEOUT_MS", 5000, int)
 # CONTRACT 11: a list page ends before the record that would take its serialized records past this.
 IAM_PAGE_MAX_BYTES = env("IAM_PAGE_MAX_BYTES", 4 * 1024 * 1024, int)
+# CONTRACT 16 (issue 23): request-body bytes one web worker holds at once, across its connections
+# (iam/web.py): past it the request holding the most is answered 503 and its connection closed.
+IAM_WEB_BUFFER_BYTES = env("IAM_WEB_BUFFER_BYTES", 64 * 1024 * 1024, int)
 
 # The key that encrypts client secrets at rest (CONTRACT 7): derived from SECRET_KEY when unset.
 IAM_ENCRYPTION_KEY = env(

@@ -11,6 +11,13 @@ whole within `REQUEST_TIMEOUT` seconds of its first byte (of its connection's op
 one) is answered 408 and its connection closed; a body past `DATA_UPLOAD_MAX_MEMORY_SIZE` is not read
 further (Django answers 413 from the length seen) and its connection is closed.
 
+A worker holds at most `IAM_WEB_BUFFER_BYTES` of request bodies at once, across all its connections (bodies
+arriving, waiting for a thread, or running): a chunk that would pass it makes the worker refuse the body
+still arriving that holds the most, this one included, with 503 and a closed connection, so the many
+large partial bodies are refused before the small whole ones. And as under gunicorn's sync workers, a
+request that runs in a thread longer than gunicorn's `timeout` (with no progress on a streamed answer)
+gets its worker killed and replaced by the master: the worker stops notifying it.
+
 Why not Django's own ASGI handler (`django.core.asgi`): it runs each request's sync code in a thread of
 its own, with a database connection of its own, and hops between the loop and that thread several times
 a request; `make bench` measured the bare view at a third of sync gunicorn's throughput and
@@ -147,13 +154,31 @@ class HttpProtocol(HttpToolsProtocol):
         self.transport.close()
 
 
+class Held:
+    """One request's body while its worker holds it: counted in `ReadWhole.buffered` from its first byte
+    until the request ends (it is refused, or answered, or its client goes away)."""
+
+    __slots__ = ("chunks", "refused", "size", "task")
+
+    def __init__(self) -> None:
+        self.chunks: list[bytes] = []
+        self.size = 0
+        self.refused = False
+        self.task: asyncio.Task | None = None  # the one reading it, while it waits for more of it
+
+
 class ReadWhole:
     """The ASGI application each worker serves: reads the request's body whole, within the deadline, on
-    the event loop, then runs the WSGI application on it in one of `threads` threads."""
+    the event loop, then runs the WSGI application on it in one of `threads` threads. The bodies it holds
+    at once stay within `buffer_bytes` (`IAM_WEB_BUFFER_BYTES`)."""
 
-    def __init__(self, wsgi_app, *, threads: int, max_body: int, log=None):
+    def __init__(self, wsgi_app, *, threads: int, max_body: int, buffer_bytes: int, log=None):
         self.wsgi_app = wsgi_app
         self.max_body = max_body
+        self.buffer_bytes = buffer_bytes
+        self.buffered = 0  # bytes of the bodies held: arriving, waiting for a thread, or running
+        self.arriving: set[Held] = set()  # bodies not yet whole: those that may be refused to make room
+        self.running: set[Stream] = set()  # requests handed to the pool, with their start (`since`)
         self.log = log  # gunicorn's logger: access lines in its configured format
         self.executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="web")
 
@@ -163,24 +188,75 @@ class ReadWhole:
         started = time.monotonic()
         loop = asyncio.get_running_loop()
         deadline = scope.get("extensions", {}).get(DEADLINE) or loop.time() + REQUEST_TIMEOUT
-        body = await self.read_body(scope, receive, deadline)
-        environ = self.environ(scope, body)
-        if body is TIMED_OUT:
-            headers, content = error_head_and_body(408)
-            status = "408 Request Timeout"
-        elif body is DISCONNECTED:
-            return
-        else:
-            stream = Stream(loop, receive, send)
-            status, headers, content = await loop.run_in_executor(self.executor, self.run, environ, stream)
-            if content is STREAMED:  # sent by `run`, chunk by chunk
-                self.log_access(status, headers, stream.sent, scope, environ, started)
+        held = Held()
+        try:
+            body = await self.read_body(scope, receive, deadline, held)
+            if not isinstance(body, bytes):
+                self.release(held)  # nothing of it is kept
+            environ = self.environ(scope, body)
+            if body is TIMED_OUT:
+                headers, content = error_head_and_body(408)
+                status = "408 Request Timeout"
+            elif body is REFUSED:
+                headers, content = error_head_and_body(503)
+                status = "503 Service Unavailable"
+            elif body is DISCONNECTED:
                 return
-            if body is TOO_LARGE:  # Django answered 413 from the length; the rest of the body is not read
-                headers = [*(h for h in headers if h[0] != b"connection"), (b"connection", b"close")]
-        await send({"type": "http.response.start", "status": int(status[:3]), "headers": headers})
-        await send({"type": "http.response.body", "body": content})
-        self.log_access(status, headers, len(content), scope, environ, started)
+            else:
+                stream = Stream(loop, receive, send)
+                self.running.add(stream)
+                try:
+                    status, headers, content = await loop.run_in_executor(
+                        self.executor, self.run, environ, stream
+                    )
+                finally:
+                    self.running.discard(stream)
+                if content is STREAMED:  # sent by `run`, chunk by chunk
+                    self.log_access(status, headers, stream.sent, scope, environ, started)
+                    return
+                if body is TOO_LARGE:  # Django answered 413 from the length; the rest is not read
+                    headers = [*(h for h in headers if h[0] != b"connection"), (b"connection", b"close")]
+            await send({"type": "http.response.start", "status": int(status[:3]), "headers": headers})
+            await send({"type": "http.response.body", "body": content})
+            self.log_access(status, headers, len(content), scope, environ, started)
+        finally:
+            self.release(held)
+
+    def hold(self, held: Held, chunk: bytes) -> bool:
+        """Keeps `chunk` of `held`'s body within the worker's budget; False when `held` is refused. Past
+        the budget, the body still arriving that holds the most, `held` with its chunk included, is
+        refused: its bytes are dropped at once, and its task, waiting for more of it, is woken to answer
+        503. One such refusal always makes room: the body refused holds more than the chunk."""
+        size = len(chunk)
+        if self.buffered + size > self.buffer_bytes:
+            others = (other for other in self.arriving if other is not held)
+            largest = max(others, key=lambda other: other.size, default=None)
+            if largest is None or largest.size <= held.size + size:
+                self.refuse(held)
+                return False
+            self.refuse(largest)
+            largest.task.cancel()  # waiting in `read_body`'s receive: it answers 503 at once
+        held.chunks.append(chunk)
+        held.size += size
+        self.buffered += size
+        return True
+
+    def refuse(self, held: Held) -> None:
+        self.release(held)
+        held.refused = True
+
+    def release(self, held: Held) -> None:
+        self.buffered -= held.size
+        held.size = 0
+        held.chunks = []
+        self.arriving.discard(held)
+
+    def longest_running(self) -> float:
+        """Seconds since the request that has run longest in the pool started in its thread (or last
+        sent a chunk of its streamed answer); 0 with none running. A request waiting for a thread does
+        not count: a queue under load is not a stuck request."""
+        oldest = min((stream.since for stream in self.running if stream.since is not None), default=None)
+        return 0.0 if oldest is None else time.monotonic() - oldest
 
     def log_access(self, status: str, headers: list, sent: int, scope, environ: dict, started: float) -> None:
         if self.log is not None:
@@ -191,26 +267,37 @@ class ReadWhole:
                 timedelta(seconds=time.monotonic() - started),
             )
 
-    async def read_body(self, scope, receive, deadline: float):
+    async def read_body(self, scope, receive, deadline: float, held: Held):
         declared = self.declared_length(scope)
         if declared is not None and declared > self.max_body:
             return TOO_LARGE
-        chunks, size = [], 0
         try:
             async with asyncio.timeout_at(deadline):
                 while True:
                     message = await receive()
                     if message["type"] == "http.disconnect":
                         return DISCONNECTED
+                    if held.refused:  # to make room for others, while it arrived
+                        return REFUSED
                     chunk = message.get("body", b"")
-                    size += len(chunk)
-                    if size > self.max_body:
+                    if held.size + len(chunk) > self.max_body:
                         return TOO_LARGE
-                    chunks.append(chunk)
+                    if chunk and not self.hold(held, chunk):
+                        return REFUSED
                     if not message.get("more_body", False):
-                        return b"".join(chunks)
+                        self.arriving.discard(held)
+                        body = held.chunks[0] if len(held.chunks) == 1 else b"".join(held.chunks)
+                        held.chunks = []  # `body` is what is held from here (its size still counted)
+                        return body
+                    held.task = held.task or asyncio.current_task()
+                    self.arriving.add(held)
         except TimeoutError:
-            return TIMED_OUT
+            return REFUSED if held.refused else TIMED_OUT
+        except asyncio.CancelledError:
+            if not held.refused:
+                raise
+            asyncio.current_task().uncancel()  # `hold` cancelled it to make room for another body
+            return REFUSED
 
     @staticmethod
     def declared_length(scope) -> int | None:
@@ -272,6 +359,7 @@ class ReadWhole:
         for a body past STREAM_AFTER bytes (a streamed answer of one large object), STREAMED once this
         thread has sent it through `stream`, chunk by chunk as the client takes them. The body is
         iterated in the thread that ran the application: its database connection is this thread's."""
+        stream.since = time.monotonic()
         started: list = []
         chunks: list[bytes] = []
 
@@ -321,6 +409,7 @@ class Stream:
         self.loop, self.receive, self.send = loop, receive, send
         self.gone: threading.Event | None = None  # made when a body is streamed
         self.sent = 0
+        self.since: float | None = None  # when a thread started running it, or it last sent a chunk
         self.watch: asyncio.Future | None = None
 
     def start(self, status: int, headers: list[tuple[bytes, bytes]], first: bytes) -> None:
@@ -333,6 +422,7 @@ class Stream:
             return False
         self.call(self.send({"type": "http.response.body", "body": chunk, "more_body": True}))
         self.sent += len(chunk)
+        self.since = time.monotonic()  # progress: not a stuck request (Worker.callback_notify)
         return True
 
     def end(self) -> None:
@@ -369,13 +459,18 @@ class Sent:
         self.headers = [(name.decode("latin-1"), value.decode("latin-1")) for name, value in headers]
 
 
-TIMED_OUT, DISCONNECTED, TOO_LARGE, STREAMED = object(), object(), object(), object()
+TIMED_OUT, DISCONNECTED, TOO_LARGE, REFUSED, STREAMED = object(), object(), object(), object(), object()
 
 
 class Worker(UvicornWorker):
     """gunicorn's worker class for the web process: uvicorn's loop with `HttpProtocol`, serving the WSGI
     application through `ReadWhole`. Client addresses are the connection's (no `X-Forwarded-*` rewriting
-    here: `IAM_NUM_PROXIES` decides, CONTRACT 13), and access lines keep gunicorn's format."""
+    here: `IAM_NUM_PROXIES` decides, CONTRACT 13), and access lines keep gunicorn's format.
+
+    gunicorn's master kills a worker that has not notified it for `timeout` seconds. uvicorn's loop
+    notifies as long as it turns, whatever its threads do; this worker notifies each second unless a
+    request has run in its pool for longer than `timeout`: so, as under gunicorn's sync workers, a request
+    stuck in Python gets its worker killed (SIGABRT) and replaced."""
 
     CONFIG_KWARGS = {
         "loop": "uvloop",
@@ -392,6 +487,8 @@ class Worker(UvicornWorker):
         HttpProtocol.limit_request_line = self.cfg.limit_request_line or sys.maxsize
         HttpProtocol.limit_request_fields = self.cfg.limit_request_fields or sys.maxsize
         HttpProtocol.limit_request_field_size = self.cfg.limit_request_field_size or sys.maxsize
+        self.config.timeout_notify = 0.5  # uvicorn checks each second: a notification each second
+        self.stuck_reported = False
 
     def load_wsgi(self) -> None:
         super().load_wsgi()
@@ -401,5 +498,22 @@ class Worker(UvicornWorker):
             self.wsgi,
             threads=self.cfg.threads,
             max_body=settings.DATA_UPLOAD_MAX_MEMORY_SIZE,
+            buffer_bytes=settings.IAM_WEB_BUFFER_BYTES,
             log=self.log,
         )
+
+    async def callback_notify(self) -> None:
+        running = self.wsgi.longest_running()
+        if self.cfg.timeout and running > self.cfg.timeout:
+            if not self.stuck_reported:
+                self.stuck_reported = True
+                self.log.critical(
+                    "a request has run %.0f s, past the timeout (%s s): no more notifications, the master "
+                    "replaces this worker (pid %s)",
+                    running,
+                    self.cfg.timeout,
+                    self.pid,
+                )
+            return
+        self.stuck_reported = False  # it ended before the master acted: the next one is said again
+        self.notify()

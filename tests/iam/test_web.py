@@ -2,6 +2,7 @@
 application on it. (The server itself, slow connections and the 408 over a socket: tests/live.)"""
 
 import asyncio
+import contextlib
 import http.client
 import json
 import socket
@@ -15,6 +16,7 @@ from iam import web
 from iam.web import DEADLINE, ReadWhole
 
 LIMIT = 1024 * 1024
+BUDGET = 64 * LIMIT
 
 
 class App:
@@ -66,7 +68,7 @@ def serve(app, scope_, messages, *, delay: float = 0.0):
         sent.append(message)
 
     async def main():
-        server = ReadWhole(app, threads=1, max_body=LIMIT)
+        server = ReadWhole(app, threads=1, max_body=LIMIT, buffer_bytes=BUDGET)
         if scope_.get("extensions", {}).get(DEADLINE) == "soon":
             scope_["extensions"][DEADLINE] = asyncio.get_running_loop().time() + 0.3
         await server(scope_, receive, send)
@@ -149,7 +151,7 @@ def server(monkeypatch):
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    app = ReadWhole(App(), threads=1, max_body=LIMIT)
+    app = ReadWhole(App(), threads=1, max_body=LIMIT, buffer_bytes=BUDGET)
     config = uvicorn.Config(
         app,
         host="127.0.0.1",
@@ -236,7 +238,7 @@ class Streaming:
 @pytest.fixture
 def streaming_server(request):
     app = Streaming(request.param)
-    server = ReadWhole(app, threads=1, max_body=LIMIT)
+    server = ReadWhole(app, threads=1, max_body=LIMIT, buffer_bytes=BUDGET)
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
@@ -305,3 +307,213 @@ def test_a_short_body_without_a_length_is_sent_whole_with_its_length(streaming_s
     response = streamed_request(port)
     assert response.getheader("Content-Length") == str(3 * Streaming.size)
     assert len(response.read()) == 3 * Streaming.size and app.closed.wait(5)
+
+
+# The worker's budget of request-body bytes (IAM_WEB_BUFFER_BYTES, issue 23): many connections at once.
+
+KIB = 1024
+
+
+class Connection:
+    """One connection's request to a shared ReadWhole, its body messages fed by the test."""
+
+    def __init__(self, server: ReadWhole, headers=(("transfer-encoding", "chunked"),), deadline=None):
+        self.messages: asyncio.Queue = asyncio.Queue()
+        self.sent: list[dict] = []
+        self.task = asyncio.ensure_future(
+            server(scope(headers, deadline=deadline), self.messages.get, self.send)
+        )
+
+    async def send(self, message) -> None:
+        self.sent.append(message)
+
+    async def feed(self, size: int, more: bool = True) -> None:
+        await self.messages.put(chunk(b"x" * size, more))
+        for _ in range(5):  # the server takes it
+            await asyncio.sleep(0)
+
+    async def disconnect(self) -> None:
+        await self.messages.put({"type": "http.disconnect"})
+        await asyncio.wait_for(self.task, 5)
+
+    async def answer(self) -> tuple[int, bytes]:
+        await asyncio.wait_for(self.task, 5)
+        return self.sent[0]["status"], self.sent[1]["body"]
+
+
+def budgeted(app, budget: int, threads: int = 1) -> ReadWhole:
+    return ReadWhole(app, threads=threads, max_body=LIMIT, buffer_bytes=budget)
+
+
+def test_past_the_budget_the_body_arriving_that_holds_the_most_is_refused_503_and_closed():
+    """Two large bodies arrive slowly and fill the worker's budget; a small whole one still fits: the
+    largest arriving body is refused (its bytes dropped at once), answered 503 with CONTRACT 1's body at
+    its next message, its connection closed; the other large one completes and is served."""
+    app = App()
+
+    async def main():
+        server = budgeted(app, 250 * KIB)
+        large, larger = Connection(server), Connection(server)
+        await large.feed(100 * KIB)
+        await larger.feed(100 * KIB)
+        await larger.feed(40 * KIB)
+        assert server.buffered == 240 * KIB
+        small = Connection(server, headers=[("content-length", str(20 * KIB))])
+        await small.feed(20 * KIB, more=False)
+        assert await small.answer() == (200, b'{"ok":true}') and len(app.body) == 20 * KIB
+        assert server.buffered == 100 * KIB  # `larger` was dropped to make room; `small` is done
+        await larger.feed(10 * KIB)
+        status, body = await larger.answer()
+        assert status == 503 and json.loads(body) == {
+            "success": False,
+            "status": 503,
+            "message": "service unavailable",
+        }
+        assert dict(larger.sent[0]["headers"])[b"connection"] == b"close"
+        await large.feed(50 * KIB, more=False)
+        assert await large.answer() == (200, b'{"ok":true}') and len(app.body) == 150 * KIB
+        assert server.buffered == 0 and not server.arriving
+        server.executor.shutdown()
+
+    asyncio.run(main())
+
+
+def test_the_request_that_would_hold_the_most_is_the_one_refused():
+    app = App()
+
+    async def main():
+        server = budgeted(app, 100 * KIB)
+        first, second = Connection(server), Connection(server)
+        await first.feed(60 * KIB)
+        await second.feed(30 * KIB)
+        await second.feed(40 * KIB)  # 70 KiB with this chunk: more than `first` holds
+        status, _ = await second.answer()  # refused at once: this message was its next
+        assert status == 503 and server.buffered == 60 * KIB
+        await first.feed(40 * KIB, more=False)  # exactly the budget
+        assert await first.answer() == (200, b'{"ok":true}') and len(app.body) == 100 * KIB
+        assert server.buffered == 0
+        server.executor.shutdown()
+
+    asyncio.run(main())
+
+
+def test_a_body_refused_while_it_waits_for_more_is_answered_503_at_once():
+    async def main():
+        server = budgeted(App(), 100 * KIB)
+        waiting = Connection(server, deadline=asyncio.get_running_loop().time() + 5)
+        await waiting.feed(80 * KIB)
+        other = Connection(server, headers=[("content-length", str(30 * KIB))])
+        await other.feed(30 * KIB, more=False)
+        assert (await other.answer())[0] == 200 and server.buffered == 0  # `waiting`'s bytes dropped
+        await asyncio.wait_for(waiting.task, 0.5)  # no message came: answered without one, long before 5 s
+        assert waiting.sent[0]["status"] == 503
+
+    asyncio.run(main())
+
+
+class Failing(App):
+    def __call__(self, environ, start_response):
+        super().__call__(environ, start_response)
+        raise RuntimeError("the application failed")
+
+
+@pytest.mark.parametrize("app", [App(), Failing()], ids=["answered", "application failed"])
+def test_after_many_requests_whatever_their_end_the_worker_holds_no_byte(app):
+    """Every way a request ends gives back exactly what it held: served, refused, timed out, gone, too
+    large, or its application raising."""
+
+    async def main():
+        server = budgeted(app, 300 * KIB)
+        peak = 0
+        loop = asyncio.get_running_loop()
+        for round_ in range(20):
+            served = [Connection(server) for _ in range(3)]
+            gone = Connection(server)
+            late = Connection(server, deadline=loop.time() + 0.05)
+            too_large = Connection(server)
+            for connection in [*served, gone, late, too_large]:
+                await connection.feed(50 * KIB + round_)
+                peak = max(peak, server.buffered)
+            await too_large.feed(LIMIT)  # past DATA_UPLOAD_MAX_MEMORY_SIZE
+            refused = Connection(server)
+            await refused.feed(90 * KIB)  # the largest arriving: refused to make room for the next
+            await refused.feed(20 * KIB)
+            peak = max(peak, server.buffered)
+            await gone.disconnect()
+            for connection in served:
+                await connection.feed(KIB, more=False)
+            for connection in [*served, late, too_large, refused]:
+                with contextlib.suppress(RuntimeError):
+                    await asyncio.wait_for(connection.task, 5)
+            assert late.sent[0]["status"] == 408 and refused.sent[0]["status"] == 503
+            assert server.buffered == 0 and not server.arriving and not server.running, round_
+        assert peak <= 300 * KIB
+        server.executor.shutdown()
+
+    asyncio.run(main())
+
+
+def test_a_request_counts_as_running_from_its_start_in_a_thread_until_it_ends():
+    """What Worker.callback_notify compares with gunicorn's timeout: the time a request has run in its
+    thread, not its wait for a thread (a queue under load is not a stuck request)."""
+    releases = [threading.Event(), threading.Event()]
+
+    class Blocking(App):
+        def __call__(self, environ, start_response):
+            releases[int(environ["wsgi.input"].getvalue())].wait(5)
+            return super().__call__(environ, start_response)
+
+    async def main():
+        server = budgeted(Blocking(), BUDGET, threads=1)
+        assert server.longest_running() == 0.0
+        first, second = (Connection(server, headers=[("content-length", "1")]) for _ in range(2))
+        await first.messages.put(chunk(b"0", False))
+        await second.messages.put(chunk(b"1", False))
+        await asyncio.sleep(0.3)
+        assert 0.25 < server.longest_running() < 1  # the first, running; the second waits for the thread
+        releases[0].set()
+        assert (await first.answer())[0] == 200
+        await asyncio.sleep(0.05)
+        assert server.longest_running() < 0.2  # the second, from its start in the thread: not 0.35 s
+        releases[1].set()
+        assert (await second.answer())[0] == 200
+        assert server.longest_running() == 0.0 and server.buffered == 0
+        server.executor.shutdown()
+
+    asyncio.run(main())
+
+
+class Notified:
+    """What Worker.callback_notify reads of its worker."""
+
+    def __init__(self, running: float, timeout: int):
+        self.wsgi = type("Pool", (), {"longest_running": lambda _: running})()
+        self.cfg = type("Cfg", (), {"timeout": timeout})()
+        self.log = type("Log", (), {"critical": lambda _, *args: self.logged.append(args)})()
+        self.pid, self.notified, self.logged, self.stuck_reported = 1, 0, [], False
+
+    def notify(self) -> None:
+        self.notified += 1
+
+
+@pytest.mark.parametrize(
+    ("running", "timeout", "notified"),
+    [(0.0, 30, 1), (29.0, 30, 1), (31.0, 30, 0), (1000.0, 0, 1)],
+    ids=["idle", "within the timeout", "past the timeout", "no timeout"],
+)
+def test_the_worker_stops_notifying_the_master_while_a_request_runs_past_the_timeout(
+    running, timeout, notified
+):
+    worker = Notified(running, timeout)
+    for _ in range(3):
+        asyncio.run(web.Worker.callback_notify(worker))
+    assert worker.notified == 3 * notified
+    assert len(worker.logged) == 1 - notified  # said once
+
+
+def test_a_stuck_request_that_ends_before_the_master_acts_lets_the_worker_notify_again():
+    worker = Notified(31.0, 30)
+    asyncio.run(web.Worker.callback_notify(worker))
+    worker.wsgi = type("Pool", (), {"longest_running": lambda _: 0.0})()
+    asyncio.run(web.Worker.callback_notify(worker))
+    assert worker.notified == 1 and len(worker.logged) == 1 and worker.stuck_reported is False
