@@ -24,6 +24,7 @@ a request; `make bench` measured the bare view at a third of sync gunicorn's thr
 `clients/validate` at a seventh. This adapter costs one hop to the pool and back."""
 
 import asyncio
+import concurrent.futures
 import io
 import sys
 import threading
@@ -39,6 +40,10 @@ from uvicorn_worker import UvicornWorker
 REQUEST_TIMEOUT = 10.0  # seconds: CONTRACT 13, "a request not received whole within 10 seconds is dropped"
 STREAM_AFTER = 1024 * 1024  # bytes: a longer body is sent as the application produces it, not held whole
 DEADLINE = "iam.deadline"  # scope["extensions"] key: the loop time by which the request must be whole
+ABORT = "iam.abort"  # scope["extensions"] key: drops the connection at once (a client that reads nothing)
+# Seconds a streamed answer waits for the client to take its next chunk: a reader that takes none for that
+# long is dropped, freeing its thread, well before the worker counts as stuck (gunicorn's `timeout`).
+SEND_TIMEOUT = REQUEST_TIMEOUT
 
 
 def security_headers() -> list[tuple[bytes, bytes]]:
@@ -120,7 +125,9 @@ class HttpProtocol(HttpToolsProtocol):
         if self.head_too_large:
             return  # data_received answers 400 and closes
         self.stop_deadline()
-        self.scope.setdefault("extensions", {})[DEADLINE] = self.deadline
+        extensions = self.scope.setdefault("extensions", {})
+        extensions[DEADLINE] = self.deadline
+        extensions[ABORT] = self.transport.abort
         super().on_headers_complete()
 
     def on_body(self, body: bytes) -> None:
@@ -204,6 +211,7 @@ class ReadWhole:
                 return
             else:
                 stream = Stream(loop, receive, send)
+                stream.abort = scope.get("extensions", {}).get(ABORT)
                 self.running.add(stream)
                 try:
                     status, headers, content = await loop.run_in_executor(
@@ -411,25 +419,46 @@ class Stream:
         self.sent = 0
         self.since: float | None = None  # when a thread started running it, or it last sent a chunk
         self.watch: asyncio.Future | None = None
+        self.abort = None  # drops the connection (HttpProtocol's ABORT), when the server gives it
+        self.dropped = False
 
     def start(self, status: int, headers: list[tuple[bytes, bytes]], first: bytes) -> None:
         self.gone = threading.Event()
         self.call(self._start(status, headers, first))
 
     def body(self, chunk: bytes) -> bool:
-        """Sends `chunk`; False when the client is gone."""
+        """Sends `chunk`; False when the client is gone, or took nothing for SEND_TIMEOUT seconds (its
+        connection is then dropped)."""
         if self.gone is None or self.gone.is_set():
             return False
-        self.call(self.send({"type": "http.response.body", "body": chunk, "more_body": True}))
+        sending = asyncio.run_coroutine_threadsafe(
+            self.send({"type": "http.response.body", "body": chunk, "more_body": True}), self.loop
+        )
+        try:
+            sending.result(timeout=SEND_TIMEOUT)
+        except concurrent.futures.TimeoutError:
+            sending.cancel()
+            self.dropped = True
+            self.gone.set()
+            if self.abort is not None:
+                self.loop.call_soon_threadsafe(self.abort)
+            return False
         self.sent += len(chunk)
         self.since = time.monotonic()  # progress: not a stuck request (Worker.callback_notify)
         return True
 
     def end(self) -> None:
+        if self.dropped:  # the connection is gone: nothing more is sent on it
+            self.loop.call_soon_threadsafe(self._stop_watching)
+            return
         self.call(self._end())
 
     def call(self, coroutine) -> None:
         asyncio.run_coroutine_threadsafe(coroutine, self.loop).result()
+
+    def _stop_watching(self) -> None:
+        if self.watch is not None:
+            self.watch.cancel()
 
     async def _start(self, status: int, headers: list[tuple[bytes, bytes]], first: bytes) -> None:
         self.watch = asyncio.ensure_future(self._watch())
@@ -445,8 +474,7 @@ class Stream:
             self.gone.set()
 
     async def _end(self) -> None:
-        if self.watch is not None:
-            self.watch.cancel()
+        self._stop_watching()
         await self.send({"type": "http.response.body", "body": b"", "more_body": False})
 
 

@@ -301,6 +301,25 @@ def test_a_client_that_goes_away_stops_the_body(streaming_server):
     assert app.made == made < 1000
 
 
+@pytest.mark.parametrize("streaming_server", [1000], indirect=True)
+def test_a_client_that_takes_nothing_is_dropped_and_frees_its_thread(streaming_server, monkeypatch):
+    """A reader that takes no chunk for SEND_TIMEOUT seconds holds no thread, and cannot keep the worker
+    from notifying the master until it counts as stuck: its connection is dropped."""
+    monkeypatch.setattr(web, "SEND_TIMEOUT", 0.5)
+    app, port = streaming_server
+    response = streamed_request(port)  # and then read nothing
+    assert app.closed.wait(5), "the body was never stopped"
+    made = app.made
+    time.sleep(0.3)
+    assert app.made == made < 1000
+    received = 0
+    with pytest.raises((http.client.IncompleteRead, ConnectionError)):  # dropped, not ended
+        while piece := response.read(1024 * 1024):
+            received += len(piece)
+    assert received < 1000 * Streaming.size
+    assert streamed_request(port).status == 200  # the thread serves the next request
+
+
 @pytest.mark.parametrize("streaming_server", [3], indirect=True)
 def test_a_short_body_without_a_length_is_sent_whole_with_its_length(streaming_server):
     app, port = streaming_server
