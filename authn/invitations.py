@@ -8,6 +8,7 @@ Two kinds: an invited membership (`memberships/create` of an existing account, a
 `invitations/*`, which also accept a caller's invited membership by its id, as `invitations/mine` lists
 both)."""
 
+from collections.abc import Iterator
 from typing import Any, ClassVar
 from uuid import UUID
 
@@ -17,22 +18,21 @@ from rest_framework.request import Request
 
 from accounts.models import Account
 from iam.addresses import client_ip, user_agent
-from iam.api import Endpoint
+from iam.api import EncodedJson, Endpoint, encoded_object
 from iam.errors import AUTHENTICATION_REQUIRED, ApiError
 from iam.fields import Name, String, Uuid
-from iam.list_endpoint import ListEndpoint
-from iam.serializers import prefetch
+from iam.list_endpoint import ListEndpoint, encoded_page
+from iam.serializers import FIRST_READ, Encoder
 from rbac import services as rbac
 from rbac.endpoints import answer_fresh
 from rbac.models import Invitation, Membership
-from rbac.serializers import Deleted, InvitationSerializer, MembershipSerializer, RoleSerializer
+from rbac.serializers import Deleted, InvitationSerializer, MembershipAsInvitation, MembershipSerializer
 
 from . import services, tokens
 from .authentication import BearerAuthentication
 from .tokens import TokenError
 
 INVITATION_NOT_FOUND = "invitation not found"
-RELATED = ("roles", "roles__permissions")
 
 
 class InvitationRequest(serializers.Serializer):
@@ -122,47 +122,15 @@ class MembershipDecline(MembershipInvitationEndpoint):
 
 
 # Invitations by e-mail
-
-
-def membership_as_invitation(membership: Membership) -> dict:
-    """An invited membership in the shape of an invitation (`invitations/mine`, `invitations/accept`):
-    its own id, the account's address, `pending`, accepted by id (its link, if any, by
-    `memberships/accept`)."""
-    return {
-        "id": str(membership.pk),
-        "workspace_id": str(membership.workspace_id),
-        "email": membership.account.email,
-        "scope": membership.scope,
-        "project_id": str(membership.project_id) if membership.project_id else None,
-        "roles": RoleSerializer(_roles(membership), many=True).data,
-        "status": Invitation.Status.PENDING if membership.status == Membership.Status.INVITED else "accepted",
-        "invited_by": None,
-        "membership_id": str(membership.pk),
-        "created_at": _time(membership.created_at),
-        "expires_at": None,
-        "accepted_at": _time(membership.accepted_at),
-    }
-
-
-def _roles(record: Any) -> list:
-    rows = getattr(record, "prefetched_roles", None)
-    return list(record.roles.all()) if rows is None else rows
-
-
-def _time(value: Any) -> str | None:
-    return serializers.DateTimeField().to_representation(value) if value is not None else None
-
-
-def _invitations() -> QuerySet:
-    return Invitation.objects.prefetch_related(*map(prefetch, RELATED))
+#
+# CONTRACT 16: an invitation and its membership each hold up to 50 roles of 500 permissions (hundreds of
+# megabytes of JSON at their size limits), so these answers are written by `iam.serializers.Encoder` as
+# describes are (`answer_fresh`, several in one answer by `encoded_object`), and `invitations/mine`'s
+# page by `iam.list_endpoint.encoded_page` within its byte budget: nothing here builds a whole answer.
 
 
 def _invited_memberships(account: Account) -> QuerySet:
-    return (
-        Membership.objects.filter(account=account, status=Membership.Status.INVITED)
-        .select_related("account")
-        .prefetch_related(*map(prefetch, RELATED))
-    )
+    return Membership.objects.filter(account=account, status=Membership.Status.INVITED)
 
 
 def _addressed_to(account: Account) -> QuerySet:
@@ -170,6 +138,10 @@ def _addressed_to(account: Account) -> QuerySet:
     if not account.verified:
         return Invitation.objects.none()
     return rbac.open_invitations(Invitation.objects.filter(email=account.email))
+
+
+def _time(value: Any) -> str | None:
+    return serializers.DateTimeField().to_representation(value) if value is not None else None
 
 
 class InvitationAccepted(serializers.Serializer):
@@ -204,8 +176,16 @@ class EmailInvitationEndpoint(InviteeEndpoint):
             raise ApiError(404, INVITATION_NOT_FOUND)
         return membership, None
 
-    def invitation_payload(self, invitation: Invitation) -> dict:
-        return InvitationSerializer(_invitations().get(pk=invitation.pk)).data
+    def answer_invitation(self, request: Request, invitation: Invitation) -> EncodedJson:
+        return answer_fresh(request, InvitationSerializer, Invitation.objects.all(), invitation)
+
+    def answer_as_invitation(self, request: Request, membership: Membership, **context: str) -> EncodedJson:
+        """An invited membership in the shape of an invitation (`MembershipAsInvitation`)."""
+        memberships = Membership.objects.select_related("account")
+        return answer_fresh(request, MembershipAsInvitation, memberships, membership, context)
+
+    def answer_membership(self, request: Request, membership: Membership) -> EncodedJson:
+        return answer_fresh(request, MembershipSerializer, Membership.objects.all(), membership)
 
 
 class InvitationAccept(EmailInvitationEndpoint):
@@ -228,15 +208,16 @@ class InvitationAccept(EmailInvitationEndpoint):
     }
     response_serializer = InvitationAccepted
 
-    def handle(self, request: Request, data: dict) -> dict:
+    def handle(self, request: Request, data: dict) -> EncodedJson:
         found, claims = self.find(request, data)
         if isinstance(found, Membership):
             membership = rbac.accept_invitation(found)
-            membership = Membership.objects.select_related("account").get(pk=membership.pk)
-            return {
-                "invitation": membership_as_invitation(membership),
-                "membership": self._membership(membership),
-            }
+            return encoded_object(
+                {
+                    "invitation": self.answer_as_invitation(request, membership),
+                    "membership": self.answer_membership(request, membership),
+                }
+            )
         session = None
         if claims is not None:
             account, session = services.invited_account(
@@ -250,14 +231,10 @@ class InvitationAccept(EmailInvitationEndpoint):
             account = request.user
         invitation, membership = rbac.accept_email_invitation(found, account=account)
         answer = {
-            "invitation": self.invitation_payload(invitation),
-            "membership": self._membership(membership),
+            "invitation": self.answer_invitation(request, invitation),
+            "membership": self.answer_membership(request, membership),
         }
-        return answer if session is None else answer | session
-
-    def _membership(self, membership: Membership) -> dict:
-        records = Membership.objects.prefetch_related(*map(prefetch, RELATED))
-        return MembershipSerializer(records.get(pk=membership.pk)).data
+        return encoded_object(answer if session is None else answer | session)
 
 
 class InvitationDecline(EmailInvitationEndpoint):
@@ -267,15 +244,17 @@ class InvitationDecline(EmailInvitationEndpoint):
     example_request = {"token": "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJlNGI4ZDJmNiJ9.c2lnbmF0dXJl"}
     response_serializer = InvitationSerializer
 
-    def handle(self, request: Request, data: dict) -> dict:
+    def handle(self, request: Request, data: dict) -> EncodedJson:
         found, claims = self.find(request, data)
         if isinstance(found, Membership):
-            shaped = membership_as_invitation(found)
+            # Its row (and the ids of its roles) read before it is deleted; the roles, which stay, as the
+            # answer is written.
+            shaped = self.answer_as_invitation(request, found, status=Invitation.Status.DECLINED)
             rbac.decline_invitation(found)
-            return shaped | {"status": Invitation.Status.DECLINED}
+            return shaped
         # The link's holder: the account of the address, when there is one.
         account = Account.objects.filter(email=found.email).first() if claims is not None else request.user
-        return self.invitation_payload(rbac.decline_email_invitation(found, account=account))
+        return self.answer_invitation(request, rbac.decline_email_invitation(found, account=account))
 
 
 class InvitationMine(ListEndpoint):
@@ -290,9 +269,11 @@ class InvitationMine(ListEndpoint):
         name: name for name in ("id", "workspace_id", "status", "scope", "project_id")
     }
 
-    def handle(self, request: Request, data: dict) -> dict:
-        """The list contract over two tables: both sets are the caller's own (a few records), read in a
-        fixed number of queries, then filtered, ordered and paged here by the same rules."""
+    def handle(self, request: Request, data: dict) -> EncodedJson:
+        """The list contract over two tables: both sets are the caller's own, their filter and order
+        fields read in a fixed number of queries, then filtered, ordered and paged here by the same
+        rules; the page's records are then read a few at a time and written within the page's byte
+        budget (CONTRACT 11 and 16: `encoded_page`), each by the encoder of its kind."""
         filters = data.get("filter", {})
         options = data.get("options", {})
         limit, offset = options.get("limit", 100), options.get("offset", 0)
@@ -310,23 +291,19 @@ class InvitationMine(ListEndpoint):
                 raise ApiError(400, f"unknown filter field: {name}", "options.order_bys")
 
         account = request.user
-        invitations = [
-            (InvitationSerializer(invitation).data, invitation.updated_at)
-            for invitation in _invitations().filter(pk__in=_addressed_to(account).values("pk"))
-        ]
-        memberships = [
-            (membership_as_invitation(membership), membership.updated_at)
-            for membership in _invited_memberships(account)
-        ]
         records = []
-        for record, updated_at in invitations + memberships:
-            if filters.get("tags"):
-                continue  # neither kind is filtered by tags here: none matches
-            if all(
-                str(record.get(name)) == str(value) if value is not None else record.get(name) is None
-                for name, value in wanted.items()
+        if not filters.get("tags"):  # neither kind is filtered by tags here: none matches
+            for kind, found in (
+                (Invitation, _addressed_to(account)),
+                (Membership, _invited_memberships(account)),
             ):
-                records.append({**record, "updated_at": _time(updated_at)})
+                for row in found.values_list(*LISTED):
+                    record = _listed(kind, row)
+                    if all(
+                        str(record[name]) == str(value) if value is not None else record[name] is None
+                        for name, value in wanted.items()
+                    ):
+                        records.append(record)
         records.sort(key=lambda record: record["id"], reverse=order_bys[-1].startswith("!"))
         for item in reversed(order_bys):
             name = item.removeprefix("!")
@@ -334,16 +311,57 @@ class InvitationMine(ListEndpoint):
                 key=lambda record, name=name: (record[name] is not None, record[name] or ""),
                 reverse=item.startswith("!"),
             )
-        page = records[offset : offset + limit]
-        return {
-            self.list_key: [
-                {key: value for key, value in record.items() if key != "updated_at"} for record in page
-            ],
-            "metadata": {
-                "total": len(records),
-                "count": len(page),
-                "offset": offset,
-                "limit": limit,
-                "order_bys": order_bys,
-            },
+        page = [(record["kind"], record["id"]) for record in records[offset : offset + limit]]
+        total = len(records)
+        del records
+        return encoded_page(
+            self.list_key,
+            self._written(request, page),
+            total=total,
+            offset=offset,
+            limit=limit,
+            order_bys=order_bys,
+        )
+
+    @staticmethod
+    def _written(request: Request, page: list[tuple[type, str]]) -> Iterator[tuple[Encoder, Any]]:
+        """The page's records in order, each with the encoder of its kind, read FIRST_READ at a time (a
+        record gone since, accepted or declined meanwhile, is left out)."""
+        context = {"request": request}
+        encoders = {
+            Invitation: (Encoder(InvitationSerializer(context=context)), Invitation.objects.all()),
+            Membership: (
+                Encoder(MembershipAsInvitation(context=context)),
+                Membership.objects.select_related("account"),
+            ),
         }
+        for start in range(0, len(page), FIRST_READ):
+            batch = page[start : start + FIRST_READ]
+            read = {}
+            for kind, (encoder, queryset) in encoders.items():
+                ids = [pk for of, pk in batch if of is kind]
+                if ids:
+                    rows = list(encoder.prepare(queryset.filter(pk__in=ids)))
+                    encoder.load(rows)
+                    read.update({(kind, str(row.pk)): row for row in rows})
+            for kind, pk in batch:
+                if (kind, pk) in read:
+                    yield encoders[kind][0], read.pop((kind, pk))
+
+
+# The filter and order fields of `invitations/mine`, read of both kinds (then as the answer writes them).
+LISTED = ("id", "workspace_id", "scope", "project_id", "created_at", "updated_at")
+
+
+def _listed(kind: type, row: tuple) -> dict:
+    pk, workspace_id, scope, project_id, created_at, updated_at = row
+    return {
+        "kind": kind,
+        "id": str(pk),
+        "workspace_id": str(workspace_id),
+        "status": Invitation.Status.PENDING,  # both kinds: open invitations only
+        "scope": scope,
+        "project_id": str(project_id) if project_id else None,
+        "created_at": _time(created_at),
+        "updated_at": _time(updated_at),
+    }

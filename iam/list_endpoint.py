@@ -3,7 +3,7 @@ filters, ordering and pages every list endpoint shares."""
 
 import datetime as dt
 import itertools
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, ClassVar
 
 from django.conf import settings
@@ -138,36 +138,15 @@ class ListEndpoint(Endpoint):
         total = None if filters.get("tags") else counts.total(scoped, by_column)
         if total is None:
             total = queryset.count()
-        # CONTRACT 11: the page ends before the record that would take it past its byte budget (it holds
-        # at least one); records are read and written a few at a time, so no more is built than it holds.
-        parts, size, count = [b"{" + to_json(self.list_key) + b":["], 0, 0
+        records: Iterator[tuple[Encoder, Any]] = iter(())
         if total > offset:
             encoder = Encoder(self.response_serializer(context={"request": request}))
-            budget = settings.IAM_PAGE_MAX_BYTES
             ordered = queryset.prefetch_related(None).order_by(*ordering)
             ordered = ordered.prefetch_related(*self.page_prefetch)
-            for record in self._records(ordered, offset, limit, encoder):
-                written = encoder.joined(record, budget - size)
-                if isinstance(written, bytes) and not (count and size + len(written) > budget):
-                    parts += [b",", written] if count else [written]
-                    size, count = size + len(written), count + 1
-                    continue
-                if count:
-                    break
-                # The first record alone passes the budget (a membership of 50 roles of 500 large
-                # permissions: hundreds of megabytes): the page is that record, written as it is sent.
-                metadata = {
-                    "total": total,
-                    "count": 1,
-                    "offset": offset,
-                    "limit": limit,
-                    "order_bys": order_bys,
-                }
-                tail = b'],"metadata":' + to_json(metadata) + b"}"
-                return EncodedJson(itertools.chain(parts, written, [tail]))
-        metadata = {"total": total, "count": count, "offset": offset, "limit": limit, "order_bys": order_bys}
-        parts.append(b'],"metadata":' + to_json(metadata) + b"}")
-        return EncodedJson(parts)
+            records = ((encoder, record) for record in self._records(ordered, offset, limit, encoder))
+        return encoded_page(
+            self.list_key, records, total=total, offset=offset, limit=limit, order_bys=order_bys
+        )
 
     @classmethod
     def _records(cls, ordered: QuerySet, offset: int, limit: int, encoder: Encoder) -> Iterator[Any]:
@@ -209,3 +188,36 @@ class ListEndpoint(Endpoint):
         else:
             raise ApiError(400, f"unknown filter field: {name}", "options.order_bys")
         return f"-{path}" if item.startswith("!") else path
+
+
+def encoded_page(
+    list_key: str,
+    records: Iterable[tuple[Encoder, Any]],
+    *,
+    total: int,
+    offset: int,
+    limit: int,
+    order_bys: list[str],
+) -> EncodedJson:
+    """A list page of `records` (each with the encoder that writes it, which has `load`ed it), read as
+    they are written. CONTRACT 11: the page ends before the record that would take it past its byte
+    budget (it holds at least one); records are read and written a few at a time, so no more is built
+    than it holds (`ListEndpoint`, and `invitations/mine`, whose page comes from two tables)."""
+    parts, size, count = [b"{" + to_json(list_key) + b":["], 0, 0
+    budget = settings.IAM_PAGE_MAX_BYTES
+    for encoder, record in records:
+        written = encoder.joined(record, budget - size)
+        if isinstance(written, bytes) and not (count and size + len(written) > budget):
+            parts += [b",", written] if count else [written]
+            size, count = size + len(written), count + 1
+            continue
+        if count:
+            break
+        # The first record alone passes the budget (a membership of 50 roles of 500 large permissions:
+        # hundreds of megabytes): the page is that record, written as it is sent.
+        metadata = {"total": total, "count": 1, "offset": offset, "limit": limit, "order_bys": order_bys}
+        tail = b'],"metadata":' + to_json(metadata) + b"}"
+        return EncodedJson(itertools.chain(parts, written, [tail]))
+    metadata = {"total": total, "count": count, "offset": offset, "limit": limit, "order_bys": order_bys}
+    parts.append(b'],"metadata":' + to_json(metadata) + b"}")
+    return EncodedJson(parts)

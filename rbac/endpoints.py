@@ -65,12 +65,18 @@ def named_by(data: dict, *keys: str) -> dict:
 
 
 def answer_fresh(
-    request: Request, serializer: type[Serializer], queryset: QuerySet, obj: Model
+    request: Request,
+    serializer: type[Serializer],
+    queryset: QuerySet,
+    obj: Model,
+    context: dict | None = None,
 ) -> EncodedJson:
     """`obj` re-read from `queryset` (its relations changed by the service) and written by `serializer`,
     as a stream of pieces (`Encoder.stream`): its nested objects are read a few at a time while the
-    answer is sent, so a membership of 50 roles of 500 large permissions is never held whole."""
-    encoder = Encoder(serializer(context={"request": request}))
+    answer is sent, so a membership of 50 roles of 500 large permissions is never held whole. `obj`'s own
+    row is read now, its nested rows as the answer is written (`iam.api.encoded_object` puts several of
+    these in one answer). `context`: more of the serializer's context."""
+    encoder = Encoder(serializer(context={"request": request, **(context or {})}))
     fresh = encoder.prepare(queryset.prefetch_related(None)).get(pk=obj.pk)
     return EncodedJson(encoder.stream(fresh))
 

@@ -142,6 +142,37 @@ class InvitationSerializer(ResourceSerializer):
         ]
 
 
+class MembershipAsInvitation(Record):
+    # An invited membership in the shape of an invitation (`invitations/mine`, `invitations/accept` and
+    # `invitations/decline` of one by its id): its own id, the account's address, `pending` while
+    # invited (`accepted` once active; `context["status"]` says otherwise: `declined`), no inviter and no
+    # expiry. A `Record`, so that `iam.serializers.Encoder` writes it, its roles read a few at a time.
+
+    email = serializers.EmailField(source="account.email", read_only=True)
+    status = serializers.SerializerMethodField()
+    invited_by = serializers.SerializerMethodField()
+    membership_id = serializers.UUIDField(source="id", read_only=True)
+    expires_at = serializers.SerializerMethodField()
+    roles = RoleSerializer(many=True, read_only=True)
+
+    class Meta:
+        model = Membership
+        fields = InvitationSerializer.Meta.fields
+
+    def get_status(self, membership: Membership) -> str:
+        if "status" in self.context:
+            return self.context["status"]
+        if membership.status == Membership.Status.INVITED:
+            return Invitation.Status.PENDING
+        return Invitation.Status.ACCEPTED
+
+    def get_invited_by(self, membership: Membership) -> None:
+        return None
+
+    def get_expires_at(self, membership: Membership) -> None:
+        return None
+
+
 class InvitationCreateRequest(serializers.Serializer):
     email = Email()
     scope = Choice(Membership.Scope.choices, listed=False)

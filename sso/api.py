@@ -163,13 +163,10 @@ class SsoVerifyDomain(Endpoint):
     response_serializer = SsoConnectionSerializer
     example_request = {"id": "5d2c8e1a-3f4b-4a6d-9e7c-1b2a3c4d5e6f", "domain": "acme.com"}
 
-    def handle(self, request: Request, data: dict) -> dict:
+    def handle(self, request: Request, data: dict) -> EncodedJson:
         connection = services.get_connection(request.workspace, id=data["id"])  # 404 naming `id`
         services.verify_domain(connection, data["domain"], actor=request.user)
-        with_relations = connections_in(request).prefetch_related(
-            prefetch("domain_rows"), prefetch("default_roles"), prefetch("default_roles__permissions")
-        )
-        return self.serialize(with_relations.get(pk=connection.pk))
+        return answer_fresh(request, SsoConnectionSerializer, connections_in(request), connection)
 
 
 class SsoInitiate(Endpoint):

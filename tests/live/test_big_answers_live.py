@@ -98,6 +98,16 @@ def huge_membership(live, one_worker) -> dict:
     membership = ok(
         live.post("/memberships/create", body, token=owner, workspace=workspace, base=base, timeout=300)
     )
+    # Two more invitees: one to accept the same 50 roles through `invitations/accept`, one to accept a
+    # membership of one role first (what that request warms).
+    invitees = {}
+    for name, held in (("invitee", roles), ("small_invitee", roles[:1])):
+        registered = live.register()
+        invited = {**body, "account_id": registered["account"]["id"], "role_ids": held}
+        created = live.post(
+            "/memberships/create", invited, token=owner, workspace=workspace, base=base, timeout=300
+        )
+        invitees[name] = {"token": registered["access_token"], "id": ok(created)["id"]}
     with psycopg.connect(live.env["DATABASE_URL"], autocommit=True) as conn:
         conn.execute(SEED_PERMISSIONS, {"workspace": workspace, "keys": META_KEYS, "last": PERMISSIONS - 1})
         conn.execute(
@@ -115,6 +125,7 @@ def huge_membership(live, one_worker) -> dict:
         "owner": owner,
         "workspace": workspace,
         "id": membership["id"],
+        **invitees,
         "small": ok(
             live.post("/memberships/create", small, token=owner, workspace=workspace, base=base, timeout=60)
         )["id"],
@@ -237,3 +248,76 @@ def test_the_largest_membership_within_the_quotas_is_answered_within_64_mib(
     assert worker_pid(one_worker) == pid and os.path.exists(f"/proc/{pid}")
     again = requests.post(describe, json={"id": huge_membership["small"]}, headers=headers, timeout=60)
     assert again.status_code == 200
+
+
+def test_accepting_an_invitation_to_the_largest_membership_is_answered_within_64_mib(
+    live, one_worker, huge_membership
+):
+    """`invitations/accept` of an invited membership of the same 50 roles of 500 permissions answers it
+    twice, as the invitation and as the membership (some 1.2 GB): both streamed, the worker's peak
+    resident memory grows by less than 64 MiB (CONTRACT 16)."""
+    base = one_worker.url
+    accept = f"{base}/invitations/accept"
+
+    def headers(who: str) -> dict:
+        return {
+            "Authorization": f"Bearer {huge_membership[who]['token']}",
+            "Content-Type": "application/json",
+        }
+
+    # What this request's first run warms: accepting the invitation to a membership of one role.
+    small = huge_membership["small_invitee"]
+    warm = requests.post(accept, json={"id": small["id"]}, headers=headers("small_invitee"), timeout=60)
+    assert warm.status_code == 200, warm.text[:2000]
+    assert len(warm.json()["data"]["membership"]["roles"]) == 1
+    invited = huge_membership["invitee"]["id"]
+    pid = worker_pid(one_worker)
+    with contextlib.suppress(OSError):
+        Path(f"/proc/{pid}/clear_refs").write_text("5")
+    before = memory(pid)
+    sampled = before["VmRSS"]
+
+    started = time.monotonic()
+    response = requests.post(
+        accept, json={"id": invited}, headers=headers("invitee"), stream=True, timeout=300
+    )
+    assert response.status_code == 200, response.text[:2000]
+    assert response.headers.get("Transfer-Encoding") == "chunked"
+    # Read as it comes, never held: its size, its start and end, and the roles it names, counted.
+    marker = b'"name":"role'
+    size, head, tail, roles = 0, b"", b"", 0
+    for index, chunk in enumerate(response.iter_content(1024 * 1024)):
+        size += len(chunk)
+        if len(head) < 200:
+            head = (head + chunk)[:200]
+        roles += (tail[-(len(marker) - 1) :] + chunk).count(marker)
+        tail = (tail + chunk)[-4096:]
+        if index % 16 == 0:
+            sampled = max(sampled, memory(pid)["VmRSS"])
+    elapsed = time.monotonic() - started
+    after = memory(pid)
+
+    assert head.startswith(b'{"success":true,"status":200,"data":{"invitation":{"id":"' + invited.encode())
+    assert tail.endswith(b"}}}"), tail[-200:]
+    assert roles == 2 * ROLES, roles  # the invitation's 50 roles, then the membership's
+    assert size > 2 * ROLES * PER_ROLE * 20_000, size  # every permission whole, twice: some 1.2 GB
+    growth = max(after["VmHWM"], sampled) - before["VmRSS"]
+    report = (
+        f"{size / 2**20:.0f} MiB answered in {elapsed:.1f} s; worker RSS {before['VmRSS'] / 2**20:.0f} MiB "
+        f"before, peak {after['VmHWM'] / 2**20:.0f} MiB (sampled {sampled / 2**20:.0f} MiB): "
+        f"+{growth / 2**20:.1f} MiB"
+    )
+    print(report)
+    assert growth < GROWTH_LIMIT, report
+    # Accepted: the membership is active, and the worker serves the next request.
+    owner = {
+        "Authorization": f"Bearer {huge_membership['owner']}",
+        "X-Workspace": huge_membership["workspace"],
+    }
+    small_member = requests.post(
+        f"{base}/memberships/describe", json={"id": small["id"]}, headers=owner, timeout=60
+    )
+    assert small_member.status_code == 200 and small_member.json()["data"]["status"] == "active"
+    assert worker_pid(one_worker) == pid
+    again = requests.post(f"{base}/invitations/mine", json={}, headers=headers("invitee"), timeout=60)
+    assert again.status_code == 200 and again.json()["data"]["invitations"] == []
