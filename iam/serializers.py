@@ -112,10 +112,6 @@ class ResourceSerializer(serializers.ModelSerializer):
                 ret[name] = None if check is None else field.to_representation(value)
         return ret
 
-
-# The old name, until sso/serializers.py (another helper's, issue 24) imports `ResourceSerializer`.
-Record = ResourceSerializer
-
 _COLUMN, _TIME, _MANY, _DRF = "column", "time", "many", "drf"
 _AS_IS = (serializers.JSONField, serializers.ReadOnlyField)
 _STR = (serializers.CharField, serializers.EmailField, serializers.URLField, serializers.SlugField)

@@ -142,11 +142,12 @@ class InvitationSerializer(ResourceSerializer):
         ]
 
 
-class MembershipAsInvitation(Record):
+class MembershipAsInvitation(ResourceSerializer):
     # An invited membership in the shape of an invitation (`invitations/mine`, `invitations/accept` and
     # `invitations/decline` of one by its id): its own id, the account's address, `pending` while
     # invited (`accepted` once active; `context["status"]` says otherwise: `declined`), no inviter and no
-    # expiry. A `Record`, so that `iam.serializers.Encoder` writes it, its roles read a few at a time.
+    # expiry. A `ResourceSerializer`, so that `iam.serializers.Encoder` writes it, its roles read a few
+    # at a time.
 
     email = serializers.EmailField(source="account.email", read_only=True)
     status = serializers.SerializerMethodField()

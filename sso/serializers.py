@@ -4,7 +4,7 @@ from typing import Any
 from rest_framework import serializers
 
 from iam.fields import Boolean, Email, Invalid, Name, String, Url, Uuid, UuidList
-from iam.serializers import Record, RecordRequest, UpdateRequest
+from iam.serializers import RecordRequest, ResourceSerializer, UpdateRequest
 from rbac.serializers import Deleted, RoleSerializer
 
 from .models import SsoConnection, SsoDomain
@@ -55,7 +55,7 @@ class SsoDomainSerializer(serializers.ModelSerializer):
         fields = ["domain", "verified", "verification_token"]
 
 
-class SsoConnectionSerializer(Record):
+class SsoConnectionSerializer(ResourceSerializer):
     """Never the client secret."""
 
     workspace_id = serializers.UUIDField(read_only=True)
