@@ -112,6 +112,7 @@ class ResourceSerializer(serializers.ModelSerializer):
                 ret[name] = None if check is None else field.to_representation(value)
         return ret
 
+
 _COLUMN, _TIME, _MANY, _DRF = "column", "time", "many", "drf"
 _AS_IS = (serializers.JSONField, serializers.ReadOnlyField)
 _STR = (serializers.CharField, serializers.EmailField, serializers.URLField, serializers.SlugField)
