@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from typing import Any, ClassVar
 from uuid import UUID
 
-from django.db.models import QuerySet
+from django.db.models import F, QuerySet, Value
 from rest_framework import serializers
 from rest_framework.request import Request
 
@@ -138,10 +138,6 @@ def _addressed_to(account: Account) -> QuerySet:
     if not account.verified:
         return Invitation.objects.none()
     return rbac.open_invitations(Invitation.objects.filter(email=account.email))
-
-
-def _time(value: Any) -> str | None:
-    return serializers.DateTimeField().to_representation(value) if value is not None else None
 
 
 class InvitationAccepted(serializers.Serializer):
@@ -290,30 +286,21 @@ class InvitationMine(ListEndpoint):
             if name not in self.filter_fields and name not in self.order_fields:
                 raise ApiError(400, f"unknown filter field: {name}", "options.order_bys")
 
-        account = request.user
-        records = []
-        if not filters.get("tags"):  # neither kind is filtered by tags here: none matches
-            for kind, found in (
-                (Invitation, _addressed_to(account)),
-                (Membership, _invited_memberships(account)),
-            ):
-                for row in found.values_list(*LISTED):
-                    record = _listed(kind, row)
-                    if all(
-                        str(record[name]) == str(value) if value is not None else record[name] is None
-                        for name, value in wanted.items()
-                    ):
-                        records.append(record)
-        records.sort(key=lambda record: record["id"], reverse=order_bys[-1].startswith("!"))
-        for item in reversed(order_bys):
-            name = item.removeprefix("!")
-            records.sort(
-                key=lambda record, name=name: (record[name] is not None, record[name] or ""),
-                reverse=item.startswith("!"),
-            )
-        page = [(record["kind"], record["id"]) for record in records[offset : offset + limit]]
-        total = len(records)
-        del records
+        found = _open_invitations(request.user, wanted) if not filters.get("tags") else None
+        if found is None:  # neither kind is tagged: a tags filter matches none
+            total, page = 0, []
+        else:
+            ordering = [
+                F(item.removeprefix("!")).desc(nulls_last=True)
+                if item.startswith("!")
+                else F(item).asc(nulls_first=True)
+                for item in order_bys
+            ]
+            last = order_bys[-1]  # ties fall to the id, in the last order's direction
+            ordering.append(F("id").desc() if last.startswith("!") else F("id").asc())
+            total = found.count()
+            rows = found.order_by(*ordering)[offset : offset + limit] if limit else []
+            page = [(KINDS[kind], str(pk)) for kind, pk, *_ in rows]
         return encoded_page(
             self.list_key,
             self._written(request, page),
@@ -349,19 +336,33 @@ class InvitationMine(ListEndpoint):
                     yield encoders[kind][0], read.pop((kind, pk))
 
 
-# The filter and order fields of `invitations/mine`, read of both kinds (then as the answer writes them).
+# `invitations/mine` is one SQL query over both kinds (a UNION): filtered, counted, ordered and paged by
+# PostgreSQL, so a caller invited by any number of workspaces costs a page, never the whole set.
 LISTED = ("id", "workspace_id", "scope", "project_id", "created_at", "updated_at")
+KINDS = {"invitation": Invitation, "membership": Membership}
+UUID_FIELDS = ("id", "workspace_id", "project_id")
 
 
-def _listed(kind: type, row: tuple) -> dict:
-    pk, workspace_id, scope, project_id, created_at, updated_at = row
-    return {
-        "kind": kind,
-        "id": str(pk),
-        "workspace_id": str(workspace_id),
-        "status": Invitation.Status.PENDING,  # both kinds: open invitations only
-        "scope": scope,
-        "project_id": str(project_id) if project_id else None,
-        "created_at": _time(created_at),
-        "updated_at": _time(updated_at),
-    }
+def _open_invitations(account: Account, wanted: dict[str, str | None]) -> QuerySet | None:
+    """Both kinds of the caller's open invitations matching `wanted` (field -> value; None: no value), as
+    rows of `kind` then LISTED; None when nothing can match."""
+    parts = []
+    for kind, found in (
+        ("invitation", _addressed_to(account)),
+        ("membership", _invited_memberships(account)),
+    ):
+        for name, value in wanted.items():
+            if name == "status":  # both kinds are listed as `pending`: open invitations only
+                if value != Invitation.Status.PENDING:
+                    return None
+            elif value is None:
+                found = found.filter(**{f"{name}__isnull": True})
+            elif name in UUID_FIELDS:
+                try:
+                    found = found.filter(**{name: UUID(value)})
+                except ValueError:
+                    return None  # no id is spelled so
+            else:
+                found = found.filter(**{name: value})
+        parts.append(found.annotate(kind=Value(kind)).values_list("kind", *LISTED))
+    return parts[0].union(parts[1], all=True)

@@ -588,6 +588,56 @@ def test_mine_lists_open_invitations_to_the_verified_address_and_invited_members
     assert answer["membership"]["status"] == "active" and answer["invitation"]["id"] == str(invited.pk)
 
 
+def test_mine_is_filtered_counted_ordered_and_paged_by_the_database(tenant, member_of):
+    """Both kinds in one query (CONTRACT 16: a caller invited by any number of workspaces costs a page,
+    never the whole set): its filters, its order with ties and absent values, its pages; another
+    account's invitations never appear."""
+    _a, b, _, owner_api, other_api, role = tenant
+    invitee = verified("invitee@example.com")
+    expected = [invite(owner_api, role)["id"], invite(other_api, RoleFactory(workspace=b))["id"]]
+    project = ProjectFactory(workspace=b)
+    in_project = invite(other_api, RoleFactory(workspace=b), scope="project", project_id=str(project.pk))[
+        "id"
+    ]
+    expected.append(in_project)
+    for _ in range(3):
+        c = WorkspaceFactory()
+        expected.append(str(MembershipFactory(account=invitee, workspace=c, status="invited").pk))
+    invite(owner_api, role, email="someone-else@example.com")  # another address: never listed
+    MembershipFactory(account=AccountFactory(), workspace=WorkspaceFactory(), status="invited")
+    mine = client_for(invitee)
+
+    def ids(body: dict) -> list[str]:
+        return [item["id"] for item in ok(mine.call("/invitations/mine", body))["invitations"]]
+
+    assert sorted(ids({})) == sorted(expected)
+    assert ids({"filter": {"fields": {"scope": "project"}}}) == [in_project]
+    assert ids({"filter": {"fields": {"project_id": str(project.pk)}}}) == [in_project]
+    assert sorted(ids({"filter": {"fields": {"project_id": None}}})) == sorted(set(expected) - {in_project})
+    assert sorted(ids({"filter": {"fields": {"status": "pending"}}})) == sorted(expected)
+    assert ids({"filter": {"fields": {"status": "accepted"}}}) == []
+    assert ids({"filter": {"fields": {"id": "not-an-id"}}}) == []
+    assert ids({"filter": {"fields": {"id": expected[-1].upper()}}}) == [expected[-1]]
+    assert ids({"filter": {"fields": {"workspace_id": str(b.pk), "scope": "workspace"}}}) == [expected[1]]
+    # Pages of one order cover every record once, in that order; absent values first going up.
+    for order in (["!created_at"], ["project_id"], ["!project_id", "scope"], ["id"]):
+        whole = ids({"options": {"order_bys": order}})
+        paged = [
+            item
+            for offset in range(0, 6, 4)
+            for item in ids({"options": {"order_bys": order, "limit": 4, "offset": offset}})
+        ]
+        assert paged == whole and sorted(whole) == sorted(expected)
+    assert ids({"options": {"order_bys": ["project_id"]}})[-1] == in_project
+    assert ids({"options": {"order_bys": ["!project_id"]}})[0] == in_project
+    assert ids({"options": {"order_bys": ["id"]}}) == sorted(expected)
+    # The page is cut where the rows are: the one query over both kinds carries the limit and the offset.
+    with CaptureQueriesContext(connection) as queries:
+        assert len(ids({"options": {"limit": 2, "offset": 1}})) == 2
+    union = [query["sql"] for query in queries if "UNION" in query["sql"]]
+    assert any("LIMIT 2" in sql and "OFFSET 1" in sql for sql in union), union
+
+
 # Mails never carry a name that can pass for a link or a paragraph (issue 23)
 
 
