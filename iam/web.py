@@ -44,6 +44,7 @@ ABORT = "iam.abort"  # scope["extensions"] key: drops the connection at once (a 
 # Seconds a streamed answer waits for the client to take its next chunk: a reader that takes none for that
 # long is dropped, freeing its thread, well before the worker counts as stuck (gunicorn's `timeout`).
 SEND_TIMEOUT = REQUEST_TIMEOUT
+LIMIT_REQUEST_HEAD = 64 * 1024  # bytes of header fields in one request (nginx allows 32 KiB by default)
 
 
 def security_headers() -> list[tuple[bytes, bytes]]:
@@ -74,16 +75,23 @@ class HttpProtocol(HttpToolsProtocol):
     request): while the head is incomplete this protocol answers 408 itself; once it is complete, the
     deadline travels in the scope and `ReadWhole` enforces it on the body. httptools sets no bound on a
     request's head: gunicorn's `limit_request_line`, `limit_request_fields` and
-    `limit_request_field_size` (set by the worker) apply, as under its own workers."""
+    `limit_request_field_size` (set by the worker) apply, as under its own workers, and the whole head is
+    bounded too (`LIMIT_REQUEST_HEAD`), so a head cannot hold 100 fields of 8 KiB each. A connection past
+    gunicorn's `worker_connections` (1,000 by default) is answered 503 and closed at once: with the head
+    bound and uvicorn's 64 KiB of unread body per connection, what open connections hold is bounded."""
 
     limit_request_line = 4094
     limit_request_fields = 100
     limit_request_field_size = 8190
+    limit_connections = 1000
 
     def connection_made(self, transport) -> None:
         super().connection_made(transport)
         self.deadline_timer: asyncio.TimerHandle | None = None
         self.head_too_large = False
+        if len(self.connections) > self.limit_connections:  # this one counted
+            self.answer_and_close(503)
+            return
         self.start_deadline()
 
     def start_deadline(self) -> None:
@@ -113,9 +121,11 @@ class HttpProtocol(HttpToolsProtocol):
         super().on_url(url)
 
     def on_header(self, name: bytes, value: bytes) -> None:
+        self.header_bytes += len(name) + len(value)
         if (
             len(self.headers) >= self.limit_request_fields
             or len(name) + len(value) > self.limit_request_field_size
+            or self.header_bytes > LIMIT_REQUEST_HEAD
         ):
             self.head_too_large = True
             return
@@ -156,7 +166,7 @@ class HttpProtocol(HttpToolsProtocol):
     def answer_and_close(self, status: int) -> None:
         headers, body = error_head_and_body(status)
         head = b"".join(b"%s: %s\r\n" % header for header in headers)
-        reason = {400: b"Bad Request", 408: b"Request Timeout"}[status]
+        reason = {400: b"Bad Request", 408: b"Request Timeout", 503: b"Service Unavailable"}[status]
         self.transport.write(b"HTTP/1.1 %d %s\r\n%s\r\n%s" % (status, reason, head, body))
         self.transport.close()
 
@@ -515,6 +525,7 @@ class Worker(UvicornWorker):
         HttpProtocol.limit_request_line = self.cfg.limit_request_line or sys.maxsize
         HttpProtocol.limit_request_fields = self.cfg.limit_request_fields or sys.maxsize
         HttpProtocol.limit_request_field_size = self.cfg.limit_request_field_size or sys.maxsize
+        HttpProtocol.limit_connections = self.cfg.worker_connections
         self.config.timeout_notify = 0.5  # uvicorn checks each second: a notification each second
         self.stuck_reported = False
 
