@@ -887,7 +887,7 @@ def _neighbour_figures(base: str, token: str, workspace, validate_body: str) -> 
         role = Role.objects.create(workspace=heavy, name=f"heavy-{n}", tags=tags, meta=_max_meta("role"))
         role.permissions.set(permissions)
     heavy_headers = {
-        "Authorization": f"Bearer {issue_session(owner)['access_token']}",
+        "Authorization": f"Bearer {issue_session(owner, amr=['pwd'])['access_token']}",
         "X-Workspace": "heavy",
     }
     stop = threading.Event()
