@@ -1,7 +1,9 @@
 """Small helpers for live tests: CONTRACT 1's envelope, and the few records most tests need, made over
 HTTP as a client would."""
 
+import re
 import uuid
+from pathlib import Path
 
 import requests
 
@@ -57,3 +59,28 @@ def add_member(
         "meta": META,
     }
     return ok(live.post("/memberships/create", body, token=token, workspace=workspace))
+
+
+def validating_tenant(live) -> dict:
+    """Another tenant: a workspace with a client validating its active member's token (the body of a
+    `clients/validate` call)."""
+    _, _, operator = live.bootstrap_operator()
+    workspace = create_workspace(live, operator)["id"]
+    client = create_client(live, operator, workspace)
+    member = live.register()
+    add_member(live, operator, workspace, member["account"]["id"])
+    return {"client_id": client["id"], "client_secret": client["secret"], "token": member["access_token"]}
+
+
+def worker_pid(web) -> int:
+    """The one worker process of a web tier started with `workers=1`."""
+    master = web.process.pid
+    children = Path(f"/proc/{master}/task/{master}/children").read_text().split()
+    assert len(children) == 1, children
+    return int(children[0])
+
+
+def memory(pid: int) -> dict[str, int]:
+    """VmRSS and VmHWM (peak resident) of a process, in bytes."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    return {key: int(value) * 1024 for key, value in re.findall(r"^(VmRSS|VmHWM):\s+(\d+) kB", status, re.M)}

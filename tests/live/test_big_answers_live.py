@@ -15,7 +15,6 @@ import codecs
 import contextlib
 import json
 import os
-import re
 import time
 from pathlib import Path
 
@@ -23,7 +22,7 @@ import psycopg
 import pytest
 import requests
 
-from tests.live.api import META, create_workspace, ok, unique
+from tests.live.api import META, create_workspace, memory, ok, unique, worker_pid
 
 ROLES = 50  # IAM_QUOTA_ROLES_PER_MEMBERSHIP
 PER_ROLE = 500  # IAM_QUOTA_PERMISSIONS_PER_ROLE
@@ -62,19 +61,6 @@ def one_worker(live):
     web = live.start_web(workers=1)
     yield web
     web.stop()
-
-
-def worker_pid(web) -> int:
-    master = web.process.pid
-    children = Path(f"/proc/{master}/task/{master}/children").read_text().split()
-    assert len(children) == 1, children
-    return int(children[0])
-
-
-def memory(pid: int) -> dict[str, int]:
-    """VmRSS and VmHWM (peak resident) of a process, in bytes."""
-    status = Path(f"/proc/{pid}/status").read_text()
-    return {key: int(value) * 1024 for key, value in re.findall(r"^(VmRSS|VmHWM):\s+(\d+) kB", status, re.M)}
 
 
 @pytest.fixture(scope="module")

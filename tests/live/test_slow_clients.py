@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from tests.live.api import add_member, create_client, create_workspace
+from tests.live.api import validating_tenant
 
 SLOW_CONNECTIONS = 50
 TIMEOUT = 10  # seconds: CONTRACT 13
@@ -23,17 +23,7 @@ TIMEOUT = 10  # seconds: CONTRACT 13
 
 @pytest.fixture(scope="module")
 def tenant(live) -> dict:
-    """Another tenant: a workspace with a client validating its active member's token."""
-    _, _, operator = live.bootstrap_operator()
-    workspace = create_workspace(live, operator)["id"]
-    client = create_client(live, operator, workspace)
-    member = live.register()
-    add_member(live, operator, workspace, member["account"]["id"])
-    return {
-        "client_id": client["id"],
-        "client_secret": client["secret"],
-        "token": member["access_token"],
-    }
+    return validating_tenant(live)
 
 
 def connect(live) -> socket.socket:

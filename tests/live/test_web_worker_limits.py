@@ -8,7 +8,6 @@
 
 import contextlib
 import json
-import re
 import socket
 import threading
 import time
@@ -19,7 +18,7 @@ from urllib.parse import urlsplit
 import pytest
 import requests
 
-from tests.live.api import add_member, create_client, create_workspace
+from tests.live.api import memory, validating_tenant, worker_pid
 from tests.live.conftest import free_port, web_command
 
 MIB = 1024 * 1024
@@ -33,31 +32,12 @@ TIMEOUT = 3  # gunicorn's --timeout for the tier with a stuck request
 
 @pytest.fixture(scope="module")
 def tenant(live) -> dict:
-    """Another tenant: a workspace with a client validating its active member's token."""
-    _, _, operator = live.bootstrap_operator()
-    workspace = create_workspace(live, operator)["id"]
-    client = create_client(live, operator, workspace)
-    member = live.register()
-    add_member(live, operator, workspace, member["account"]["id"])
-    return {"client_id": client["id"], "client_secret": client["secret"], "token": member["access_token"]}
+    return validating_tenant(live)
 
 
 def validate(live, tenant, base: str) -> None:
     response = live.post("/clients/validate", tenant, base=base, timeout=10)
     assert response.status_code == 200 and response.json()["data"]["authorized"] is True, response.text
-
-
-def worker_pid(web) -> int:
-    master = web.process.pid
-    children = Path(f"/proc/{master}/task/{master}/children").read_text().split()
-    assert len(children) == 1, children
-    return int(children[0])
-
-
-def memory(pid: int) -> dict[str, int]:
-    """VmRSS and VmHWM (peak resident) of a process, in bytes."""
-    status = Path(f"/proc/{pid}/status").read_text()
-    return {key: int(value) * 1024 for key, value in re.findall(r"^(VmRSS|VmHWM):\s+(\d+) kB", status, re.M)}
 
 
 def partial_body(url: str) -> socket.socket:
