@@ -295,6 +295,7 @@ class InvitationMine(ListEndpoint):
                 if item.startswith("!")
                 else F(item).asc(nulls_first=True)
                 for item in order_bys
+                if item.removeprefix("!") != "status"  # `pending` for every row: no order of its own
             ]
             last = order_bys[-1]  # ties fall to the id, in the last order's direction
             ordering.append(F("id").desc() if last.startswith("!") else F("id").asc())

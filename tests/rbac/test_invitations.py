@@ -620,7 +620,8 @@ def test_mine_is_filtered_counted_ordered_and_paged_by_the_database(tenant, memb
     assert ids({"filter": {"fields": {"id": expected[-1].upper()}}}) == [expected[-1]]
     assert ids({"filter": {"fields": {"workspace_id": str(b.pk), "scope": "workspace"}}}) == [expected[1]]
     # Pages of one order cover every record once, in that order; absent values first going up.
-    for order in (["!created_at"], ["project_id"], ["!project_id", "scope"], ["id"]):
+    orders = (["!created_at"], ["project_id"], ["!project_id", "scope"], ["id"], ["status"], ["!status"])
+    for order in orders:
         whole = ids({"options": {"order_bys": order}})
         paged = [
             item
@@ -631,6 +632,8 @@ def test_mine_is_filtered_counted_ordered_and_paged_by_the_database(tenant, memb
     assert ids({"options": {"order_bys": ["project_id"]}})[-1] == in_project
     assert ids({"options": {"order_bys": ["!project_id"]}})[0] == in_project
     assert ids({"options": {"order_bys": ["id"]}}) == sorted(expected)
+    assert ids({"options": {"order_bys": ["status"]}}) == sorted(expected)  # one value: ties by id
+    assert ids({"options": {"order_bys": ["!status"]}}) == sorted(expected, reverse=True)
     # The page is cut where the rows are: the one query over both kinds carries the limit and the offset.
     with CaptureQueriesContext(connection) as queries:
         assert len(ids({"options": {"limit": 2, "offset": 1}})) == 2
