@@ -12,7 +12,7 @@ from authn.services import create_password_account
 from iam.api import Endpoint
 from iam.list_endpoint import ListEndpoint
 from rbac.api import changes_of
-from rbac.endpoints import get_object, named_by
+from rbac.policy import get_object, named_by
 
 from . import services
 from .models import Account

@@ -18,13 +18,12 @@ from rest_framework.request import Request
 
 from accounts.models import Account
 from iam.addresses import client_ip, user_agent
-from iam.api import EncodedJson, Endpoint, encoded_object
+from iam.api import EncodedJson, Endpoint, answer_fresh, encoded_object
 from iam.errors import AUTHENTICATION_REQUIRED, ApiError
 from iam.fields import Name, String, Uuid
 from iam.list_endpoint import ListEndpoint, encoded_page
 from iam.serializers import FIRST_READ, Encoder
 from rbac import services as rbac
-from rbac.endpoints import answer_fresh
 from rbac.models import Invitation, Membership
 from rbac.serializers import Deleted, InvitationSerializer, MembershipAsInvitation, MembershipSerializer
 

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, ClassVar
 
 from django.db import transaction
+from django.db.models import Model, QuerySet
 from django.http import HttpResponse, StreamingHttpResponse
 from rest_framework import exceptions, serializers
 from rest_framework.renderers import JSONRenderer
@@ -21,7 +22,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from iam.errors import INVALID_STRUCTURE, ApiError
-from iam.serializers import to_json
+from iam.serializers import Encoder, to_json
 
 JSON_RENDERER = JSONRenderer()
 
@@ -43,7 +44,7 @@ class EncodedJson:
 
 def encoded_object(members: Mapping[str, Any]) -> EncodedJson:
     """A JSON object of `members`, in order, as JSONRenderer writes the dict of them: a member that is an
-    `EncodedJson` (an object's `Encoder.stream`, `rbac.endpoints.answer_fresh`) is written as its parts,
+    `EncodedJson` (an object's `Encoder.stream`, `answer_fresh`) is written as its parts,
     read as the answer is sent; any other value as its JSON. So an answer of several large objects
     (`invitations/accept`: the invitation and the membership, each of up to 50 roles of 500 permissions)
     streams like one (CONTRACT 16)."""
@@ -197,7 +198,7 @@ class Endpoint(APIView):
     - `workspace_scoped`: the request acts in the workspace named by `X-Workspace` (CONTRACT 2), available
       to the handler as `request.workspace`.
     - `project_scoped`: a project-scope grant of `permission` lets the caller in; the record's project is
-      then checked once the object is loaded (`rbac.endpoints.get_object`, CONTRACT 4).
+      then checked once the object is loaded (`rbac.policy.get_object`, CONTRACT 4).
     - `decided_on_object`: `permission` is decided once the object is loaded, not before the body: an
       account's self access, a workspace's own grants (`rbac.policy.authorize`).
     - `request_serializer` / `response_serializer`: the body's and the `data`'s shapes.
@@ -279,3 +280,20 @@ class Endpoint(APIView):
     def serialize(self, instance: Any) -> dict:
         assert self.response_serializer is not None
         return self.response_serializer(instance, context={"request": self.request}).data
+
+
+def answer_fresh(
+    request: Request,
+    serializer: type[serializers.Serializer],
+    queryset: QuerySet,
+    obj: Model,
+    context: dict | None = None,
+) -> EncodedJson:
+    """`obj` re-read from `queryset` (its relations changed by the service) and written by `serializer`,
+    as a stream of pieces (`Encoder.stream`): its nested objects are read a few at a time while the
+    answer is sent, so a membership of 50 roles of 500 large permissions is never held whole. `obj`'s own
+    row is read now, its nested rows as the answer is written (`encoded_object` puts several of these
+    in one answer). `context`: more of the serializer's context."""
+    encoder = Encoder(serializer(context={"request": request, **(context or {})}))
+    fresh = encoder.prepare(queryset.prefetch_related(None)).get(pk=obj.pk)
+    return EncodedJson(encoder.stream(fresh))

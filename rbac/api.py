@@ -1,22 +1,22 @@
 """The RBAC endpoints: permissions, roles, memberships, invitations and `permissions/check`, listed by
 path in rbac/urls.py. Each states on its class the permission it needs (`permission = "roles:update"`), its
 workspace scoping, its serializers and an example request, and has a short `handle` that loads the object
-the body names through the one policy (`rbac.endpoints.get_object`: what does not depend on the object is
+the body names through the one policy (`rbac.policy.get_object`: what does not depend on the object is
 refused first, then a 404, then the decision on the object), calls its service and answers."""
 
 from django.db.models import QuerySet
 from rest_framework.request import Request
 
 from accounts.models import Account
-from iam.api import EncodedJson, Endpoint
+from iam.api import EncodedJson, Endpoint, answer_fresh
 from iam.errors import ApiError
 from iam.list_endpoint import ListEndpoint
 from iam.serializers import prefetch
 from tenancy.models import Project
 
 from . import policy, services
-from .endpoints import answer_fresh, get_object, in_visible_projects, named_by
 from .models import Invitation, Membership, Permission, Role
+from .policy import get_object, in_visible_projects, named_by
 from .serializers import (
     Deleted,
     IdRequest,

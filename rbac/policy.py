@@ -2,7 +2,7 @@
 
 Every API request is decided by two functions of this module: `admit` before the body is read (the
 endpoint's declared permission, asked by `EndpointPermission`, the DRF permission class at the end of this
-module), and `authorize` once the endpoint has loaded, through `rbac.endpoints.get_object`, the object
+module), and `authorize` once the endpoint has loaded, through `get_object` (below), the object
 the request names (its project, its account, a
 workspace). Every rule reads here: wildcards (`matches`), project scope (`Grants.allows`), self access on
 accounts and root-workspace rights for global resources (`authorize`), no escalation
@@ -13,12 +13,14 @@ authorization generation, which every change to memberships, roles, permissions 
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 from uuid import UUID
 
 from django.conf import settings
 from django.db.models import Q, QuerySet
 from rest_framework.exceptions import NotAuthenticated
 from rest_framework.permissions import BasePermission
+from rest_framework.request import Request
 
 from accounts.models import Account
 from iam import cache, events
@@ -494,3 +496,46 @@ def select_workspace(request, account):
         raise ApiError(403, "not a member of this workspace")
     require_mfa(request.auth, workspace)
     return workspace
+
+
+def get_object(
+    request: Request,
+    queryset: QuerySet,
+    *,
+    permission: str,
+    project_scoped: bool = False,
+    fields: Iterable[str] = (),
+    **lookup: Any,
+) -> Any:
+    """The object of `queryset` (already scoped to the `X-Workspace` workspace where it belongs to one)
+    that every `lookup` key names, once the caller may act on it with `permission`. `project_scoped`: a
+    project-scope grant counts for the object's own project. `fields`: the request's fields (an update's),
+    for the rules that depend on what changes (an account's own flags, a credential's secret)."""
+    found = queryset.filter(**lookup).first() if lookup else None
+    authorize(
+        request.user,
+        getattr(request, "workspace", None),
+        permission,
+        found,
+        project_scoped=project_scoped,
+        fields=fields,
+        claims=getattr(request, "auth", None),
+    )
+    if found is None:
+        raise ApiError(404, f"{queryset.model._meta.verbose_name} not found")
+    return found
+
+
+def named_by(data: dict, *keys: str) -> dict:
+    """The lookup of the object the body names by any of `keys` (`id`, `slug`): every key sent must match."""
+    return {key: data[key] for key in keys if key in data}
+
+
+def in_visible_projects(
+    request: Request, queryset: QuerySet, *, permission: str, project_field: str = "project_id"
+) -> QuerySet:
+    """For a list a project-scope grant of `permission` lets in (`project_scoped = True`): `queryset` (of
+    the `X-Workspace` workspace) as it is for a workspace-wide grant, else only what belongs to the
+    projects where the caller holds `permission` (`project_field` names an object's project)."""
+    visible = visible_projects(request.user, request.workspace, permission)
+    return queryset if visible is None else queryset.filter(**{f"{project_field}__in": visible})

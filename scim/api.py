@@ -6,8 +6,7 @@ from rest_framework.request import Request
 
 from iam.api import Endpoint
 from iam.list_endpoint import ListEndpoint
-from rbac.endpoints import get_object
-from rbac.policy import EndpointPermission
+from rbac.policy import EndpointPermission, get_object
 
 from . import services
 from .models import ScimToken

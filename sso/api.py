@@ -9,13 +9,13 @@ from rest_framework.request import Request
 
 from authn import oauth_state, throttling
 from iam.addresses import client_ip, user_agent
-from iam.api import EncodedJson, Endpoint
+from iam.api import EncodedJson, Endpoint, answer_fresh
 from iam.errors import ApiError
 from iam.list_endpoint import ListEndpoint
 from iam.serializers import prefetch
 from rbac.api import changes_of
-from rbac.endpoints import answer_fresh, get_object
 from rbac.models import Role
+from rbac.policy import get_object
 from rbac.services import resolve
 
 from . import login, services

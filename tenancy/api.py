@@ -1,6 +1,6 @@
 """The workspace and project endpoints, listed in tenancy/urls.py. Each states its permission and calls
 its service by name. Who may reach a workspace or a project is `rbac.policy`'s rule (through
-`rbac.endpoints.get_object`), and a new workspace's owner set-up (its `*` permission, `owner` role and
+`rbac.policy.get_object`), and a new workspace's owner set-up (its `*` permission, `owner` role and
 the creator's membership) writes rbac's models, so it is `rbac.services.create_workspace`: the HTTP tier
 may use the domain tier of any app (docs/architecture.md)."""
 
@@ -11,8 +11,8 @@ from iam.api import Endpoint
 from iam.list_endpoint import ListEndpoint
 from rbac import policy
 from rbac.api import changes_of
-from rbac.endpoints import get_object, in_visible_projects, named_by
 from rbac.models import Membership
+from rbac.policy import get_object, in_visible_projects, named_by
 from rbac.services import create_workspace
 
 from . import services
