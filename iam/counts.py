@@ -22,10 +22,9 @@ SQLite (development) has no counts: `total` there is always `count(*)`.
 
 from dataclasses import dataclass
 
+from django.core.exceptions import EmptyResultSet
 from django.db import connections, transaction
 from django.db.models import QuerySet
-from django.db.models.expressions import Col
-from django.db.models.lookups import Exact
 
 TABLE = "iam_row_count"  # the SQL below is built from these constants and COUNTED's, never from input
 # The transaction-level advisory lock that compaction, a recount and a TRUNCATE's trigger take: one
@@ -156,26 +155,34 @@ def compact(using: str = "default") -> int | None:
         return int(cursor.fetchone()[0])
 
 
-def tenant_of(queryset: QuerySet) -> str | None:
-    """The counted tenant holding exactly the queryset's rows: `''` for a whole counted table, a tenant's
-    id for `filter(<tenant>=id)` and nothing else; None whenever the queryset is anything narrower (any
-    other condition, a slice, a union), so a list cannot read a count that is not its own."""
+def tenant_of(queryset: QuerySet, workspace_id: object = None) -> str | None:
+    """The count that holds exactly the queryset's rows: `''` for a table counted whole, the workspace's id
+    for a table counted per workspace when the queryset is that workspace's rows; None for anything else
+    (any other condition, a join, a slice, a union), so a list cannot read a count that is not its own.
+    The queryset is compared, as the SQL it runs, with the counted set itself (`_base_manager`, which hides
+    no rows)."""
     counted = COUNTED.get(queryset.model._meta.db_table)
-    query = queryset.query
-    if counted is None or query.combinator or query.is_sliced or query.distinct_fields:
+    if counted is None:
         return None
-    where = query.where
-    if not where.children:
-        return "" if counted.tenant is None else None
-    if counted.tenant is None or len(where.children) != 1 or where.negated:
+    rows = queryset.model._base_manager.using(queryset.db)
+    if counted.tenant is None:
+        key, whole = "", rows.all()
+    elif workspace_id is None:
         return None
-    lookup = where.children[0]
-    if not (isinstance(lookup, Exact) and isinstance(lookup.lhs, Col)):
+    else:
+        key, whole = str(workspace_id), rows.filter(**{counted.tenant: workspace_id})
+    sql = _sql(queryset)
+    return key if sql is not None and sql == _sql(whole) else None
+
+
+def _sql(queryset: QuerySet) -> tuple[str, list[str]] | None:
+    """The SQL the queryset runs and its parameters as text; None for one that matches nothing
+    (`filter(project_id__in=[])`: Django runs no query for it)."""
+    try:
+        sql, params = queryset.query.sql_with_params()
+    except EmptyResultSet:
         return None
-    if lookup.lhs.alias != query.base_table or lookup.lhs.target.column != counted.tenant:
-        return None
-    value = getattr(lookup.rhs, "pk", lookup.rhs)
-    return None if value is None else str(value)
+    return sql, [str(param) for param in params]
 
 
 def _as_text(value) -> str:
@@ -185,12 +192,15 @@ def _as_text(value) -> str:
     return str(value)
 
 
-def total(queryset: QuerySet, filters: list[tuple[str, object]]) -> int | None:
+def total(
+    queryset: QuerySet, filters: list[tuple[str, object]], *, workspace_id: object = None
+) -> int | None:
     """The exact number of the queryset's rows matching `filters` ((column, value) equalities), read from
-    the counts when they hold it: PostgreSQL, a counted tenant (`tenant_of`), and no filter or one on a
-    counted field. None otherwise: the caller counts the rows."""
+    the counts when they hold it: PostgreSQL, a counted set (`tenant_of`: the whole table, or the rows of
+    the workspace `workspace_id`), and no filter or one on a counted field. None otherwise: the caller
+    counts the rows."""
     connection = connections[queryset.db]
-    tenant = tenant_of(queryset) if connection.vendor == "postgresql" else None
+    tenant = tenant_of(queryset, workspace_id) if connection.vendor == "postgresql" else None
     if tenant is None or len(filters) > 1:
         return None
     field, value = filters[0] if filters else ("", "")

@@ -135,7 +135,9 @@ class ListEndpoint(Endpoint):
         ordering.append("-pk" if descending else "pk")  # CONTRACT 11: ties broken by id
 
         # An exact total from the database's counts where they hold it (a million rows), else count(*).
-        total = None if filters.get("tags") else counts.total(scoped, by_column)
+        workspace = getattr(request, "workspace", None)  # None on global lists
+        workspace_id = None if workspace is None else workspace.pk
+        total = None if filters.get("tags") else counts.total(scoped, by_column, workspace_id=workspace_id)
         if total is None:
             total = queryset.count()
         records: Iterator[tuple[Encoder, Any]] = iter(())

@@ -230,27 +230,41 @@ def test_cleanup_and_the_beat_schedule_compact(workspace, settings):
 
 
 def test_tenant_of_names_only_a_whole_counted_set(workspace):
+    other = WorkspaceFactory()
+    mine = Membership.objects.filter(workspace=workspace)
     assert counts.tenant_of(Account.objects.all()) == ""
+    assert counts.tenant_of(Account.objects.all(), workspace.pk) == ""  # counted whole, whoever lists
     assert counts.tenant_of(Account.objects.filter(enabled=True)) is None
-    assert counts.tenant_of(Membership.objects.filter(workspace=workspace)) == str(workspace.pk)
-    assert counts.tenant_of(Membership.objects.filter(workspace_id=workspace.pk)) == str(workspace.pk)
-    assert counts.tenant_of(Membership.objects.filter(workspace=workspace, project_id__in=[])) is None
-    assert counts.tenant_of(Membership.objects.exclude(workspace=workspace)) is None
-    assert counts.tenant_of(Membership.objects.all()) is None  # counted per workspace only
-    assert counts.tenant_of(Membership.objects.filter(workspace=workspace)[:5]) is None
+    assert counts.tenant_of(Account.objects.filter(memberships__workspace=workspace), workspace.pk) is None
+    assert counts.tenant_of(mine, workspace.pk) == str(workspace.pk)
+    assert counts.tenant_of(Membership.objects.filter(workspace_id=str(workspace.pk)), workspace.pk) == str(
+        workspace.pk
+    )
+    assert counts.tenant_of(mine) is None  # a workspace's rows, but the list names no workspace
+    assert counts.tenant_of(mine, other.pk) is None  # not the rows of the workspace the list names
+    assert counts.tenant_of(Membership.objects.all(), workspace.pk) is None  # counted per workspace only
+    assert counts.tenant_of(mine.filter(project_id__in=[]), workspace.pk) is None
+    assert counts.tenant_of(mine.filter(status="active"), workspace.pk) is None
+    assert counts.tenant_of(Membership.objects.exclude(workspace=workspace), workspace.pk) is None
+    assert counts.tenant_of(mine | Membership.objects.filter(workspace=other), workspace.pk) is None
+    assert counts.tenant_of(mine.union(Membership.objects.filter(workspace=other)), workspace.pk) is None
+    assert counts.tenant_of(mine.select_related("account"), workspace.pk) is None
+    assert counts.tenant_of(mine[:5], workspace.pk) is None
     assert counts.tenant_of(Workspace.objects.all()) is None  # not counted
 
 
 def test_total_answers_only_what_one_count_holds(workspace):
     membership = MembershipFactory(workspace=workspace, status="invited")
     scoped = Membership.objects.filter(workspace=workspace)
-    assert counts.total(scoped, []) == 1
-    assert counts.total(scoped, [("status", "invited")]) == 1
-    assert counts.total(scoped, [("status", "active")]) == 0
-    assert counts.total(scoped, [("status", "invited"), ("status", "active")]) is None  # 0 rows, not 1
-    assert counts.total(scoped, [("status", "invited"), ("scope", "workspace")]) is None
-    assert counts.total(scoped, [("account_id", membership.account_id)]) is None
-    assert counts.total(scoped.filter(status="invited"), []) is None
+    ws = workspace.pk
+    assert counts.total(scoped, []) is None  # the list names no workspace
+    assert counts.total(scoped, [], workspace_id=ws) == 1
+    assert counts.total(scoped, [("status", "invited")], workspace_id=ws) == 1
+    assert counts.total(scoped, [("status", "active")], workspace_id=ws) == 0
+    assert counts.total(scoped, [("status", "invited"), ("status", "active")], workspace_id=ws) is None
+    assert counts.total(scoped, [("status", "invited"), ("scope", "workspace")], workspace_id=ws) is None
+    assert counts.total(scoped, [("account_id", membership.account_id)], workspace_id=ws) is None
+    assert counts.total(scoped.filter(status="invited"), [], workspace_id=ws) is None
     verified = Account.objects.filter(verified=True).count()
     assert counts.total(Account.objects.all(), [("verified", True)]) == verified
 
