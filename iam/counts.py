@@ -20,11 +20,13 @@ functions match `COUNTED`: a change here is a new migration that freezes the new
 SQLite (development) has no counts: `total` there is always `count(*)`.
 """
 
+import functools
+import uuid
 from dataclasses import dataclass
 
 from django.core.exceptions import EmptyResultSet
 from django.db import connections, transaction
-from django.db.models import QuerySet
+from django.db.models import Model, QuerySet
 
 TABLE = "iam_row_count"  # the SQL below is built from these constants and COUNTED's, never from input
 # The transaction-level advisory lock that compaction, a recount and a TRUNCATE's trigger take: one
@@ -159,30 +161,29 @@ def tenant_of(queryset: QuerySet, workspace_id: object = None) -> str | None:
     """The count that holds exactly the queryset's rows: `''` for a table counted whole, the workspace's id
     for a table counted per workspace when the queryset is that workspace's rows; None for anything else
     (any other condition, a join, a slice, a union), so a list cannot read a count that is not its own.
-    The queryset is compared, as the SQL it runs, with the counted set itself (`_base_manager`, which hides
-    no rows)."""
+    The queryset is compared, as the SQL it runs, with the counted set itself (`_counted_sql`)."""
     counted = COUNTED.get(queryset.model._meta.db_table)
-    if counted is None:
+    if counted is None or (counted.tenant is not None and workspace_id is None):
         return None
-    rows = queryset.model._base_manager.using(queryset.db)
-    if counted.tenant is None:
-        key, whole = "", rows.all()
-    elif workspace_id is None:
-        return None
-    else:
-        key, whole = str(workspace_id), rows.filter(**{counted.tenant: workspace_id})
-    sql = _sql(queryset)
-    return key if sql is not None and sql == _sql(whole) else None
-
-
-def _sql(queryset: QuerySet) -> tuple[str, list[str]] | None:
-    """The SQL the queryset runs and its parameters as text; None for one that matches nothing
-    (`filter(project_id__in=[])`: Django runs no query for it)."""
     try:
         sql, params = queryset.query.sql_with_params()
-    except EmptyResultSet:
+    except EmptyResultSet:  # `filter(project_id__in=[])`: Django runs no query for it
         return None
-    return sql, [str(param) for param in params]
+    key = "" if counted.tenant is None else str(workspace_id)
+    expected = [] if counted.tenant is None else [key]
+    if sql != _counted_sql(queryset.model, queryset.db) or [str(param) for param in params] != expected:
+        return None
+    return key
+
+
+@functools.cache
+def _counted_sql(model: type[Model], using: str) -> str:
+    """The SQL of a counted set: the whole table, or one tenant's rows (the same text for every tenant, whose
+    id is its one parameter). `_base_manager`, which hides no rows."""
+    rows = model._base_manager.using(using)
+    tenant = COUNTED[model._meta.db_table].tenant
+    whole = rows.all() if tenant is None else rows.filter(**{tenant: uuid.UUID(int=0)})  # any tenant's id
+    return whole.query.sql_with_params()[0]
 
 
 def _as_text(value) -> str:
