@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import api, credential_endpoints, invitations, jwks, mfa_endpoints, session_endpoints
+from . import api, credential_endpoints, jwks, mfa_endpoints, session_endpoints
 
 urlpatterns = [
     # Signing up, in and out
@@ -19,12 +19,6 @@ urlpatterns = [
     path("auth/mfa/totp/confirm", mfa_endpoints.TotpConfirm.as_view()),
     path("auth/mfa/totp/disable", mfa_endpoints.TotpDisable.as_view()),
     path("auth/mfa/verify", mfa_endpoints.MfaVerify.as_view()),
-    # Invitations, answered by the invitee
-    path("memberships/accept", invitations.MembershipAccept.as_view()),
-    path("memberships/decline", invitations.MembershipDecline.as_view()),
-    path("invitations/accept", invitations.InvitationAccept.as_view()),
-    path("invitations/decline", invitations.InvitationDecline.as_view()),
-    path("invitations/mine", invitations.InvitationMine.as_view()),
     # The caller's own sessions
     path("sessions/list", session_endpoints.SessionList.as_view()),
     path("sessions/revoke", session_endpoints.SessionRevoke.as_view()),

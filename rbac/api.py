@@ -416,7 +416,7 @@ class MembershipDelete(Endpoint):
         return services.delete_membership(membership, actor=request.user)
 
 
-# Invitations by e-mail (accept, decline and the invitee's own list: authn/invitations.py)
+# Invitations by e-mail (accept, decline and the invitee's own list: rbac/invitation_endpoints.py)
 
 
 def invitations_in(request: Request) -> QuerySet:

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import api
+from . import api, invitation_endpoints
 
 urlpatterns = [
     path("permissions/create", api.PermissionCreate.as_view()),
@@ -23,4 +23,10 @@ urlpatterns = [
     path("invitations/describe", api.InvitationDescribe.as_view()),
     path("invitations/list", api.InvitationList.as_view()),
     path("invitations/revoke", api.InvitationRevoke.as_view()),
+    # Answered by the invitee: no X-Workspace, no permission (CONTRACT 15)
+    path("memberships/accept", invitation_endpoints.MembershipAccept.as_view()),
+    path("memberships/decline", invitation_endpoints.MembershipDecline.as_view()),
+    path("invitations/accept", invitation_endpoints.InvitationAccept.as_view()),
+    path("invitations/decline", invitation_endpoints.InvitationDecline.as_view()),
+    path("invitations/mine", invitation_endpoints.InvitationMine.as_view()),
 ]

@@ -137,7 +137,7 @@ def membership_of_before(membership_id) -> dict:
 
 
 def membership_as_invitation_before(membership: Membership) -> dict:
-    """The shape `authn.invitations.membership_as_invitation` built before (a dict, rendered whole)."""
+    """The shape the invitee's endpoints built before (`membership_as_invitation`: a dict, rendered whole)."""
     membership = Membership.objects.select_related("account").get(pk=membership.pk)
 
     def time(value):

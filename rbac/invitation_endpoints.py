@@ -17,19 +17,20 @@ from rest_framework import serializers
 from rest_framework.request import Request
 
 from accounts.models import Account
+from authn import services as authn
+from authn import tokens
+from authn.authentication import BearerAuthentication
+from authn.tokens import TokenError
 from iam.addresses import client_ip, user_agent
 from iam.api import EncodedJson, Endpoint, answer_fresh, encoded_object
 from iam.errors import AUTHENTICATION_REQUIRED, ApiError
 from iam.fields import Name, String, Uuid
 from iam.list_endpoint import ListEndpoint, encoded_page
 from iam.serializers import FIRST_READ, Encoder
-from rbac import services as rbac
-from rbac.models import Invitation, Membership
-from rbac.serializers import Deleted, InvitationSerializer, MembershipAsInvitation, MembershipSerializer
 
-from . import services, tokens
-from .authentication import BearerAuthentication
-from .tokens import TokenError
+from . import services
+from .models import Invitation, Membership
+from .serializers import Deleted, InvitationSerializer, MembershipAsInvitation, MembershipSerializer
 
 INVITATION_NOT_FOUND = "invitation not found"
 
@@ -98,13 +99,13 @@ class MembershipAccept(MembershipInvitationEndpoint):
     def handle(self, request: Request, data: dict) -> Any:
         membership = self.invitation(request, data)
         account = membership.account
-        services.require_enabled(account)
+        authn.require_enabled(account)
         if "token" in data and not account.verified:
             if not data.get("password"):
                 raise ApiError(400, "password required", "password")
-            services.check_password_rules(data["password"], account)
-            services.reclaim_account(account, password=data["password"], actor=account)
-        membership = rbac.accept_invitation(membership)
+            authn.check_password_rules(data["password"], account)
+            authn.reclaim_account(account, password=data["password"], actor=account)
+        membership = services.accept_invitation(membership)
         return answer_fresh(request, MembershipSerializer, Membership.objects.all(), membership)
 
 
@@ -117,7 +118,7 @@ class MembershipDecline(MembershipInvitationEndpoint):
     response_serializer = Deleted
 
     def handle(self, request: Request, data: dict) -> dict:
-        return rbac.decline_invitation(self.invitation(request, data))
+        return services.decline_invitation(self.invitation(request, data))
 
 
 # Invitations by e-mail
@@ -136,7 +137,7 @@ def _addressed_to(account: Account) -> QuerySet:
     """The open invitations to the account's address, when the account has proved it owns it."""
     if not account.verified:
         return Invitation.objects.none()
-    return rbac.open_invitations(Invitation.objects.filter(email=account.email))
+    return services.open_invitations(Invitation.objects.filter(email=account.email))
 
 
 class InvitationAccepted(serializers.Serializer):
@@ -157,7 +158,7 @@ class EmailInvitationEndpoint(InviteeEndpoint):
             claims, invitation_id = self.claims(data, "iid")
             # Locked for the request's transaction: two uses of one link take turns, and the second finds
             # it used (before an account is made for it).
-            opened = rbac.open_invitations(Invitation.objects.select_for_update())
+            opened = services.open_invitations(Invitation.objects.select_for_update())
             invitation = opened.filter(pk=invitation_id).first()
             if invitation is None or claims["sub"] != invitation.pk:
                 raise ApiError(404, INVITATION_NOT_FOUND)
@@ -206,7 +207,7 @@ class InvitationAccept(EmailInvitationEndpoint):
     def handle(self, request: Request, data: dict) -> EncodedJson:
         found, claims = self.find(request, data)
         if isinstance(found, Membership):
-            membership = rbac.accept_invitation(found)
+            membership = services.accept_invitation(found)
             return encoded_object(
                 {
                     "invitation": self.answer_as_invitation(request, membership),
@@ -215,7 +216,7 @@ class InvitationAccept(EmailInvitationEndpoint):
             )
         session = None
         if claims is not None:
-            account, session = services.invited_account(
+            account, session = authn.invited_account(
                 found.email,
                 password=data.get("password"),
                 name=data.get("name"),
@@ -224,7 +225,7 @@ class InvitationAccept(EmailInvitationEndpoint):
             )
         else:
             account = request.user
-        invitation, membership = rbac.accept_email_invitation(found, account=account)
+        invitation, membership = services.accept_email_invitation(found, account=account)
         answer = {
             "invitation": self.answer_invitation(request, invitation),
             "membership": self.answer_membership(request, membership),
@@ -245,11 +246,11 @@ class InvitationDecline(EmailInvitationEndpoint):
             # Its row (and the ids of its roles) read before it is deleted; the roles, which stay, as the
             # answer is written.
             shaped = self.answer_as_invitation(request, found, status=Invitation.Status.DECLINED)
-            rbac.decline_invitation(found)
+            services.decline_invitation(found)
             return shaped
         # The link's holder: the account of the address, when there is one.
         account = Account.objects.filter(email=found.email).first() if claims is not None else request.user
-        return self.answer_invitation(request, rbac.decline_email_invitation(found, account=account))
+        return self.answer_invitation(request, services.decline_email_invitation(found, account=account))
 
 
 class InvitationMine(ListEndpoint):
