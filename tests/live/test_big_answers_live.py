@@ -164,6 +164,19 @@ def roles_in(chunks, expected_head: str):
     yield json.loads(head[:-1] + "[" + buffer)
 
 
+def assert_bounded_growth(size: int, elapsed: float, before: dict, after: dict, sampled: int) -> None:
+    """The worker's peak RSS (its high-water mark, or the highest sample) grew by less than GROWTH_LIMIT
+    while it answered `size` bytes; prints the figures."""
+    growth = max(after["VmHWM"], sampled) - before["VmRSS"]
+    report = (
+        f"{size / 2**20:.0f} MiB answered in {elapsed:.1f} s; worker RSS {before['VmRSS'] / 2**20:.0f} MiB "
+        f"before, peak {after['VmHWM'] / 2**20:.0f} MiB (sampled {sampled / 2**20:.0f} MiB): "
+        f"+{growth / 2**20:.1f} MiB"
+    )
+    print(report)
+    assert growth < GROWTH_LIMIT, report
+
+
 def test_the_largest_membership_within_the_quotas_is_answered_within_64_mib(
     live, one_worker, huge_membership
 ):
@@ -222,14 +235,7 @@ def test_the_largest_membership_within_the_quotas_is_answered_within_64_mib(
     assert envelope["data"]["roles"] == [] and envelope["data"]["status"] == "invited"
     assert len(names) == ROLES and seen == ROLES * PER_ROLE
     assert size > ROLES * PER_ROLE * 20_000, size  # every permission whole: some 600 MB
-    growth = max(after["VmHWM"], sampled) - before["VmRSS"]
-    report = (
-        f"{size / 2**20:.0f} MiB answered in {elapsed:.1f} s; worker RSS {before['VmRSS'] / 2**20:.0f} MiB "
-        f"before, peak {after['VmHWM'] / 2**20:.0f} MiB (sampled {sampled / 2**20:.0f} MiB): "
-        f"+{growth / 2**20:.1f} MiB"
-    )
-    print(report)
-    assert growth < GROWTH_LIMIT, report
+    assert_bounded_growth(size, elapsed, before, after, sampled)
     # The worker is still there and serves the next request.
     assert worker_pid(one_worker) == pid and os.path.exists(f"/proc/{pid}")
     again = requests.post(describe, json={"id": huge_membership["small"]}, headers=headers, timeout=60)
@@ -287,14 +293,7 @@ def test_accepting_an_invitation_to_the_largest_membership_is_answered_within_64
     assert tail.endswith(b"}}}"), tail[-200:]
     assert roles == 2 * ROLES, roles  # the invitation's 50 roles, then the membership's
     assert size > 2 * ROLES * PER_ROLE * 20_000, size  # every permission whole, twice: some 1.2 GB
-    growth = max(after["VmHWM"], sampled) - before["VmRSS"]
-    report = (
-        f"{size / 2**20:.0f} MiB answered in {elapsed:.1f} s; worker RSS {before['VmRSS'] / 2**20:.0f} MiB "
-        f"before, peak {after['VmHWM'] / 2**20:.0f} MiB (sampled {sampled / 2**20:.0f} MiB): "
-        f"+{growth / 2**20:.1f} MiB"
-    )
-    print(report)
-    assert growth < GROWTH_LIMIT, report
+    assert_bounded_growth(size, elapsed, before, after, sampled)
     # Accepted: the membership is active, and the worker serves the next request.
     owner = {
         "Authorization": f"Bearer {huge_membership['owner']}",
