@@ -8,8 +8,10 @@ import json
 import logging
 import time
 import uuid
+from collections.abc import Iterable
 from typing import Any, ClassVar
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import validate_email
 from django.db import transaction
@@ -38,7 +40,6 @@ from iam import context, parsers
 from iam.errors import ApiError
 from iam.timeouts import timed_out
 from rbac.models import Role
-from tenancy.models import Workspace
 
 from . import resources, services
 from .models import ScimRequest, ScimToken
@@ -51,6 +52,7 @@ DEFAULT_COUNT = 100
 MAX_COUNT = 1000
 UNAUTHORIZED = "a SCIM token of this workspace is required"
 PATCH_OPS = ("add", "replace", "remove")
+MAX_OPERATIONS = 1000  # in one PATCH: docs/scim.md#what-the-service-supports
 
 
 def scim_response(payload: Any, status: int = 200, headers: dict | None = None) -> HttpResponse:
@@ -124,9 +126,10 @@ class ScimView(View):
         response: HttpResponse,
         started: float,
     ) -> None:
-        """One row per request to an existing workspace's service, kept for its admin's eyes; a log that
-        cannot be written costs the request nothing."""
-        if workspace_id is None or (token is None and not Workspace.objects.filter(pk=workspace_id).exists()):
+        """One row per authenticated request, kept for its workspace's admin's eyes: what arrives without
+        its token writes nothing (anyone can send it). A log that cannot be written costs the request
+        nothing."""
+        if workspace_id is None or token is None:
             return
         scim_type, detail = "", ""
         if response.status_code >= 400 and response.content:
@@ -201,6 +204,8 @@ class ScimView(View):
         operations = next((value for key, value in body.items() if key.lower() == "operations"), None)
         if not isinstance(operations, list) or not operations:
             raise ScimError(400, "Operations must be a non-empty array", "invalidSyntax")
+        if len(operations) > MAX_OPERATIONS:
+            raise ScimError(400, f"a PATCH holds at most {MAX_OPERATIONS} operations", "tooMany")
         parsed = []
         for operation in operations:
             if not isinstance(operation, dict):
@@ -230,14 +235,27 @@ def _base_url(request: HttpRequest, workspace_id: uuid.UUID) -> str:
     return request.build_absolute_uri(f"/scim/v2/{workspace_id}")
 
 
-def list_response(total: int, start: int, items: list[dict]) -> dict:
-    return {
+def list_response(total: int, start: int, items: Iterable[dict]) -> HttpResponse:
+    """A ListResponse of `items`, written as they come: it ends before the one that would take it past the
+    byte budget (docs/api.md#lists; it holds at least one), and `itemsPerPage` says how many it holds."""
+    parts: list[bytes] = []
+    size, budget = 0, settings.IAM_PAGE_MAX_BYTES
+    for item in items:
+        written = json.dumps(item, separators=(",", ":")).encode()
+        if parts and size + len(written) + 1 > budget:
+            break
+        parts.append(written)
+        size += len(written) + 1
+    head = {
         "schemas": ["urn:ietf:params:scim:api:messages:2.0:ListResponse"],
         "totalResults": total,
         "startIndex": start,
-        "itemsPerPage": len(items),
-        "Resources": items,
+        "itemsPerPage": len(parts),
     }
+    body = (
+        json.dumps(head, separators=(",", ":")).encode()[:-1] + b',"Resources":[' + b",".join(parts) + b"]}"
+    )
+    return HttpResponse(body, content_type=MEDIA_TYPE)
 
 
 # Users
@@ -256,11 +274,11 @@ class Users(ScimView):
         total = memberships.count()
         page = list(memberships.order_by("created_at", "pk")[start - 1 : start - 1 + count]) if count else []
         ids = resources.external_ids(self.workspace.pk, [each.account_id for each in page])
-        items = [
+        items = (
             self.shown(resources.user_resource(each, ids.get(str(each.account_id)), self.base), query)
             for each in page
-        ]
-        return scim_response(list_response(total, start, items))
+        )
+        return list_response(total, start, items)
 
     def post(self, request: HttpRequest) -> HttpResponse:
         if self.search:
@@ -384,13 +402,19 @@ class Groups(ScimView):
         roles = Role.objects.in_workspace(self.workspace)
         if text := self.filter_text(query):
             roles = roles.filter(resources.group_filter(text))
-        members = _wants_members(query)
         total = roles.count()
         page = list(roles.order_by("created_at", "pk")[start - 1 : start - 1 + count]) if count else []
-        items = [
-            self.shown(resources.group_resource(role, self.base, members=members), query) for role in page
-        ]
-        return scim_response(list_response(total, start, items))
+        external_ids = resources.external_group_ids(role.pk for role in page)
+        if _wants_members(query):
+            limit = resources.members_shown(self.base)
+            found = services.members_of(self.workspace, page, limit=limit)
+        else:
+            found = ((role, None) for role in page)
+        items = (
+            self.shown(resources.group_resource(role, self.base, external_ids.get(role.pk), ids), query)
+            for role, ids in found
+        )
+        return list_response(total, start, items)
 
     def post(self, request: HttpRequest) -> HttpResponse:
         if self.search:
@@ -402,18 +426,27 @@ class Groups(ScimView):
         role = services.create_group(
             self.workspace, name=name.strip(), members=members, external_id=external_id
         )
-        resource = resources.group_resource(role, self.base)
-        return scim_response(resource, 201, {"Location": resource["meta"]["location"]})
+        response = group_response(role, self.base, {})
+        response.status_code = 201
+        response["Location"] = f"{self.base}/Groups/{role.pk}"
+        return response
+
+
+def group_response(role: Role, base: str, query: dict) -> HttpResponse:
+    """One Group, with at most `members_shown` members (fewer than its byte budget holds)."""
+    role.refresh_from_db()
+    ids = services.member_ids(role, limit=resources.members_shown(base)) if _wants_members(query) else None
+    resource = resources.group_resource(role, base, services.group_external_id(role), ids)
+    return scim_response(
+        resources.project(resource, query.get("attributes"), query.get("excludedAttributes"))
+    )
 
 
 class GroupDetail(ScimView):
     http_method_names: ClassVar[list[str]] = ["get", "put", "patch", "delete"]
 
     def answer(self, request: HttpRequest, role) -> HttpResponse:
-        role.refresh_from_db()
-        query = self.query(request) if request.method == "GET" else {}
-        resource = resources.group_resource(role, self.base, members=_wants_members(query))
-        return scim_response(self.shown(resource, query))
+        return group_response(role, self.base, self.query(request) if request.method == "GET" else {})
 
     def get(self, request: HttpRequest, resource_id: str) -> HttpResponse:
         return self.answer(request, services.find_group(self.workspace, resource_id))
@@ -426,42 +459,52 @@ class GroupDetail(ScimView):
         if "externalid" in body:
             services.set_group_external_id(role, resources.as_text(body["externalid"], "externalId"))
         if "members" in body:
-            services.set_members(role, resources.member_values(body["members"] or []))
+            changes = services.MemberChanges()
+            changes.set(resources.member_values(body["members"] or []))
+            services.change_members(role, changes)
         return self.answer(request, role)
 
     def patch(self, request: HttpRequest, resource_id: str) -> HttpResponse:
-        """RFC 7644 3.5.2: `displayName` and `members`, with a path (`members[value eq "<id>"]` to remove
-        one) or without one (an object of attributes)."""
+        """RFC 7644 3.5.2: `displayName`, `externalId` and `members`, with a path (`members[value eq
+        "<id>"]` to remove one) or without one (an object of attributes). The operations are folded in
+        their order and applied once: the last name, the last externalId, and each membership that gains
+        or loses the role changed once."""
         role = services.find_group(self.workspace, resource_id)
+        changes, edits = services.MemberChanges(), {}
         for op, path, value in self.operations(request):
             if path is None:
                 for key, item in value.items():
-                    self._apply(role, op, resources.parse_path(key), item)
+                    self._apply(changes, edits, op, resources.parse_path(key), item)
             else:
-                self._apply(role, op, path, value)
+                self._apply(changes, edits, op, path, value)
+        if "name" in edits:
+            services.rename_group(role, edits["name"])
+        if "external_id" in edits:
+            services.set_group_external_id(role, edits["external_id"])
+        services.change_members(role, changes)
         return self.answer(request, role)
 
-    def _apply(self, role, op: str, path: Any, value: Any) -> None:
+    @staticmethod
+    def _apply(changes: services.MemberChanges, edits: dict, op: str, path: Any, value: Any) -> None:
         if not hasattr(path, "attr"):  # members[value eq "<id>"]
             if path.attr_path.attr.lower() != "members" or op != "remove":
                 raise ScimError(400, f"unsupported path: {path}", "invalidPath")
-            services.remove_members(role, resources.filtered_values(path.val_filter))
+            changes.remove(resources.filtered_values(path.val_filter))
             return
         name = resources.attribute(path.attr, path.uri, resources.GROUP_SCHEMA)
         if name == "displayname" and path.sub_attr is None:
             if op == "remove":
                 raise ScimError(400, "displayName is required", "mutability")
-            services.rename_group(role, resources.as_text(value, "displayName", required=True).strip())
+            edits["name"] = resources.as_text(value, "displayName", required=True).strip()
         elif name == "members" and path.sub_attr is None:
             if op == "remove":
-                services.remove_members(role, None if value is None else resources.member_values(value))
+                changes.remove(None if value is None else resources.member_values(value))
             elif op == "add":
-                services.add_members(role, resources.member_values(value or []))
+                changes.add(resources.member_values(value or []))
             else:
-                services.set_members(role, resources.member_values(value or []))
+                changes.set(resources.member_values(value or []))
         elif name == "externalid" and path.sub_attr is None:
-            kept = None if op == "remove" else resources.as_text(value, "externalId")
-            services.set_group_external_id(role, kept)
+            edits["external_id"] = None if op == "remove" else resources.as_text(value, "externalId")
         else:
             raise ScimError(400, f"unsupported path: {path}", "invalidPath")
 
@@ -557,7 +600,7 @@ class ResourceTypes(ScimView):
     def get(self, request: HttpRequest, name: str | None = None) -> HttpResponse:
         found = _resource_types(self.base)
         if name is None:
-            return scim_response(list_response(len(found), 1, found))
+            return list_response(len(found), 1, found)
         for item in found:
             if item["id"] == name:
                 return scim_response(item)
@@ -568,7 +611,7 @@ class Schemas(ScimView):
     def get(self, request: HttpRequest, urn: str | None = None) -> HttpResponse:
         found = _schemas(self.base)
         if urn is None:
-            return scim_response(list_response(len(found), 1, found))
+            return list_response(len(found), 1, found)
         for item in found:
             if item["id"] == urn:
                 return scim_response(item)
