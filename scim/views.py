@@ -11,7 +11,6 @@ import uuid
 from collections.abc import Iterable
 from typing import Any, ClassVar
 
-from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import validate_email
 from django.db import transaction
@@ -19,21 +18,6 @@ from django.http import HttpRequest, HttpResponse
 from django.utils.decorators import method_decorator
 from django.views import View
 from django.views.decorators.csrf import csrf_exempt
-from scim2_models import (
-    AuthenticationScheme,
-    Bulk,
-    ChangePassword,
-    ETag,
-    Filter,
-    Group,
-    Meta,
-    Mutability,
-    Patch,
-    ResourceType,
-    ServiceProviderConfig,
-    Sort,
-    User,
-)
 from scim2_models import Error as ScimErrorModel
 
 from iam import context, parsers
@@ -41,18 +25,14 @@ from iam.errors import ApiError
 from iam.timeouts import timed_out
 from rbac.models import Role
 
-from . import resources, services
+from . import groups, messages, resources, services
 from .models import ScimRequest, ScimToken
 from .services import ScimError
 
 logger = logging.getLogger(__name__)
 
 MEDIA_TYPE = "application/scim+json"
-DEFAULT_COUNT = 100
-MAX_COUNT = 1000
 UNAUTHORIZED = "a SCIM token of this workspace is required"
-PATCH_OPS = ("add", "replace", "remove")
-MAX_OPERATIONS = 1000  # in one PATCH: docs/scim.md#what-the-service-supports
 
 
 def scim_response(payload: Any, status: int = 200, headers: dict | None = None) -> HttpResponse:
@@ -176,52 +156,11 @@ class ScimView(View):
         return {key: value for key, value in body.items() if key != "schemas"}
 
     @staticmethod
-    def page(query: dict) -> tuple[int, int]:
-        """RFC 7644 3.4.2.4: `startIndex` (1-based; below 1 counts as 1) and `count` (at most 1000;
-        below 0 counts as 0)."""
-        try:
-            start = int(query.get("startIndex", 1))
-            count = int(query.get("count", DEFAULT_COUNT))
-        except (ValueError, TypeError):
-            raise ScimError(400, "startIndex and count must be integers", "invalidValue") from None
-        return max(start, 1), min(max(count, 0), MAX_COUNT)
-
-    @staticmethod
-    def filter_text(query: dict) -> str | None:
-        text = query.get("filter")
-        if text is not None and not isinstance(text, str):
-            raise ScimError(400, "filter must be a string", "invalidFilter")
-        return text or None
-
-    @staticmethod
     def shown(resource: dict, query: dict) -> dict:
         return resources.project(resource, query.get("attributes"), query.get("excludedAttributes"))
 
     def operations(self, request: HttpRequest) -> list[tuple[str, Any, Any]]:
-        """A PatchOp's operations as (op, parsed path or None, value): `op` in any case (Entra sends
-        `Replace`, `Add`)."""
-        body = self.body(request)
-        operations = next((value for key, value in body.items() if key.lower() == "operations"), None)
-        if not isinstance(operations, list) or not operations:
-            raise ScimError(400, "Operations must be a non-empty array", "invalidSyntax")
-        if len(operations) > MAX_OPERATIONS:
-            raise ScimError(400, f"a PATCH holds at most {MAX_OPERATIONS} operations", "tooMany")
-        parsed = []
-        for operation in operations:
-            if not isinstance(operation, dict):
-                raise ScimError(400, "each operation must be an object", "invalidSyntax")
-            fields = {str(key).lower(): value for key, value in operation.items()}
-            op = fields.get("op")
-            if not isinstance(op, str) or op.lower() not in PATCH_OPS:
-                raise ScimError(400, "op must be add, replace or remove", "invalidSyntax")
-            path = fields.get("path")
-            path = resources.parse_path(path) if path not in (None, "") else None
-            if path is None and op.lower() != "remove" and not isinstance(fields.get("value"), dict):
-                raise ScimError(400, "an operation without a path needs an object value", "invalidValue")
-            if path is None and op.lower() == "remove":
-                raise ScimError(400, "remove needs a path", "noTarget")
-            parsed.append((op.lower(), path, fields.get("value")))
-        return parsed
+        return messages.operations(self.body(request))
 
 
 def _uuid(value: str) -> uuid.UUID | None:
@@ -236,26 +175,7 @@ def _base_url(request: HttpRequest, workspace_id: uuid.UUID) -> str:
 
 
 def list_response(total: int, start: int, items: Iterable[dict]) -> HttpResponse:
-    """A ListResponse of `items`, written as they come: it ends before the one that would take it past the
-    byte budget (docs/api.md#lists; it holds at least one), and `itemsPerPage` says how many it holds."""
-    parts: list[bytes] = []
-    size, budget = 0, settings.IAM_PAGE_MAX_BYTES
-    for item in items:
-        written = json.dumps(item, separators=(",", ":")).encode()
-        if parts and size + len(written) + 1 > budget:
-            break
-        parts.append(written)
-        size += len(written) + 1
-    head = {
-        "schemas": ["urn:ietf:params:scim:api:messages:2.0:ListResponse"],
-        "totalResults": total,
-        "startIndex": start,
-        "itemsPerPage": len(parts),
-    }
-    body = (
-        json.dumps(head, separators=(",", ":")).encode()[:-1] + b',"Resources":[' + b",".join(parts) + b"]}"
-    )
-    return HttpResponse(body, content_type=MEDIA_TYPE)
+    return HttpResponse(messages.list_body(total, start, items), content_type=MEDIA_TYPE)
 
 
 # Users
@@ -267,9 +187,9 @@ class Users(ScimView):
 
     def get(self, request: HttpRequest) -> HttpResponse:
         query = self.query(request)
-        start, count = self.page(query)
+        start, count = messages.page(query)
         memberships = services.user_memberships(self.workspace).select_related("account")
-        if text := self.filter_text(query):
+        if text := messages.filter_text(query):
             memberships = memberships.filter(resources.user_filter(self.workspace.pk, text))
         total = memberships.count()
         page = list(memberships.order_by("created_at", "pk")[start - 1 : start - 1 + count]) if count else []
@@ -300,6 +220,10 @@ class Users(ScimView):
 
 
 def _is_email(value: str) -> bool:
+    """An address with exactly one `@` and no quoted local part (docs/scim.md#what-maps-to-what): a
+    service that reads the domain after the first `@` reads the one that was checked."""
+    if value.count("@") != 1 or '"' in value:
+        return False
     try:
         validate_email(value)
     except ValidationError:
@@ -398,16 +322,16 @@ class Groups(ScimView):
 
     def get(self, request: HttpRequest) -> HttpResponse:
         query = self.query(request)
-        start, count = self.page(query)
+        start, count = messages.page(query)
         roles = Role.objects.in_workspace(self.workspace)
-        if text := self.filter_text(query):
+        if text := messages.filter_text(query):
             roles = roles.filter(resources.group_filter(text))
         total = roles.count()
         page = list(roles.order_by("created_at", "pk")[start - 1 : start - 1 + count]) if count else []
         external_ids = resources.external_group_ids(role.pk for role in page)
         if _wants_members(query):
             limit = resources.members_shown(self.base)
-            found = services.members_of(self.workspace, page, limit=limit)
+            found = groups.members_of(self.workspace, page, limit=limit)
         else:
             found = ((role, None) for role in page)
         items = (
@@ -423,7 +347,7 @@ class Groups(ScimView):
         name = resources.as_text(body.get("displayname"), "displayName", required=True)
         members = resources.member_values(body["members"]) if body.get("members") else []
         external_id = resources.as_text(body.get("externalid"), "externalId")
-        role = services.create_group(
+        role = groups.create_group(
             self.workspace, name=name.strip(), members=members, external_id=external_id
         )
         response = group_response(role, self.base, {})
@@ -435,8 +359,8 @@ class Groups(ScimView):
 def group_response(role: Role, base: str, query: dict) -> HttpResponse:
     """One Group, with at most `members_shown` members (fewer than its byte budget holds)."""
     role.refresh_from_db()
-    ids = services.member_ids(role, limit=resources.members_shown(base)) if _wants_members(query) else None
-    resource = resources.group_resource(role, base, services.group_external_id(role), ids)
+    ids = groups.member_ids(role, limit=resources.members_shown(base)) if _wants_members(query) else None
+    resource = resources.group_resource(role, base, groups.group_external_id(role), ids)
     return scim_response(
         resources.project(resource, query.get("attributes"), query.get("excludedAttributes"))
     )
@@ -449,19 +373,19 @@ class GroupDetail(ScimView):
         return group_response(role, self.base, self.query(request) if request.method == "GET" else {})
 
     def get(self, request: HttpRequest, resource_id: str) -> HttpResponse:
-        return self.answer(request, services.find_group(self.workspace, resource_id))
+        return self.answer(request, groups.find_group(self.workspace, resource_id))
 
     def put(self, request: HttpRequest, resource_id: str) -> HttpResponse:
-        role = services.find_group(self.workspace, resource_id)
+        role = groups.find_group(self.workspace, resource_id)
         body = {key.lower(): value for key, value in self.body(request).items()}
         name = resources.as_text(body.get("displayname"), "displayName", required=True)
-        services.rename_group(role, name.strip())
+        groups.rename_group(role, name.strip())
         if "externalid" in body:
-            services.set_group_external_id(role, resources.as_text(body["externalid"], "externalId"))
+            groups.set_group_external_id(role, resources.as_text(body["externalid"], "externalId"))
         if "members" in body:
-            changes = services.MemberChanges()
+            changes = groups.MemberChanges()
             changes.set(resources.member_values(body["members"] or []))
-            services.change_members(role, changes)
+            groups.change_members(role, changes)
         return self.answer(request, role)
 
     def patch(self, request: HttpRequest, resource_id: str) -> HttpResponse:
@@ -469,8 +393,8 @@ class GroupDetail(ScimView):
         "<id>"]` to remove one) or without one (an object of attributes). The operations are folded in
         their order and applied once: the last name, the last externalId, and each membership that gains
         or loses the role changed once."""
-        role = services.find_group(self.workspace, resource_id)
-        changes, edits = services.MemberChanges(), {}
+        role = groups.find_group(self.workspace, resource_id)
+        changes, edits = groups.MemberChanges(), {}
         for op, path, value in self.operations(request):
             if path is None:
                 for key, item in value.items():
@@ -478,14 +402,14 @@ class GroupDetail(ScimView):
             else:
                 self._apply(changes, edits, op, path, value)
         if "name" in edits:
-            services.rename_group(role, edits["name"])
+            groups.rename_group(role, edits["name"])
         if "external_id" in edits:
-            services.set_group_external_id(role, edits["external_id"])
-        services.change_members(role, changes)
+            groups.set_group_external_id(role, edits["external_id"])
+        groups.change_members(role, changes)
         return self.answer(request, role)
 
     @staticmethod
-    def _apply(changes: services.MemberChanges, edits: dict, op: str, path: Any, value: Any) -> None:
+    def _apply(changes: groups.MemberChanges, edits: dict, op: str, path: Any, value: Any) -> None:
         if not hasattr(path, "attr"):  # members[value eq "<id>"]
             if path.attr_path.attr.lower() != "members" or op != "remove":
                 raise ScimError(400, f"unsupported path: {path}", "invalidPath")
@@ -509,96 +433,21 @@ class GroupDetail(ScimView):
             raise ScimError(400, f"unsupported path: {path}", "invalidPath")
 
     def delete(self, request: HttpRequest, resource_id: str) -> HttpResponse:
-        services.delete_group(services.find_group(self.workspace, resource_id))
+        groups.delete_group(groups.find_group(self.workspace, resource_id))
         return scim_response(None, 204)
 
 
 # Discovery (RFC 7644 section 4)
 
-# What the service keeps of a User and a Group, and so what its schemas publish: a directory (or a
-# checker) learns from them which attributes come back. Others are accepted on writes and not kept.
-# attribute -> (its sub-attributes kept or None, its mutability, required): what the service keeps of a
-# User and a Group, as its schemas publish it. The name is the account's one name (`displayName`,
-# which `name.formatted` repeats); the address is `userName`, set once, which `emails` repeats.
-USER_ATTRIBUTES = {
-    "userName": (None, Mutability.immutable, True),
-    "name": (("formatted",), Mutability.read_only, False),
-    "displayName": (None, Mutability.read_write, True),
-    "active": (None, Mutability.read_write, True),
-    "emails": (("value", "type", "primary"), Mutability.read_only, False),
-}
-GROUP_ATTRIBUTES = {
-    "displayName": (None, Mutability.read_write, True),
-    "members": (("value", "$ref"), Mutability.read_write, False),
-}
-READ_ONLY_SUB_ATTRIBUTES: set[tuple[str, str]] = set()
-
-
-def _schema(model: type, kept: dict) -> Any:
-    """`model`'s RFC 7643 schema (from scim2-models) with only the attributes kept, as they are kept."""
-    schema = model.to_schema()
-    attributes = []
-    for item in schema.attributes:
-        if item.name not in kept:
-            continue
-        subs, item.mutability, item.required = kept[item.name]
-        if subs is not None:
-            item.sub_attributes = [sub for sub in item.sub_attributes if sub.name in subs]
-            for sub in item.sub_attributes:
-                if (
-                    item.mutability == Mutability.read_only
-                    or (item.name, sub.name) in READ_ONLY_SUB_ATTRIBUTES
-                ):
-                    sub.mutability = Mutability.read_only
-        attributes.append(item)
-    schema.attributes = attributes
-    return schema
-
 
 class ServiceProviderConfigView(ScimView):
     def get(self, request: HttpRequest) -> HttpResponse:
-        config = ServiceProviderConfig(
-            documentation_uri=None,
-            patch=Patch(supported=True),
-            bulk=Bulk(supported=False, max_operations=0, max_payload_size=0),
-            filter=Filter(supported=True, max_results=MAX_COUNT),
-            change_password=ChangePassword(supported=False),
-            sort=Sort(supported=False),
-            etag=ETag(supported=False),
-            authentication_schemes=[
-                AuthenticationScheme(
-                    type="oauthbearertoken",
-                    name="Bearer token",
-                    description="A SCIM token of this workspace (POST /scim-tokens/create)",
-                    primary=True,
-                )
-            ],
-            meta=Meta(resource_type="ServiceProviderConfig", location=f"{self.base}/ServiceProviderConfig"),
-        )
-        return scim_response(resources.dump(config))
-
-
-def _resource_types(base: str) -> list[dict]:
-    types = []
-    for model, name in ((User, "User"), (Group, "Group")):
-        resource_type = ResourceType.from_resource(model)
-        resource_type.meta = Meta(resource_type="ResourceType", location=f"{base}/ResourceTypes/{name}")
-        types.append(resources.dump(resource_type))
-    return types
-
-
-def _schemas(base: str) -> list[dict]:
-    schemas = []
-    for model, kept in ((User, USER_ATTRIBUTES), (Group, GROUP_ATTRIBUTES)):
-        schema = _schema(model, kept)
-        schema.meta = Meta(resource_type="Schema", location=f"{base}/Schemas/{schema.id}")
-        schemas.append(resources.dump(schema))
-    return schemas
+        return scim_response(messages.service_provider_config(self.base))
 
 
 class ResourceTypes(ScimView):
     def get(self, request: HttpRequest, name: str | None = None) -> HttpResponse:
-        found = _resource_types(self.base)
+        found = messages.resource_types(self.base)
         if name is None:
             return list_response(len(found), 1, found)
         for item in found:
@@ -609,7 +458,7 @@ class ResourceTypes(ScimView):
 
 class Schemas(ScimView):
     def get(self, request: HttpRequest, urn: str | None = None) -> HttpResponse:
-        found = _schemas(self.base)
+        found = messages.schemas(self.base)
         if urn is None:
             return list_response(len(found), 1, found)
         for item in found:

@@ -54,6 +54,8 @@ def test_a_user_created_inactive_starts_suspended(scim, workspace):
         ({"schemas": [USER]}, "userName required"),
         ({"userName": 5}, "userName must be a string"),
         ({"userName": "not-an-address"}, "userName must be an e-mail address"),
+        ({"userName": '"ceo@bigcorp.test"@acme.test'}, "userName must be an e-mail address"),
+        ({"userName": "a@b@acme.test"}, "userName must be an e-mail address"),
         ({"userName": "a@acme.test", "active": "perhaps"}, "active must be a boolean"),
     ],
 )
@@ -386,3 +388,52 @@ def test_a_member_of_one_project_only_is_linked_within_the_verified_domains(scim
     )
     scim_err(scim.post("/Users", user_body("quin@elsewhere.test")), 400, "invalidValue")
     assert not Membership.objects.filter(account=outsider, scope="workspace").exists()
+
+
+def test_attributes_not_kept_are_accepted_dropped_and_not_published(scim, workspace, other_scim):
+    extra = {
+        "title": "Engineer",
+        "phoneNumbers": [{"value": "+1 555 0100", "type": "work"}],
+        "nickName": "Ace",
+        "schemas": [USER, ENTERPRISE],
+        ENTERPRISE: {"department": "R&D", "manager": {"value": "x"}},
+    }
+    user = create_user(scim, "drop@acme.test", **extra)
+    for answer in (user, scim_ok(scim.get(f"/Users/{user['id']}"))):
+        assert not {"title", "phoneNumbers", "nickName", ENTERPRISE} & set(answer)
+    put = scim_ok(scim.put(f"/Users/{user['id']}", user_body("drop@acme.test", **extra)))
+    assert "title" not in put
+    user_schema = scim_ok(scim.get(f"/Schemas/{USER}"))["attributes"]
+    group_schema = scim_ok(scim.get("/Schemas/urn:ietf:params:scim:schemas:core:2.0:Group"))["attributes"]
+    assert {item["name"] for item in user_schema} == {"userName", "name", "displayName", "active", "emails"}
+    assert {item["name"] for item in group_schema} == {"displayName", "members"}
+    assert [
+        sub["name"] for item in user_schema if item["name"] == "name" for sub in item["subAttributes"]
+    ] == ["formatted"]
+    assert scim_ok(other_scim.get("/Schemas"))["totalResults"] == 2
+    scim_err(other_scim.get(f"/Users/{user['id']}"), 404)
+
+
+def test_user_name_never_changes_in_either_workspace(scim, workspace, other_scim, other_workspace):
+    user = create_user(scim, "fixed@acme.test")
+    theirs = create_user(other_scim, "fixed@other.test")
+    for directory, pk, other in (
+        (scim, user["id"], "moved@acme.test"),
+        (other_scim, theirs["id"], "m@other.test"),
+    ):
+        patch = [{"op": "replace", "path": "userName", "value": other}]
+        assert scim_err(directory.patch(f"/Users/{pk}", patch), 400, "mutability")["detail"] == (
+            "userName cannot change"
+        )
+        scim_err(directory.put(f"/Users/{pk}", user_body(other)), 400, "mutability")
+        scim_err(
+            directory.patch(f"/Users/{pk}", [{"op": "replace", "value": {"userName": other}}]),
+            400,
+            "mutability",
+        )
+    scim_err(
+        scim.patch(f"/Users/{theirs['id']}", [{"op": "replace", "path": "userName", "value": "x@acme.test"}]),
+        404,
+    )
+    assert Account.objects.get(pk=user["id"]).email == "fixed@acme.test"
+    assert Account.objects.get(pk=theirs["id"]).email == "fixed@other.test"
