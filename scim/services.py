@@ -139,6 +139,9 @@ def vouched_for(workspace: Workspace) -> Q:
     return vouched & Q(account__is_superuser=False)
 
 
+USER_STATUSES = (Membership.Status.ACTIVE, Membership.Status.SUSPENDED)
+
+
 def user_memberships(workspace: Workspace) -> QuerySet:
     """The memberships that make the workspace's Users: one workspace-scope membership per account, active
     or suspended (an invitation not yet accepted is the account's to accept, not the directory's), of an
@@ -148,9 +151,6 @@ def user_memberships(workspace: Workspace) -> QuerySet:
         .filter(scope=Membership.Scope.WORKSPACE, status__in=USER_STATUSES)
         .filter(vouched_for(workspace))
     )
-
-
-USER_STATUSES = (Membership.Status.ACTIVE, Membership.Status.SUSPENDED)
 
 
 def find_user(workspace: Workspace, account_id: str) -> Membership:
