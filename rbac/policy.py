@@ -207,12 +207,14 @@ def require_credential_change(account: Account, fields: Iterable[str] | None) ->
 ONLY_INVITED_CAN_ACCEPT = "only the invited account can accept"
 
 
-def require_activation(account: Account | None, membership: Membership) -> None:
-    """A membership that was never accepted becomes active only by its own account (or an operator):
-    `memberships/update` cannot make someone a member without consent."""
-    if membership.accepted_at is not None or account is None or account.is_superuser:
+def require_activation(account: Account | None, membership: Membership, *, vouched: bool = False) -> None:
+    """A membership that was never accepted becomes active only by its own account or an operator:
+    `memberships/update` cannot make someone a member without consent. The system (`account=None`)
+    activates one only for an account it vouches for (`vouched`: a workspace's directory, for an account
+    of a domain the workspace has verified or one it created, docs/scim.md#what-maps-to-what)."""
+    if membership.accepted_at is not None or (account is None and vouched):
         return
-    if account.pk != membership.account_id:
+    if account is None or (not account.is_superuser and account.pk != membership.account_id):
         raise ApiError(403, ONLY_INVITED_CAN_ACCEPT)
 
 

@@ -161,18 +161,22 @@ def test_require_grantable(w, caller, names, project, decision):
 
 
 @pytest.mark.parametrize(
-    ("caller", "decision"),
+    ("caller", "vouched", "decision"),
     [
-        ("invited", ALLOWED),
-        ("wide", (403, "only the invited account can accept")),
-        ("operator", ALLOWED),
-        (None, ALLOWED),
+        ("invited", False, ALLOWED),
+        ("wide", False, (403, "only the invited account can accept")),
+        ("wide", True, (403, "only the invited account can accept")),  # only the system vouches
+        ("stranger", False, (403, "only the invited account can accept")),
+        ("operator", False, ALLOWED),
+        (None, False, (403, "only the invited account can accept")),
+        (None, True, ALLOWED),  # a workspace's directory, for an account of its own domain
     ],
 )
-def test_require_activation(w, caller, decision):
-    """CONTRACT 15: an invitation becomes active only by its own account (or an operator, or the system)."""
+def test_require_activation(w, caller, vouched, decision):
+    """An invitation becomes active only by its own account or an operator; the system only
+    for an account it vouches for (SCIM within the workspace's verified domains)."""
     account = getattr(w, caller) if caller else None
-    assert decide(lambda: policy.require_activation(account, w.invitation)) == decision
+    assert decide(lambda: policy.require_activation(account, w.invitation, vouched=vouched)) == decision
 
 
 def test_visible_projects(w):
