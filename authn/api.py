@@ -11,7 +11,7 @@ from iam.addresses import client_ip, user_agent
 from iam.api import Endpoint
 from iam.errors import AUTHENTICATION_REQUIRED, ApiError
 
-from . import oauth, oauth_provider, oauth_state, services, sessions, throttling
+from . import email_links, oauth, oauth_provider, oauth_state, services, sessions, throttling
 from .authentication import SessionTokenAuthentication
 from .emails import CONFIRM, RESET
 from .serializers import (
@@ -162,7 +162,7 @@ class EmailLink(Endpoint):
     message: ClassVar[str]
 
     def handle(self, request: Request, data: dict) -> dict:
-        services.request_email(self.kind, email=data["email"], ip=client_ip(request))
+        email_links.request_email(self.kind, email=data["email"], ip=client_ip(request))
         return {"message": self.message}
 
 
@@ -201,7 +201,7 @@ class UpdatePassword(Endpoint):
     response_serializer = PasswordUpdated
 
     def handle(self, request: Request, data: dict) -> dict:
-        account = services.update_password(token=data["token"], password=data["password"])
+        account = email_links.update_password(token=data["token"], password=data["password"])
         return {"account_id": str(account.pk)}
 
 
@@ -216,7 +216,7 @@ class Confirm(Endpoint):
     response_serializer = Confirmed
 
     def handle(self, request: Request, data: dict) -> dict:
-        account = services.confirm_email(token=data["token"])
+        account = email_links.confirm_email(token=data["token"])
         return {"account_id": str(account.pk), "verified": True}
 
 
