@@ -351,6 +351,21 @@ def require_mfa(claims: dict | None, workspace: Workspace) -> None:
         raise ApiError(403, MFA_REQUIRED)
 
 
+USE_A_SECOND_FACTOR_FIRST = "use a second factor in this session before requiring one"
+
+
+def require_mfa_to_require(
+    account: Account, claims: dict | None, workspace: Workspace | None, *, mfa_required: bool | None
+) -> None:
+    """Turning a workspace's `mfa_required` on (`workspace/create` with it, `workspace/update` from off to
+    on; `workspace` None: one being created) needs a session that would meet it, so nobody locks
+    themselves out of their own workspace. Operators are exempt: the admin can turn it off again."""
+    if not mfa_required or account.is_superuser or (workspace is not None and workspace.mfa_required):
+        return
+    if not mfa_satisfied(claims, workspace.pk if workspace is not None else ""):
+        raise ApiError(403, USE_A_SECOND_FACTOR_FIRST)
+
+
 def without_unmet_mfa(workspaces: QuerySet, claims: dict | None) -> QuerySet:
     """`workspace/list`: a workspace whose MFA policy the session does not meet is left out, so a
     one-factor session reads nothing of it (its name, config, tags and meta included)."""

@@ -43,7 +43,8 @@ def workspace_named(request: Request, data: dict, *, permission: str) -> Workspa
 
 class WorkspaceCreate(Endpoint):
     """Any enabled account may create a workspace; it becomes its owner. `mfa_required` (default false):
-    see `workspace/update`."""
+    see `workspace/update`; creating it on needs a session that used two factors (else 403 `use a second
+    factor in this session before requiring one`)."""
 
     example_request = {
         "name": "Acme Corp",
@@ -59,6 +60,7 @@ class WorkspaceCreate(Endpoint):
     response_serializer = WorkspaceSerializer
 
     def handle(self, request: Request, data: dict) -> dict:
+        policy.require_mfa_to_require(request.user, request.auth, None, mfa_required=data.get("mfa_required"))
         return self.serialize(create_workspace(owner=request.user, actor=request.user, **data))
 
 
@@ -105,7 +107,9 @@ class WorkspaceUpdate(Endpoint):
     `mfa_required: true`: every call naming the workspace (`X-Workspace`, or `workspace/*` on it) then
     needs a session that used two factors or came through one of the workspace's own SSO connections,
     else 403 `mfa required by this workspace` (operators too; after the membership check), and
-    `clients/validate` of its clients answers `reason: "mfa_required"`."""
+    `clients/validate` of its clients answers `reason: "mfa_required"`. Turning it on needs a session
+    that meets it already (else 403 `use a second factor in this session before requiring one`), so
+    nobody locks themselves out; operators are exempt."""
 
     example_request = {"slug": "acme", "name": "Acme Corporation", "tags": ["customer", "enterprise"]}
 
@@ -116,6 +120,9 @@ class WorkspaceUpdate(Endpoint):
 
     def handle(self, request: Request, data: dict) -> dict:
         workspace = workspace_named(request, data, permission=self.permission)
+        policy.require_mfa_to_require(
+            request.user, request.auth, workspace, mfa_required=data.get("mfa_required")
+        )
         changes = changes_of(data, "id", "slug")
         return self.serialize(services.update_workspace(workspace, **changes, actor=request.user))
 
