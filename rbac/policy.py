@@ -216,14 +216,22 @@ def require_activation(account: Account | None, membership: Membership) -> None:
         raise ApiError(403, ONLY_INVITED_CAN_ACCEPT)
 
 
-def has_global_permission(account: Account, permission: str) -> bool:
-    """Permissions on global resources are granted by roles in the root workspace (CONTRACT 3)."""
-    return has_permission(account, root_workspace(), permission)
+def has_global_permission(account: Account, permission: str, *, claims: dict | None) -> bool:
+    """Permissions on global resources are granted by roles in the root workspace (CONTRACT 3), and the
+    root workspace's MFA policy covers them (docs/security.md#second-factors-and-the-workspace-mfa-
+    policy): while it requires MFA, a session of `claims` that does not meet it holds none of them,
+    operators included."""
+    root = root_workspace()
+    return has_permission(account, root, permission) and not mfa_unmet(claims, root)
 
 
-def require_global(account: Account, permission: str) -> None:
-    if not has_global_permission(account, permission):
+def require_global(account: Account, permission: str, *, claims: dict | None) -> None:
+    """A global permission: 403 `missing permission` without it, then 403 `mfa required by this
+    workspace` (the root workspace's) for a session that does not meet the root's MFA policy."""
+    root = root_workspace()
+    if not has_permission(account, root, permission):
         raise ApiError(403, f"missing permission {permission}")
+    require_mfa(claims, root)
 
 
 # The two decisions every endpoint goes through
@@ -236,15 +244,17 @@ def admit(
     *,
     project_scoped: bool = False,
     decided_on_object: bool = False,
+    claims: dict | None = None,
 ) -> None:
     """Before the body (CONTRACT 1's order): the endpoint's declared `permission`, in the `X-Workspace`
-    workspace, or in the root workspace for a global resource (CONTRACT 3). `project_scoped`: a grant in
-    some project admits, and `authorize` checks the record's project. `decided_on_object`: the permission
-    depends on the object alone (self access, a workspace's own grants), so `authorize` decides it."""
+    workspace, or in the root workspace for a global resource (CONTRACT 3), with the root's MFA policy
+    (`require_global`: `claims` are the caller's token's). `project_scoped`: a grant in some project
+    admits, and `authorize` checks the record's project. `decided_on_object`: the permission depends on
+    the object alone (self access, a workspace's own grants), so `authorize` decides it."""
     if permission is None or decided_on_object:
         return
     if workspace is None:
-        require_global(account, permission)
+        require_global(account, permission, claims=claims)
         return
     if account.is_superuser:
         return
@@ -291,17 +301,18 @@ def authorize(
     if workspace is None and isinstance(record, Workspace):
         require_in_workspace(account, record, permission, claims=claims)
         return
-    if account.is_superuser:
-        return
     fields = frozenset(fields or ())
     if workspace is None:
+        # An account's own record is no right the root workspace grants: its MFA policy does not cover it.
         if not (
             permission in SELF_SERVICE
             and isinstance(record, Account)
             and record.pk == account.pk
             and not fields & ACCOUNT_FLAGS
         ):
-            require_global(account, permission)
+            require_global(account, permission, claims=claims)
+        return
+    if account.is_superuser:
         return
     if permission == "credentials:update":
         require_credential_change(account, fields)
@@ -317,12 +328,16 @@ def require_in_workspace(
     """A workspace's own endpoints (CONTRACT 4): the permission in the workspace or in the root workspace;
     to a caller who is not a member, another workspace does not exist. Once the workspace is in reach,
     its MFA policy, before the permission, as for an `X-Workspace` request: a member without the
-    permission learns the policy first, a stranger never."""
-    allowed = has_permission(account, workspace, permission) or has_global_permission(account, permission)
-    if not allowed and not grants(account.pk, workspace.pk).member:
+    permission learns the policy first, a stranger never. A permission held only in the root workspace
+    is a global right, under the root's MFA policy too."""
+    allowed = has_permission(account, workspace, permission)
+    through_root = not allowed and has_permission(account, root_workspace(), permission)
+    if not (allowed or through_root) and not grants(account.pk, workspace.pk).member:
         raise ApiError(404, "workspace not found")
     require_mfa(claims, workspace)
-    if not allowed:
+    if through_root:
+        require_mfa(claims, root_workspace())
+    elif not allowed:
         raise ApiError(403, f"missing permission {permission}")
 
 
@@ -344,10 +359,15 @@ def mfa_satisfied(claims: dict | None, workspace_id: UUID | str) -> bool:
     return "mfa" in amr or claims.get(SSO_WORKSPACE_CLAIM) == str(workspace_id)
 
 
+def mfa_unmet(claims: dict | None, workspace: Workspace) -> bool:
+    """Whether the workspace requires MFA and the session of `claims` does not meet it."""
+    return workspace.mfa_required and not mfa_satisfied(claims, workspace.pk)
+
+
 def require_mfa(claims: dict | None, workspace: Workspace) -> None:
     """A call naming a workspace that requires MFA, with a session that does not meet it: 403, whoever
     the caller is (operators too). Runs once the workspace is known and the caller is in it."""
-    if workspace.mfa_required and not mfa_satisfied(claims, workspace.pk):
+    if mfa_unmet(claims, workspace):
         raise ApiError(403, MFA_REQUIRED)
 
 
@@ -496,6 +516,7 @@ class EndpointPermission(BasePermission):
             getattr(view, "permission", None),
             project_scoped=getattr(view, "project_scoped", False),
             decided_on_object=getattr(view, "decided_on_object", False),
+            claims=request.auth,
         )
         return True
 

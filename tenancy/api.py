@@ -81,9 +81,10 @@ class WorkspaceDescribe(Endpoint):
 
 
 class WorkspaceList(ListEndpoint):
-    """The caller's workspaces; every workspace for holders of `workspaces:list` in the root workspace.
-    A workspace that requires MFA (`mfa_required`) is listed only to a session that meets its policy:
-    one that used two factors, or came through one of that workspace's own SSO connections."""
+    """The caller's workspaces; every workspace for holders of `workspaces:list` in the root workspace
+    (while the root workspace requires MFA, only with a session that meets it). A workspace that requires
+    MFA (`mfa_required`) is listed only to a session that meets its policy: one that used two factors,
+    or came through one of that workspace's own SSO connections."""
 
     example_request = {"filter": {"tags": ["customer"]}, "options": {"limit": 20}}
 
@@ -93,7 +94,7 @@ class WorkspaceList(ListEndpoint):
     filter_fields = {name: name for name in ("id", "name", "slug", "description", "mfa_required")}
 
     def get_queryset(self, request: Request) -> QuerySet:
-        if policy.has_global_permission(request.user, "workspaces:list"):
+        if policy.has_global_permission(request.user, "workspaces:list", claims=request.auth):
             workspaces = Workspace.objects.all()
         else:
             mine = Membership.objects.filter(account=request.user, status=Membership.Status.ACTIVE)
