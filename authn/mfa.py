@@ -102,6 +102,17 @@ def enroll(account: Account) -> dict:
     return {"secret": secret, "otpauth_uri": uri}
 
 
+def pending_enrolment(account: Account) -> dict | None:
+    """The pending enrolment's `secret` and `otpauth_uri` again (the admin's set-up page shows them
+    until a code confirms them), or None when there is none."""
+    totp = Totp.objects.filter(account=account, confirmed_at__isnull=True).first()
+    if totp is None:
+        return None
+    secret = crypto.decrypt(totp.secret_encrypted)
+    uri = _totp(secret).provisioning_uri(name=account.email, issuer_name=settings.IAM_JWT_ISSUER)
+    return {"secret": secret, "otpauth_uri": uri}
+
+
 @transaction.atomic
 def confirm(account: Account, code: str) -> dict:
     """Activates a pending enrolment with a first code: answers the ten recovery codes, shown once."""

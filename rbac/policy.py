@@ -371,6 +371,13 @@ def require_mfa(claims: dict | None, workspace: Workspace) -> None:
         raise ApiError(403, MFA_REQUIRED)
 
 
+def admin_needs_second_factor() -> bool:
+    """The Django admin holds every operator's power over every workspace: while the root workspace
+    requires MFA, an operator signs in to it with a second factor (and one without a factor sets one up
+    first), and a browser session signed in without one may not use it."""
+    return root_workspace().mfa_required
+
+
 USE_A_SECOND_FACTOR_FIRST = "use a second factor in this session before requiring one"
 
 

@@ -10,6 +10,7 @@ from accounts.models import Account
 from authn.sessions import issue_session
 from iam.errors import ApiError
 from rbac import policy
+from tenancy.services import update_workspace
 from tests.conftest import ApiClient, err, ok
 from tests.factories import AccountFactory, MembershipFactory, RoleFactory, WorkspaceFactory
 
@@ -25,9 +26,7 @@ def session_of(account, amr, workspace=None) -> ApiClient:
 
 @pytest.fixture
 def root_requires_mfa(root):
-    root.mfa_required = True
-    root.save(update_fields=["mfa_required"])
-    return root
+    return update_workspace(root, mfa_required=True, actor=None)
 
 
 @pytest.fixture
