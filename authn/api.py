@@ -49,7 +49,9 @@ def session_payload(account, session: dict) -> dict:
 class Register(Endpoint):
     """Creates an account with a password and signs it in: the answer is a session (access and refresh tokens)
     with the account. A confirmation link is e-mailed (valid 24 hours); the password credential stays
-    `pending` until `auth/confirm`."""
+    `pending` until `auth/confirm`. The address must have exactly one `@`, no quoted local part and no
+    comment (400 `invalid email`). Past 100 requests an hour from one client address
+    (`IAM_REGISTRATIONS_PER_IP_PER_HOUR`), 429 with `Retry-After`."""
 
     example_request = {
         "email": "ada@example.com",
@@ -189,7 +191,11 @@ class ResendConfirm(EmailLink):
 
 
 class UpdatePassword(Endpoint):
-    """Sets a new password with the token of a reset link, which works once; the account's sessions end."""
+    """Sets a new password with the token of a reset link, which works once; the account's sessions end.
+    The link proves the mailbox, so the password then signs in, also for an account made by a provider,
+    SSO or SCIM (it gets its password credential now); an account never verified becomes verified, and
+    whatever its earlier holder set up (passwords, other credentials, second factors and recovery codes)
+    is removed."""
 
     example_request = {
         "token": "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJlNGI4ZDJmNiJ9.c2lnbmF0dXJl",
