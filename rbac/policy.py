@@ -217,8 +217,8 @@ def require_activation(account: Account | None, membership: Membership) -> None:
 
 
 def has_global_permission(account: Account, permission: str, *, claims: dict | None) -> bool:
-    """Permissions on global resources are granted by roles in the root workspace (CONTRACT 3), and the
-    root workspace's MFA policy covers them (docs/security.md#second-factors-and-the-workspace-mfa-
+    """Permissions on global resources are granted by roles in the root workspace (docs/api.md#accounts),
+    and the root workspace's MFA policy covers them (docs/security.md#second-factors-and-the-workspace-mfa-
     policy): while it requires MFA, a session of `claims` that does not meet it holds none of them,
     operators included."""
     root = root_workspace()
@@ -247,10 +247,10 @@ def admit(
     claims: dict | None = None,
 ) -> None:
     """Before the body (CONTRACT 1's order): the endpoint's declared `permission`, in the `X-Workspace`
-    workspace, or in the root workspace for a global resource (CONTRACT 3), with the root's MFA policy
-    (`require_global`: `claims` are the caller's token's). `project_scoped`: a grant in some project
-    admits, and `authorize` checks the record's project. `decided_on_object`: the permission depends on
-    the object alone (self access, a workspace's own grants), so `authorize` decides it."""
+    workspace, or in the root workspace for a global resource (docs/api.md#accounts), with the root's
+    MFA policy (`require_global`: `claims` are the caller's token's). `project_scoped`: a grant in some
+    project admits, and `authorize` checks the record's project. `decided_on_object`: the permission
+    depends on the object alone (self access, a workspace's own grants), so `authorize` decides it."""
     if permission is None or decided_on_object:
         return
     if workspace is None:
