@@ -11,7 +11,7 @@ from iam.addresses import client_ip, user_agent
 from iam.api import Endpoint
 from iam.errors import AUTHENTICATION_REQUIRED, ApiError
 
-from . import oauth, oauth_provider, oauth_state, services, sessions, throttling
+from . import email_links, oauth, oauth_provider, oauth_state, services, sessions, throttling
 from .authentication import SessionTokenAuthentication
 from .emails import CONFIRM, RESET
 from .serializers import (
@@ -49,7 +49,9 @@ def session_payload(account, session: dict) -> dict:
 class Register(Endpoint):
     """Creates an account with a password and signs it in: the answer is a session (access and refresh tokens)
     with the account. A confirmation link is e-mailed (valid 24 hours); the password credential stays
-    `pending` until `auth/confirm`."""
+    `pending` until `auth/confirm`. The address must have exactly one `@`, no quoted local part and no
+    comment (400 `invalid email`). Past 100 requests an hour from one client address
+    (`IAM_REGISTRATIONS_PER_IP_PER_HOUR`), 429 with `Retry-After`."""
 
     example_request = {
         "email": "ada@example.com",
@@ -162,7 +164,7 @@ class EmailLink(Endpoint):
     message: ClassVar[str]
 
     def handle(self, request: Request, data: dict) -> dict:
-        services.request_email(self.kind, email=data["email"], ip=client_ip(request))
+        email_links.request_email(self.kind, email=data["email"], ip=client_ip(request))
         return {"message": self.message}
 
 
@@ -189,7 +191,11 @@ class ResendConfirm(EmailLink):
 
 
 class UpdatePassword(Endpoint):
-    """Sets a new password with the token of a reset link, which works once; the account's sessions end."""
+    """Sets a new password with the token of a reset link, which works once; the account's sessions end.
+    The link proves the mailbox, so the password then signs in, also for an account made by a provider,
+    SSO or SCIM (it gets its password credential now); an account never verified becomes verified, and
+    whatever its earlier holder set up (passwords, other credentials, second factors and recovery codes)
+    is removed."""
 
     example_request = {
         "token": "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJlNGI4ZDJmNiJ9.c2lnbmF0dXJl",
@@ -201,7 +207,7 @@ class UpdatePassword(Endpoint):
     response_serializer = PasswordUpdated
 
     def handle(self, request: Request, data: dict) -> dict:
-        account = services.update_password(token=data["token"], password=data["password"])
+        account = email_links.update_password(token=data["token"], password=data["password"])
         return {"account_id": str(account.pk)}
 
 
@@ -216,7 +222,7 @@ class Confirm(Endpoint):
     response_serializer = Confirmed
 
     def handle(self, request: Request, data: dict) -> dict:
-        account = services.confirm_email(token=data["token"])
+        account = email_links.confirm_email(token=data["token"])
         return {"account_id": str(account.pk), "verified": True}
 
 

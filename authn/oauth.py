@@ -167,7 +167,7 @@ def finish(
         with transaction.atomic():
             # CONTRACT 17: the provider was the first factor, and `auth/mfa/verify` takes the second,
             # unless the SSO connection trusts its provider's own second factor.
-            if mfa.has_totp(account) and not signed_in.provider_mfa_trusted:
+            if mfa.has_second_factor(account) and not signed_in.provider_mfa_trusted:
                 session = {
                     "mfa_token": mfa.challenge(account, amr=["fed"], sso_workspace_id=sso_workspace_id)
                 }

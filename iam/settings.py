@@ -299,6 +299,9 @@ IAM_MFA_TOKEN_LIFETIME = timedelta(minutes=5)
 IAM_EMAILS_PER_ADDRESS_PER_HOUR = env("IAM_EMAILS_PER_ADDRESS_PER_HOUR", 3, int)
 # reset-password and resend-confirm requests one client address may make per hour (CONTRACT 13); past it, 429.
 IAM_EMAIL_REQUESTS_PER_IP_PER_HOUR = env("IAM_EMAIL_REQUESTS_PER_IP_PER_HOUR", 20, int)
+# `auth/register` requests one client address may make per hour (docs/security.md#throttling-and-
+# enumeration): the per-account workspace quota is not bypassed by registering more accounts.
+IAM_REGISTRATIONS_PER_IP_PER_HOUR = env("IAM_REGISTRATIONS_PER_IP_PER_HOUR", 100, int)
 # Invitation e-mails (CONTRACT 15) one address receives per hour, whoever invites; past it the invitation
 # still stands (the account sees it signed in, `memberships/accept` with Bearer and id), unmailed.
 IAM_INVITATIONS_PER_ADDRESS_PER_HOUR = env("IAM_INVITATIONS_PER_ADDRESS_PER_HOUR", 10, int)

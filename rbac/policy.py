@@ -218,14 +218,22 @@ def require_activation(account: Account | None, membership: Membership, *, vouch
         raise ApiError(403, ONLY_INVITED_CAN_ACCEPT)
 
 
-def has_global_permission(account: Account, permission: str) -> bool:
-    """Permissions on global resources are granted by roles in the root workspace (CONTRACT 3)."""
-    return has_permission(account, root_workspace(), permission)
+def has_global_permission(account: Account, permission: str, *, claims: dict | None) -> bool:
+    """Permissions on global resources are granted by roles in the root workspace (docs/api.md#accounts),
+    and the root workspace's MFA policy covers them (docs/security.md#second-factors-and-the-workspace-mfa-
+    policy): while it requires MFA, a session of `claims` that does not meet it holds none of them,
+    operators included."""
+    root = root_workspace()
+    return has_permission(account, root, permission) and not mfa_unmet(claims, root)
 
 
-def require_global(account: Account, permission: str) -> None:
-    if not has_global_permission(account, permission):
+def require_global(account: Account, permission: str, *, claims: dict | None) -> None:
+    """A global permission: 403 `missing permission` without it, then 403 `mfa required by this
+    workspace` (the root workspace's) for a session that does not meet the root's MFA policy."""
+    root = root_workspace()
+    if not has_permission(account, root, permission):
         raise ApiError(403, f"missing permission {permission}")
+    require_mfa(claims, root)
 
 
 # The two decisions every endpoint goes through
@@ -238,15 +246,17 @@ def admit(
     *,
     project_scoped: bool = False,
     decided_on_object: bool = False,
+    claims: dict | None = None,
 ) -> None:
     """Before the body (CONTRACT 1's order): the endpoint's declared `permission`, in the `X-Workspace`
-    workspace, or in the root workspace for a global resource (CONTRACT 3). `project_scoped`: a grant in
-    some project admits, and `authorize` checks the record's project. `decided_on_object`: the permission
+    workspace, or in the root workspace for a global resource (docs/api.md#accounts), with the root's
+    MFA policy (`require_global`: `claims` are the caller's token's). `project_scoped`: a grant in some
+    project admits, and `authorize` checks the record's project. `decided_on_object`: the permission
     depends on the object alone (self access, a workspace's own grants), so `authorize` decides it."""
     if permission is None or decided_on_object:
         return
     if workspace is None:
-        require_global(account, permission)
+        require_global(account, permission, claims=claims)
         return
     if account.is_superuser:
         return
@@ -293,17 +303,18 @@ def authorize(
     if workspace is None and isinstance(record, Workspace):
         require_in_workspace(account, record, permission, claims=claims)
         return
-    if account.is_superuser:
-        return
     fields = frozenset(fields or ())
     if workspace is None:
+        # An account's own record is no right the root workspace grants: its MFA policy does not cover it.
         if not (
             permission in SELF_SERVICE
             and isinstance(record, Account)
             and record.pk == account.pk
             and not fields & ACCOUNT_FLAGS
         ):
-            require_global(account, permission)
+            require_global(account, permission, claims=claims)
+        return
+    if account.is_superuser:
         return
     if permission == "credentials:update":
         require_credential_change(account, fields)
@@ -319,12 +330,16 @@ def require_in_workspace(
     """A workspace's own endpoints (CONTRACT 4): the permission in the workspace or in the root workspace;
     to a caller who is not a member, another workspace does not exist. Once the workspace is in reach,
     its MFA policy, before the permission, as for an `X-Workspace` request: a member without the
-    permission learns the policy first, a stranger never."""
-    allowed = has_permission(account, workspace, permission) or has_global_permission(account, permission)
-    if not allowed and not grants(account.pk, workspace.pk).member:
+    permission learns the policy first, a stranger never. A permission held only in the root workspace
+    is a global right, under the root's MFA policy too."""
+    allowed = has_permission(account, workspace, permission)
+    through_root = not allowed and has_permission(account, root_workspace(), permission)
+    if not (allowed or through_root) and not grants(account.pk, workspace.pk).member:
         raise ApiError(404, "workspace not found")
     require_mfa(claims, workspace)
-    if not allowed:
+    if through_root:
+        require_mfa(claims, root_workspace())
+    elif not allowed:
         raise ApiError(403, f"missing permission {permission}")
 
 
@@ -346,11 +361,38 @@ def mfa_satisfied(claims: dict | None, workspace_id: UUID | str) -> bool:
     return "mfa" in amr or claims.get(SSO_WORKSPACE_CLAIM) == str(workspace_id)
 
 
+def mfa_unmet(claims: dict | None, workspace: Workspace) -> bool:
+    """Whether the workspace requires MFA and the session of `claims` does not meet it."""
+    return workspace.mfa_required and not mfa_satisfied(claims, workspace.pk)
+
+
 def require_mfa(claims: dict | None, workspace: Workspace) -> None:
     """A call naming a workspace that requires MFA, with a session that does not meet it: 403, whoever
     the caller is (operators too). Runs once the workspace is known and the caller is in it."""
-    if workspace.mfa_required and not mfa_satisfied(claims, workspace.pk):
+    if mfa_unmet(claims, workspace):
         raise ApiError(403, MFA_REQUIRED)
+
+
+def admin_needs_second_factor() -> bool:
+    """The Django admin holds every operator's power over every workspace: while the root workspace
+    requires MFA, an operator signs in to it with a second factor (and one without a factor sets one up
+    first), and a browser session signed in without one may not use it."""
+    return root_workspace().mfa_required
+
+
+USE_A_SECOND_FACTOR_FIRST = "use a second factor in this session before requiring one"
+
+
+def require_mfa_to_require(
+    account: Account, claims: dict | None, workspace: Workspace | None, *, mfa_required: bool | None
+) -> None:
+    """Turning a workspace's `mfa_required` on (`workspace/create` with it, `workspace/update` from off to
+    on; `workspace` None: one being created) needs a session that would meet it, so nobody locks
+    themselves out of their own workspace. Operators are exempt: the admin can turn it off again."""
+    if not mfa_required or account.is_superuser or (workspace is not None and workspace.mfa_required):
+        return
+    if not mfa_satisfied(claims, workspace.pk if workspace is not None else ""):
+        raise ApiError(403, USE_A_SECOND_FACTOR_FIRST)
 
 
 def without_unmet_mfa(workspaces: QuerySet, claims: dict | None) -> QuerySet:
@@ -483,6 +525,7 @@ class EndpointPermission(BasePermission):
             getattr(view, "permission", None),
             project_scoped=getattr(view, "project_scoped", False),
             decided_on_object=getattr(view, "decided_on_object", False),
+            claims=request.auth,
         )
         return True
 
