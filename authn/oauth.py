@@ -143,7 +143,7 @@ def finish(
 ) -> str:
     """The callback of every login through a provider: consumes the state (single use), reads the code and
     the PKCE verifier, lets `sign_in_with(state, code, verifier)` find the account, and answers the URL
-    to redirect the browser to, with the session's tokens or an `error` (SPEC 4 rules 4-5). `ip` and
+    to redirect the browser to, with the session's access token (or an `mfa_token`) or an `error`. `ip` and
     `user_agent` are the browser's, for the session record."""
     redirect_url = None
     try:
@@ -172,9 +172,12 @@ def finish(
                     "mfa_token": mfa.challenge(account, amr=["fed"], sso_workspace_id=sso_workspace_id)
                 }
             else:
-                session = start_session(  # RFC 8176: a federated login
+                tokens = start_session(  # RFC 8176: a federated login
                     account, amr=["fed"], ip=ip, user_agent=user_agent, sso_workspace_id=sso_workspace_id
                 )
+                # Never a refresh token in a URL, where browser history and logs keep it: the app gets
+                # one from `auth/refresh` with this access token (docs/api.md#auth).
+                session = {"access_token": tokens["access_token"]}
     except OAuthFailure as failure:
         logger.info("oauth %s callback failed: %s (%s)", provider, failure.reason, failure)
         target = failure.redirect_url or redirect_url or fallback_redirect()
@@ -183,8 +186,8 @@ def finish(
 
 
 def complete(params: dict[str, str], *, ip: str, user_agent: str) -> str:
-    """idp_a's callback: answers the URL to redirect the browser to, with the session's tokens or an
-    `error` (SPEC 4 rules 4-5)."""
+    """idp_a's callback: answers the URL to redirect the browser to, with the session's access token or
+    an `error`."""
 
     def sign_in_with(state: OAuthState, code: str, verifier: str) -> SignedIn:
         config = provider_config()

@@ -172,9 +172,10 @@ class SsoVerifyDomain(Endpoint):
 class SsoInitiate(Endpoint):
     """Starts a login through a workspace's own OpenID provider: by `email` (the enabled connection
     holding that address's verified domain) or by `connection_id`. Answers the URL to send the browser
-    to; the callback goes on to `redirect_url` (an allowed client URL) with the session, or with
+    to; the callback goes on to `redirect_url` (an allowed client URL) with the session's `access_token`
+    (`auth/refresh` with it as Bearer answers a refresh token: none travels in a URL), or with
     `error=invalid_state` or `error=sso_failed`. For an account with an authenticator (TOTP) it carries
-    an `mfa_token` instead of the session: `auth/mfa/verify` completes the login with a code."""
+    an `mfa_token` instead: `auth/mfa/verify` completes the login with a code."""
 
     example_request = {"email": "alice@acme.com", "redirect_url": "https://app.example.com/after-login"}
 
@@ -203,8 +204,8 @@ class SsoInitiate(Endpoint):
 
 @require_GET
 def sso_callback(request: HttpRequest) -> HttpResponseRedirect:
-    """Not JSON: the browser comes back from the provider and goes on to the client app. The tokens travel
-    in the query, so the answer is neither cached nor sent as Referer."""
+    """Not JSON: the browser comes back from the provider and goes on to the client app. The access token
+    travels in the query, so the answer is neither cached nor sent as Referer."""
     response = HttpResponseRedirect(
         login.complete(request.GET.dict(), ip=client_ip(request), user_agent=user_agent(request))
     )
