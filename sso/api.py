@@ -50,7 +50,8 @@ class SsoCreate(Endpoint):
     an active member with `default_role_ids`, which must be roles of this workspace whose permissions
     the caller holds. `trust_provider_mfa` (default false): an account with TOTP that logs in through
     this connection is not asked for its code, the provider's own second factor standing for it; its
-    session then counts as two factors only for this workspace's MFA policy."""
+    session then counts as two factors only for this workspace's MFA policy. The discovery waits 5
+    seconds at most, and while two requests of the workspace wait on the network, a third answers 429."""
 
     permission = "sso:create"
     workspace_scoped = True
@@ -155,7 +156,9 @@ class SsoDelete(Endpoint):
 class SsoVerifyDomain(Endpoint):
     """Checks now that the DNS TXT record `_iam-verification.<domain>` holds the domain's
     `verification_token`, and answers the connection: the domain is `verified` when it does. A domain
-    another workspace verified first cannot be claimed (409)."""
+    another workspace verified first cannot be claimed (409). The lookup waits 5 seconds at most (503
+    when no nameserver answers), and while two requests of the workspace wait on the network, a third
+    answers 429."""
 
     permission = "sso:update"  # verifying a domain is an update of its connection
     workspace_scoped = True

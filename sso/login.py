@@ -11,6 +11,7 @@ from authn.models import Credential, OAuthState
 from authn.oauth import Identity, SignedIn, finish, sign_in_identity
 from authn.oauth_provider import OAuthFailure
 from authn.oauth_state import begin, secret_of
+from iam import upstream
 from iam.errors import ApiError
 from rbac.models import Membership
 from rbac.services import accept_invitation, create_membership
@@ -74,7 +75,11 @@ def _sign_in_with(state: OAuthState, code: str, verifier: str) -> SignedIn:
         config = services.provider_config(connection)
     except Exception as exc:
         raise OAuthFailure(SSO_FAILED, "connection secret unreadable") from exc
-    profile = provider.fetch_profile(config, code=code, code_verifier=verifier, nonce=nonce)
+    try:  # the token, JWKS and user-info calls share the request's network budget
+        with upstream.waiting(connection.workspace_id):
+            profile = provider.fetch_profile(config, code=code, code_verifier=verifier, nonce=nonce)
+    except upstream.Busy as exc:
+        raise OAuthFailure(SSO_FAILED, "too many logins of this workspace waiting on its provider") from exc
     verified_domains = set(
         connection.domain_rows.filter(verified_at__isnull=False).values_list("domain", flat=True)
     )

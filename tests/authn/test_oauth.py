@@ -37,7 +37,9 @@ CALLBACK = "/auth/oauth/idp_a/callback"
 
 class StandInProvider:
     """A minimal OpenID Connect provider: authorization code with PKCE S256, client_secret_basic or
-    client_secret_post, Bearer user-info. Tests set `claims`, `token_error`, `userinfo_body`, `delay`."""
+    client_secret_post, Bearer user-info. Tests set `claims`, `token_error`, `userinfo_body`, `delay`
+    (before the token answer), `userinfo_delay`, `drip` (seconds between the bytes of the user-info
+    answer)."""
 
     def __init__(self):
         self.claims = {
@@ -50,6 +52,8 @@ class StandInProvider:
         self.token_error: str | None = None
         self.userinfo_body: bytes | None = None
         self.delay = 0.0
+        self.userinfo_delay = 0.0
+        self.drip = 0.0
         self.granted_scope: str | None = None
         self.codes: dict[str, dict] = {}
         self.access_tokens: set[str] = set()
@@ -89,7 +93,7 @@ class StandInProvider:
         self.server.server_close()
 
     @staticmethod
-    def answer(handler, status: int, body, headers: dict | None = None):
+    def answer(handler, status: int, body, headers: dict | None = None, drip: float = 0.0):
         raw = body if isinstance(body, bytes) else json.dumps(body).encode()
         handler.send_response(status)
         handler.send_header("Content-Type", "application/json")
@@ -97,7 +101,14 @@ class StandInProvider:
         for name, value in (headers or {}).items():
             handler.send_header(name, value)
         handler.end_headers()
-        handler.wfile.write(raw)
+        if not drip:
+            handler.wfile.write(raw)
+            return
+        handler.wfile.flush()
+        for index in range(len(raw)):
+            handler.wfile.write(raw[index : index + 1])
+            handler.wfile.flush()
+            time.sleep(drip)
 
     def authorize(self, handler, query: dict):
         if (
@@ -149,12 +160,13 @@ class StandInProvider:
         self.answer(handler, 200, body, {"Cache-Control": "no-store"})
 
     def userinfo(self, handler):
+        time.sleep(self.userinfo_delay)
         header = handler.headers.get("Authorization", "")
         if not header.startswith("Bearer ") or header[7:] not in self.access_tokens:
             return self.answer(handler, 401, {"error": "invalid_token"})
         if self.userinfo_body is not None:
             return self.answer(handler, 200, self.userinfo_body)
-        self.answer(handler, 200, self.claims)
+        self.answer(handler, 200, self.claims, drip=self.drip)
 
 
 @pytest.fixture
@@ -497,6 +509,24 @@ def test_provider_down(api, configured):
 def test_provider_too_slow(api, configured, monkeypatch):
     monkeypatch.setattr(oauth_provider, "PROVIDER_TIMEOUT_SECONDS", 0.1)
     configured.delay = 0.5
+    assert sign_in(api) == {"error": "oauth_failed"}
+
+
+def test_the_providers_two_calls_share_one_budget(api, configured, settings):
+    """The token and the user-info answer each well within a call's own timeout; together, past the
+    request's network budget (docs/api.md#waiting-on-the-network)."""
+    configured.delay = configured.userinfo_delay = 0.8
+    settings.IAM_NETWORK_BUDGET_SECONDS = 1.2
+    assert sign_in(api) == {"error": "oauth_failed"}
+    settings.IAM_NETWORK_BUDGET_SECONDS = 5
+    assert set(sign_in(api)) == {"access_token"}
+
+
+def test_a_provider_dripping_its_answer_is_cut_at_the_budget(api, configured, settings):
+    """Each byte comes well within a socket's timeout, the whole answer well past the budget: the
+    budget bounds the call, not each read."""
+    configured.drip = 0.02  # about 150 bytes: 3 s
+    settings.IAM_NETWORK_BUDGET_SECONDS = 1
     assert sign_in(api) == {"error": "oauth_failed"}
 
 
