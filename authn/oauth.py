@@ -30,7 +30,8 @@ class Identity:
     """Who a provider says signed in, and how the credential names them: `kind`/`provider`/`provider_id`
     (`oauth`/`idp_a`/`<sub>`, or `sso`/`idp_b`/`<connection id>:<sub>`). `email_trusted`: whether the
     provider's e-mail may find or create an account at all (an SSO connection's only within its verified
-    domains); `failed` is the error the login fails with."""
+    domains); `failed` is the error the login fails with. `admits_operators`: False for a tenant's own
+    provider, which never links or signs in a platform operator (docs/security.md#enterprise-sso-linking)."""
 
     kind: str
     provider: str
@@ -38,6 +39,12 @@ class Identity:
     profile: Profile
     failed: str = OAUTH_FAILED
     email_trusted: bool = True
+    admits_operators: bool = True
+
+
+def _require_admitted(account: Account, identity: Identity) -> None:
+    if account.is_superuser and not identity.admits_operators:
+        raise OAuthFailure(identity.failed, "an operator's account is not signed in by a tenant's provider")
 
 
 def _credential(account: Account, identity: Identity) -> Credential:
@@ -80,6 +87,7 @@ def sign_in_identity(identity: Identity) -> Account:
     )
     if credential is not None:
         account = credential.account
+        _require_admitted(account, identity)
         if credential.status != Credential.Status.ACTIVE:
             raise OAuthFailure(failed, "credential not active")
     else:
@@ -89,6 +97,7 @@ def sign_in_identity(identity: Identity) -> Account:
             raise OAuthFailure(failed, "the provider may not vouch for this e-mail")
         account = Account.objects.select_for_update().filter(email=profile.email).first()
         if account is not None:
+            _require_admitted(account, identity)
             if not profile.email_verified:
                 raise OAuthFailure(failed, "unverified provider e-mail matches an account")
             credential = _link(account, identity)

@@ -117,7 +117,11 @@ class SsoList(ListEndpoint):
 class SsoUpdate(Endpoint):
     """Changes an SSO connection named by `id`; only what is sent changes. A new `issuer` is discovered
     again, a new `client_secret` replaces the stored one, `domains` replaces the list (domains kept stay
-    verified, new ones start unverified), `default_role_ids` replaces the default roles."""
+    verified, new ones start unverified), `default_role_ids` replaces the default roles. Sending
+    `issuer`, `client_id`, `client_secret`, `domains` or `trust_provider_mfa` needs `*` in the workspace
+    (else 403 `cannot grant permissions you do not hold`). A new `issuer` or `client_id` revokes the
+    credentials of those who signed in through the connection: their next login links them again by
+    their verified domain only."""
 
     permission = "sso:update"
     workspace_scoped = True
@@ -130,7 +134,9 @@ class SsoUpdate(Endpoint):
     }
 
     def handle(self, request: Request, data: dict) -> EncodedJson:
-        connection = get_object(request, connections_in(request), permission=self.permission, pk=data["id"])
+        connection = get_object(
+            request, connections_in(request), permission=self.permission, fields=data, pk=data["id"]
+        )
         changes = changes_of(data, "id", "default_role_ids")
         if "default_role_ids" in data:
             changes["default_roles"] = default_roles_named(request, data["default_role_ids"])

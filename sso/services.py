@@ -11,6 +11,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from accounts.models import Account
+from authn.models import Credential
 from iam import audit, crypto, upstream
 from iam.errors import ApiError
 from iam.service_helpers import UNSET, apply_changes, save_unique, sent
@@ -229,6 +230,10 @@ def update_connection(
         changes |= {field: getattr(probe, field) for field in DISCOVERED}
     if domains is not None:
         also |= _set_domains(connection, domains)
+    if any(
+        field in changes and changes[field] != getattr(connection, field) for field in ("issuer", "client_id")
+    ):
+        also |= _unbind_credentials(connection)
     entry = audit.diff(connection, changes, AUDITED) | also
     fields = apply_changes(connection, changes)
     peers = SsoConnection.objects.in_workspace(connection.workspace_id)
@@ -238,6 +243,20 @@ def update_connection(
     if default_roles is not None:
         connection.default_roles.set(default_roles)
     return connection
+
+
+def _unbind_credentials(connection: SsoConnection) -> dict:
+    """A credential of kind `sso` names a subject of the issuer (and client) that asserted it; another may
+    reuse the subject for someone else. The connection's credentials are revoked and lose their
+    `provider_id`, so that the next logins link again by the verified-domain rule only. Sessions already
+    begun go on. Answers the audit change."""
+    bound = Credential.objects.filter(
+        kind=Credential.Kind.SSO,
+        provider=Credential.Provider.IDP_B,
+        provider_id__startswith=f"{connection.pk}:",
+    )
+    revoked = bound.update(status=Credential.Status.REVOKED, provider_id=None, updated_at=timezone.now())
+    return {"credentials_revoked": revoked} if revoked else {}
 
 
 @transaction.atomic
