@@ -50,6 +50,8 @@ _budget: ContextVar[float | None] = ContextVar("iam_network_budget", default=Non
 
 @contextlib.contextmanager
 def budget() -> Iterator[None]:
+    """The request's budget for the time of the block: opened now, or continued when the request (or an
+    outer block) opened it already."""
     request = context.current().request
     deadline = _budget.get() or getattr(request, "network_deadline", None)
     if deadline is None:
