@@ -232,11 +232,12 @@ class Confirm(Endpoint):
 class OAuthInitiate(Endpoint):
     """Starts a login with `idp_a`: the URL to send the browser to. `redirect_url` must be on an origin of the
     `IAM_OAUTH_REDIRECT_ALLOWLIST` setting (else 400 `redirect_url not allowed`). After the provider, the
-    callback redirects the browser there with `access_token` and `refresh_token` query parameters, or with
-    `error=invalid_state` or `error=oauth_failed`; the query parameters of `redirect_url` are kept, so an app
-    can carry a nonce of its own. For an account with an authenticator (TOTP), the callback carries an
-    `mfa_token` instead of the two tokens: `auth/mfa/verify` completes the login with a code. The state
-    lives 10 minutes and works once."""
+    callback redirects the browser there with an `access_token` query parameter (never a refresh token in a
+    URL: `auth/refresh` with the access token as Bearer answers a pair), or with `error=invalid_state` or
+    `error=oauth_failed`; the query parameters of `redirect_url` are kept, so an app can carry a nonce of
+    its own. For an account with an authenticator (TOTP), the callback carries an `mfa_token` instead:
+    `auth/mfa/verify` completes the login with a code. The state lives 10 minutes and works once; one
+    client address starts at most `IAM_OAUTH_STARTS_PER_IP_PER_MINUTE` (600) logins a minute (429)."""
 
     example_request = {"redirect_url": "http://localhost:3000/after-login?nonce=5f2b9c"}
 
@@ -262,7 +263,8 @@ class OAuthInitiate(Endpoint):
 @require_GET
 def oauth_callback(request: HttpRequest) -> HttpResponseRedirect:
     """Not JSON: the browser comes back from the provider and goes on to the client app (SPEC 4 rule 6).
-    The tokens travel in the query (SPEC 4 rule 4), so the answer is neither cached nor sent as Referer."""
+    The access token travels in the query (SPEC 4 rule 4), so the answer is neither cached nor sent as
+    Referer."""
     response = HttpResponseRedirect(
         oauth.complete(request.GET.dict(), ip=client_ip(request), user_agent=user_agent(request))
     )

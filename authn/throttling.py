@@ -75,7 +75,7 @@ registrations_by_ip = Window("register-ip", settings.IAM_REGISTRATIONS_PER_IP_PE
 invitations_by_address = Window(
     "invitations", settings.IAM_INVITATIONS_PER_ADDRESS_PER_HOUR, timedelta(hours=1)
 )
-# Each OAuth start stores a state row: anonymous callers may not pile them up.
+# OAuth and SSO starts per client address; each stores a state row until the state expires.
 oauth_starts_by_ip = Window(
     "oauth-initiate", settings.IAM_OAUTH_STARTS_PER_IP_PER_MINUTE, timedelta(minutes=1)
 )

@@ -6,8 +6,9 @@ module), and `authorize` once the endpoint has loaded, through `get_object` (bel
 the request names (its project, its account, a
 workspace). Every rule reads here: wildcards (`matches`), project scope (`Grants.allows`), self access on
 accounts and root-workspace rights for global resources (`authorize`), no escalation
-(`require_grantable`), consent (`require_activation`) and the operators' credential fields
-(`require_credential_change`); tests/rbac/test_policy_table.py holds them in one table. `clients/validate`
+(`require_grantable`), consent (`require_activation`), the operators' credential fields
+(`require_credential_change`) and what an SSO connection trusts (`require_provider_change`);
+tests/rbac/test_policy_table.py holds them in one table. `clients/validate`
 reads the same grants. The grants of an (account, workspace) pair are cached under the workspace's
 authorization generation, which every change to memberships, roles, permissions or projects bumps."""
 
@@ -202,6 +203,18 @@ def require_credential_change(account: Account, fields: Iterable[str] | None) ->
         raise ApiError(403, OPERATOR_ONLY_CREDENTIAL)
 
 
+# SSO connections: whoever points one at a provider, or names the domains it vouches for, can sign in as
+# their people (docs/security.md#enterprise-sso-linking).
+
+SSO_PROVIDER_FIELDS = frozenset({"issuer", "client_id", "client_secret", "domains", "trust_provider_mfa"})
+
+
+def require_provider_change(account: Account, workspace: Workspace, fields: Iterable[str]) -> None:
+    """Changing what a connection trusts needs `*` in the workspace (operators pass)."""
+    if SSO_PROVIDER_FIELDS.intersection(fields):
+        require_grantable(account, workspace, ["*"])
+
+
 # Consent (CONTRACT 15)
 
 ONLY_INVITED_CAN_ACCEPT = "only the invited account can accept"
@@ -294,6 +307,7 @@ def authorize(
       `enabled`/`verified` flags; a workspace needs the permission in itself or in the root workspace,
       and is not found by a caller who is not its member; anything else needs the root workspace.
     - Credentials: only operators change a secret, status, kind, provider, identity or e-mail, or delete.
+    - SSO connections: their provider, secret, domains and trust in the provider's MFA need `*`.
     - `project_scoped`: a project-scope grant counts for the record's own project only.
 
     `fields`: the request's fields (an update's changes); `claims`: the caller's token's, which a
@@ -320,6 +334,8 @@ def authorize(
         require_credential_change(account, fields)
     elif permission == "credentials:delete":
         require_credential_change(account, None)
+    elif permission == "sso:update" and record is not None:
+        require_provider_change(account, workspace, fields)
     if project_scoped and record is not None:
         require(account, workspace, permission, project_id=project_of(record))
 
