@@ -4,11 +4,11 @@ credential lives in the root workspace; its secret, status, identity and deletio
 from django.db.models import QuerySet
 from rest_framework.request import Request
 
+from accounts.models import normalize_email
 from iam.api import Endpoint
-from iam.errors import ApiError
 from iam.list_endpoint import ListEndpoint
-from rbac import policy
 from rbac.api import changes_of
+from rbac.policy import get_object
 
 from . import services
 from .models import Credential
@@ -19,14 +19,15 @@ CREDENTIAL_KEYS = ("id", "account_id", "provider_id", "email")  # CredentialRef'
 
 def credential_named(request: Request, data: dict, *, permission: str, lock: bool) -> Credential:
     """The credential the body names: `id` and `account_id` together, `provider_id` and `email` when
-    sent (`services.find_credential`; `lock`: the row is held until the request commits), through the one
-    policy: what only an operator may change is refused before the lookup's 404 `credential not found`."""
+    sent (CONTRACT 12; `lock`: the row is held until the request commits), through the one policy: 404
+    `credential not found` outside the `X-Workspace` workspace, then what only an operator may change."""
     keys = {name: data[name] for name in CREDENTIAL_KEYS if data.get(name) is not None}
-    credential = services.find_credential(request.workspace, **keys, lock=lock)
-    policy.authorize(request.user, request.workspace, permission, credential, fields=data)
-    if credential is None:
-        raise ApiError(404, "credential not found")
-    return credential
+    if "email" in keys:
+        keys["email"] = normalize_email(keys["email"])
+    credentials = Credential.objects.in_workspace(request.workspace).select_related("account")
+    if lock:
+        credentials = credentials.select_for_update()
+    return get_object(request, credentials, permission=permission, fields=data, **keys)
 
 
 class CredentialDescribe(Endpoint):

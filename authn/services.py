@@ -1,7 +1,6 @@
 import hashlib
 from datetime import datetime
 from typing import Any
-from uuid import UUID
 
 from django.conf import settings
 from django.contrib.auth.hashers import check_password, make_password
@@ -23,7 +22,6 @@ from accounts.services import (
 from iam import audit, cache, metrics
 from iam.errors import AUTHENTICATION_REQUIRED, ApiError
 from iam.service_helpers import UNSET, apply_changes, sent, unique_conflict
-from tenancy.models import Workspace
 from tenancy.workspace_cache import root_workspace
 
 from . import emails, keys, mfa, throttling, tokens
@@ -309,26 +307,6 @@ def update_password(*, token: str, password: str) -> Account:
 
 
 # Credentials (SPEC 4, CONTRACT 6 and 12). No create: registration and OAuth make them.
-
-
-def find_credential(
-    workspace: Workspace,
-    *,
-    id: UUID,
-    account_id: UUID,
-    provider_id: str = UNSET,
-    email: str = UNSET,
-    lock: bool = False,
-) -> Credential | None:
-    """CONTRACT 12: `id` and `account_id` must name the same credential of the workspace; `provider_id`
-    and `email`, when given, must be its current values. Anything else is None (404 at the endpoint)."""
-    keys = sent(id=id, account_id=account_id, provider_id=provider_id, email=email)
-    if "email" in keys:
-        keys["email"] = normalize_email(email)
-    found = Credential.objects.in_workspace(workspace).filter(**keys)
-    if lock:
-        found = found.select_for_update()
-    return found.select_related("account").first()
 
 
 def _check_credential_conflicts(credential: Credential) -> None:

@@ -32,8 +32,8 @@ from .serializers import (
 
 # Workspaces are global: their endpoints take no X-Workspace header. describe, update and delete need
 # `workspaces:<action>` in the workspace itself or in the root workspace, decided once the workspace is
-# loaded (`decided_on_object`); to a caller who is not a member, another workspace does not exist
-# (`policy.require_in_workspace`).
+# found (`decided_on_object`); to a caller who is not a member, another workspace does not exist
+# (`policy.reaches`).
 
 
 def workspace_named(request: Request, data: dict, *, permission: str) -> Workspace:
