@@ -1,7 +1,8 @@
 """Every authorization rule in one table (STYLE "Authorization is decided in one place"): the decisions
 of `rbac.policy` that the endpoints reach through `admit` (before the body) and `get_object` (the record
-found within reach, else 404, then `authorize`), and the escalation, consent and credential rules the services and endpoints ask. Two
-workspaces and accounts of both: a grant in one workspace, or in one project, never reaches the other."""
+found within reach, else 404, then `authorize`), and the escalation, consent and credential rules the
+services and endpoints ask. Two workspaces and accounts of both: a grant in one workspace, or in one
+project, never reaches the other."""
 
 import uuid
 from types import SimpleNamespace
