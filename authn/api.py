@@ -9,7 +9,7 @@ from rest_framework.request import Request
 from accounts.services import end_sessions
 from iam.addresses import client_ip, user_agent
 from iam.api import Endpoint
-from iam.errors import AUTHENTICATION_REQUIRED, ApiError
+from iam.errors import AUTHENTICATION_REQUIRED, BEARER_CHALLENGE, ApiError
 
 from . import oauth, oauth_provider, oauth_state, services, sessions, throttling
 from .authentication import SessionTokenAuthentication
@@ -100,7 +100,7 @@ class Login(Endpoint):
         return session_payload(account, session)
 
 
-REFRESH_TOKEN_IN_BODY = "refresh_token goes in the Authorization header as a Bearer token"
+REFRESH_TOKEN_IN_BODY = "send the refresh token as Authorization: Bearer <token>"
 
 
 class Refresh(Endpoint):
@@ -117,9 +117,11 @@ class Refresh(Endpoint):
         try:
             super().initial(request, *args, **kwargs)
         except (exceptions.NotAuthenticated, exceptions.AuthenticationFailed):
-            # The usual mistake, OAuth's token endpoint style: say where the token goes.
+            # The usual mistake, OAuth's token endpoint style: the 401 says where the token goes.
             if _body_names(request, "refresh_token"):
-                raise ApiError(400, REFRESH_TOKEN_IN_BODY, "refresh_token") from None
+                raise ApiError(
+                    401, AUTHENTICATION_REQUIRED, headers=BEARER_CHALLENGE, hint=REFRESH_TOKEN_IN_BODY
+                ) from None
             raise
 
     def handle(self, request: Request, data: dict) -> dict:

@@ -17,7 +17,8 @@ class ErrorBody(serializers.Serializer):
     success = serializers.BooleanField(default=False)
     status = serializers.IntegerField()
     message = serializers.CharField()
-    field = serializers.CharField(required=False)
+    field = serializers.CharField(required=False, help_text="the one request field at fault")
+    hint = serializers.CharField(required=False, help_text="one sentence that teaches the fix")
 
 
 class ListMetadata(serializers.Serializer):

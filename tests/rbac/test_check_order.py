@@ -115,3 +115,28 @@ def test_a_deleted_workspace_is_not_found_even_by_its_former_owner(member_of):
     for action in ("describe", "update", "delete"):
         for client in (owner_api, stranger_api):
             err(ApiClient(client.token).call(f"/workspace/{action}", ref), 404, "workspace not found")
+
+
+PROTECTED = [path for path in PATHS if not ENDPOINTS[path].public]
+
+
+@pytest.mark.parametrize("path", PROTECTED)
+def test_every_protected_endpoint_answers_the_first_mistake(callers, path):
+    """A body that is not even JSON is the last thing reported: the method, the token, the workspace and
+    the permission come first."""
+    a, nothing, _ = callers
+    endpoint = ENDPOINTS[path]
+    bad = "{not json"
+    err(ApiClient("not.a.jwt").call(path, raw=bad, method="PUT"), 405, "use POST")
+    err(ApiClient("not.a.jwt").call(path, raw=bad), 401, "Authentication required or invalid credentials.")
+    member = client_for(nothing)
+    if endpoint.workspace_scoped:
+        err(member.call(path, raw=bad), 400, "workspace required")
+        err(
+            member.call(path, raw=bad, headers={"X-Workspace": str(uuid.uuid4())}), 404, "workspace not found"
+        )
+    in_a = {"X-Workspace": str(a.pk)} if endpoint.workspace_scoped else {}
+    if endpoint.permission and not endpoint.decided_on_object:
+        err(member.call(path, raw=bad, headers=in_a), 403, f"missing permission {endpoint.permission}")
+    else:
+        err(member.call(path, raw=bad, headers=in_a), 400, "Malformed JSON syntax.")
