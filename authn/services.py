@@ -2,7 +2,6 @@ import hashlib
 from datetime import datetime
 from typing import Any
 
-from django.conf import settings
 from django.contrib.auth.hashers import check_password, make_password
 from django.core.exceptions import ValidationError
 from django.core.validators import validate_email
@@ -467,29 +466,28 @@ def delete_credential(credential: Credential) -> dict:
     return summary
 
 
-# Signing keys (asymmetric tokens)
+# Signing keys (RS256, and the asymmetric IAM_JWT_ALGORITHM)
 
 
 @transaction.atomic
-def rotate_signing_key(*, actor: Account | None = None) -> SigningKey:
-    """A new key signs from now on; the retired ones stay published until the last token they signed has
-    expired (`IAM_REFRESH_TOKEN_DAYS`), then drop out of the JWKS document and verify nothing. Recorded
-    as `signing_key.rotate` (the key ids, never a key), the admin's with its operator as the actor."""
-    algorithm = settings.IAM_JWT_ALGORITHM
-    if algorithm not in keys.ASYMMETRIC:
-        raise ApiError(
-            400,
-            f"IAM_JWT_ALGORITHM is {algorithm}: its key is the setting IAM_JWT_SIGNING_KEY, not rotated here",
+def rotate_signing_key(*, actor: Account | None = None) -> list[SigningKey]:
+    """A new key signs from now on for each algorithm the service signs with (RS256, and
+    IAM_JWT_ALGORITHM's when it is asymmetric); the retired ones stay published until the last token they
+    signed has expired (`IAM_REFRESH_TOKEN_DAYS`), then drop out of the JWKS document and verify nothing.
+    Each recorded as `signing_key.rotate` (the key ids, never a key), the admin's with its operator as the
+    actor."""
+    rotated = []
+    for algorithm in keys.published_algorithms():
+        current = SigningKey.objects.select_for_update().filter(algorithm=algorithm, retired_at__isnull=True)
+        retired = sorted(current.values_list("kid", flat=True))
+        current.update(retired_at=timezone.now())
+        key = keys.new_key(algorithm)
+        audit.record(
+            "signing_key.rotate",
+            resource=("signing_key", None),  # a key's id is its thumbprint, not a UUID: it is in `changes`
+            changes={"kid": {"before": retired, "after": key.kid}, "algorithm": algorithm},
+            actor=actor,
         )
-    current = SigningKey.objects.select_for_update().filter(algorithm=algorithm, retired_at__isnull=True)
-    retired = sorted(current.values_list("kid", flat=True))
-    current.update(retired_at=timezone.now())
-    key = keys.new_key(algorithm)
-    audit.record(
-        "signing_key.rotate",
-        resource=("signing_key", None),  # a key's id is its thumbprint, not a UUID: it is in `changes`
-        changes={"kid": {"before": retired, "after": key.kid}, "algorithm": algorithm},
-        actor=actor,
-    )
+        rotated.append(key)
     keys.changed()
-    return key
+    return rotated
