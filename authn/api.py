@@ -51,6 +51,7 @@ class Register(Endpoint):
     with the account. A confirmation link is e-mailed (valid 24 hours); the password credential stays
     `pending` until `auth/confirm`."""
 
+    summary = "Create an account and sign in"
     example_request = {
         "email": "ada@example.com",
         "password": "correct-horse-battery-staple",
@@ -80,6 +81,7 @@ class Login(Endpoint):
     disabled`. An account with an authenticator (TOTP) gets `{"mfa_required": true, "mfa_token"}` instead
     of a session: `auth/mfa/verify` completes the login with a code within 5 minutes."""
 
+    summary = "Sign in with e-mail and password"
     example_request = {"email": "ada@example.com", "password": "correct-horse-battery-staple"}
 
     public = True
@@ -108,6 +110,7 @@ class Refresh(Endpoint):
     body). The token is spent: presenting it again ends every session of the account (reuse detection). An
     access token as Bearer works too; a session ends 30 days after its login whatever refreshes happen."""
 
+    summary = "Refresh a session"
     example_request = {}
 
     authentication_classes = [SessionTokenAuthentication]
@@ -137,6 +140,7 @@ class Revoke(Endpoint):
     every service that validates them. With `except_current: true`, every session but the one of the
     token presented."""
 
+    summary = "Sign out everywhere: end every session"
     example_request = {"except_current": True}
 
     authentication_classes = [SessionTokenAuthentication]
@@ -173,6 +177,7 @@ class ResetPassword(EmailLink):
     so it tells nobody which addresses exist. An address gets at most 3 e-mails an hour; past 20 requests
     an hour from one client address, 429 with `Retry-After`."""
 
+    summary = "E-mail a password reset link"
     example_request = {"email": "ada@example.com"}
 
     kind = RESET
@@ -184,6 +189,7 @@ class ResendConfirm(EmailLink):
     same either way, so it tells nobody which addresses exist. An address gets at most 3 e-mails an hour;
     past 20 requests an hour from one client address, 429 with `Retry-After`."""
 
+    summary = "E-mail a new confirmation link"
     example_request = {"email": "ada@example.com"}
 
     kind = CONFIRM
@@ -193,6 +199,7 @@ class ResendConfirm(EmailLink):
 class UpdatePassword(Endpoint):
     """Sets a new password with the token of a reset link, which works once; the account's sessions end."""
 
+    summary = "Set a new password with a reset link"
     example_request = {
         "token": "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJlNGI4ZDJmNiJ9.c2lnbmF0dXJl",
         "password": "a-new-long-passphrase",
@@ -211,6 +218,7 @@ class Confirm(Endpoint):
     """Confirms an account's e-mail address with the token of a confirmation link: the account is
     `verified`."""
 
+    summary = "Confirm an e-mail address"
     example_request = {"token": "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJlNGI4ZDJmNiJ9.c2lnbmF0dXJl"}
 
     public = True
@@ -234,6 +242,7 @@ class OAuthInitiate(Endpoint):
     `mfa_token` instead of the two tokens: `auth/mfa/verify` completes the login with a code. The state
     lives 10 minutes and works once."""
 
+    summary = "Start a login with idp_a"
     example_request = {"redirect_url": "http://localhost:3000/after-login?nonce=5f2b9c"}
 
     public = True

@@ -34,6 +34,7 @@ class CredentialDescribe(Endpoint):
     """A credential by `id` and `account_id` together (404 when they disagree; `provider_id` and `email`,
     when given, must match too). Every credential lives in the root workspace; no secret is ever answered."""
 
+    summary = "Describe a credential"
     example_request = {
         "id": "1c6e8a2d-5f4b-4c9a-b3e7-4d2f6a8c1e95",
         "account_id": "e4b8d2f6-3a5c-4e7b-9d1f-6c8a2e4b0d93",
@@ -53,6 +54,7 @@ class CredentialList(ListEndpoint):
     """The credentials of the `X-Workspace` workspace (all of them live in the root workspace), without
     their secrets."""
 
+    summary = "List credentials"
     example_request = {
         "filter": {"fields": {"account_id": "e4b8d2f6-3a5c-4e7b-9d1f-6c8a2e4b0d93", "kind": "password"}},
         "options": {"limit": 10},
@@ -82,6 +84,7 @@ class CredentialUpdate(Endpoint):
     `provider`, `new_provider_id`, `new_email`) are an operator's alone (403 `only an operator may change
     this credential`); holders of `credentials:update` may change `tags`, `meta` and `last_used_at`."""
 
+    summary = "Change a credential"
     example_request = {
         "id": "1c6e8a2d-5f4b-4c9a-b3e7-4d2f6a8c1e95",
         "account_id": "e4b8d2f6-3a5c-4e7b-9d1f-6c8a2e4b0d93",
@@ -104,6 +107,7 @@ class CredentialDelete(Endpoint):
     """Deletes a credential named by `id` and `account_id`: an operator's alone (403 `only an operator may
     change this credential`)."""
 
+    summary = "Delete a credential"
     example_request = {
         "id": "1c6e8a2d-5f4b-4c9a-b3e7-4d2f6a8c1e95",
         "account_id": "e4b8d2f6-3a5c-4e7b-9d1f-6c8a2e4b0d93",

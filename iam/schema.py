@@ -59,6 +59,11 @@ class EndpointSchema(AutoSchema):
             lines.append(f"`filter.fields` and `options.order_bys` take {fields}; `order_bys` also {more}.")
         return "\n\n".join(line for line in lines if line)
 
+    def get_summary(self) -> str | None:
+        """The endpoint's one line (`summary`), which /docs lists beside the path."""
+        endpoint = self._endpoint()
+        return endpoint.summary if endpoint is not None else super().get_summary()
+
     def get_examples(self) -> list[OpenApiExample]:
         endpoint = self._endpoint()
         examples = super().get_examples()
