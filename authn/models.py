@@ -182,7 +182,7 @@ class SigningKey(models.Model):
     is asymmetric (EdDSA or ES256); one current (not retired) key per algorithm. The private key is stored
     encrypted with `IAM_ENCRYPTION_KEY`; the public key is published in the JWKS document while tokens it
     signed may still be alive: until `IAM_REFRESH_TOKEN_DAYS` after it was retired. HS256 keys never live
-    here (CONTRACT 5: the setting `IAM_JWT_SIGNING_KEY`)."""
+    here (the setting `IAM_JWT_SIGNING_KEY`, docs/security.md#tokens)."""
 
     kid = models.CharField("key ID", max_length=64, primary_key=True)  # RFC 7638 thumbprint of the public key
     algorithm = models.CharField(max_length=16)
