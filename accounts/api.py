@@ -39,6 +39,7 @@ class AccountCreate(Endpoint):
     """A new account with a password credential, `pending` until its e-mail address is confirmed: needs
     `accounts:create` in the root workspace."""
 
+    summary = "Create an account with a password"
     example_request = {
         "email": "ada@example.com",
         "password": "correct-horse-battery-staple",
@@ -61,6 +62,7 @@ class AccountDescribe(Endpoint):
     """An account by `id` or `email` (both must match when both are given). Any account may describe
     itself; another needs `accounts:describe` in the root workspace."""
 
+    summary = "Describe an account"
     example_request = {"email": "ada@example.com"}
 
     permission = "accounts:describe"
@@ -77,6 +79,7 @@ class AccountList(ListEndpoint):
     """Every account: needs `accounts:list` in the root workspace (and, while the root workspace requires
     MFA, a session that used two factors: else 403 `mfa required by this workspace`)."""
 
+    summary = "List accounts"
     example_request = {
         "filter": {"fields": {"verified": True}, "tags": ["staff"]},
         "options": {"limit": 20, "offset": 0, "order_bys": "!created_at"},
@@ -111,6 +114,7 @@ class AccountUpdate(Endpoint):
     `verified` flags; anything else needs `accounts:update` in the root workspace. Disabling an account
     ends its sessions."""
 
+    summary = "Change an account"
     example_request = {
         "email": "ada@example.com",
         "name": "Ada King",
@@ -133,6 +137,7 @@ class AccountDelete(Endpoint):
     """Deletes an account with its memberships and credentials: needs `accounts:delete` in the root workspace.
     Answers its `id` and `email`."""
 
+    summary = "Delete an account"
     example_request = {"email": "ada@example.com"}
 
     permission = "accounts:delete"

@@ -9,7 +9,7 @@ from rest_framework.request import Request
 from accounts.services import end_sessions
 from iam.addresses import client_ip, user_agent
 from iam.api import Endpoint
-from iam.errors import AUTHENTICATION_REQUIRED, ApiError
+from iam.errors import AUTHENTICATION_REQUIRED, BEARER_CHALLENGE, ApiError
 
 from . import email_links, oauth, oauth_provider, oauth_state, services, sessions, throttling
 from .authentication import SessionTokenAuthentication
@@ -53,6 +53,7 @@ class Register(Endpoint):
     comment (400 `invalid email`). Past 100 requests an hour from one client address
     (`IAM_REGISTRATIONS_PER_IP_PER_HOUR`), 429 with `Retry-After`."""
 
+    summary = "Create an account and sign in"
     example_request = {
         "email": "ada@example.com",
         "password": "correct-horse-battery-staple",
@@ -82,6 +83,7 @@ class Login(Endpoint):
     disabled`. An account with an authenticator (TOTP) gets `{"mfa_required": true, "mfa_token"}` instead
     of a session: `auth/mfa/verify` completes the login with a code within 5 minutes."""
 
+    summary = "Sign in with e-mail and password"
     example_request = {"email": "ada@example.com", "password": "correct-horse-battery-staple"}
 
     public = True
@@ -102,7 +104,7 @@ class Login(Endpoint):
         return session_payload(account, session)
 
 
-REFRESH_TOKEN_IN_BODY = "refresh_token goes in the Authorization header as a Bearer token"
+REFRESH_TOKEN_IN_BODY = "send the refresh token as Authorization: Bearer <token>"
 
 
 class Refresh(Endpoint):
@@ -110,6 +112,7 @@ class Refresh(Endpoint):
     body). The token is spent: presenting it again ends every session of the account (reuse detection). An
     access token as Bearer works too; a session ends 30 days after its login whatever refreshes happen."""
 
+    summary = "Refresh a session"
     example_request = {}
 
     authentication_classes = [SessionTokenAuthentication]
@@ -119,9 +122,11 @@ class Refresh(Endpoint):
         try:
             super().initial(request, *args, **kwargs)
         except (exceptions.NotAuthenticated, exceptions.AuthenticationFailed):
-            # The usual mistake, OAuth's token endpoint style: say where the token goes.
+            # The usual mistake, OAuth's token endpoint style: the 401 says where the token goes.
             if _body_names(request, "refresh_token"):
-                raise ApiError(400, REFRESH_TOKEN_IN_BODY, "refresh_token") from None
+                raise ApiError(
+                    401, AUTHENTICATION_REQUIRED, headers=BEARER_CHALLENGE, hint=REFRESH_TOKEN_IN_BODY
+                ) from None
             raise
 
     def handle(self, request: Request, data: dict) -> dict:
@@ -137,6 +142,7 @@ class Revoke(Endpoint):
     every service that validates them. With `except_current: true`, every session but the one of the
     token presented."""
 
+    summary = "Sign out everywhere: end every session"
     example_request = {"except_current": True}
 
     authentication_classes = [SessionTokenAuthentication]
@@ -173,6 +179,7 @@ class ResetPassword(EmailLink):
     so it tells nobody which addresses exist. An address gets at most 3 e-mails an hour; past 20 requests
     an hour from one client address, 429 with `Retry-After`."""
 
+    summary = "E-mail a password reset link"
     example_request = {"email": "ada@example.com"}
 
     kind = RESET
@@ -184,6 +191,7 @@ class ResendConfirm(EmailLink):
     same either way, so it tells nobody which addresses exist. An address gets at most 3 e-mails an hour;
     past 20 requests an hour from one client address, 429 with `Retry-After`."""
 
+    summary = "E-mail a new confirmation link"
     example_request = {"email": "ada@example.com"}
 
     kind = CONFIRM
@@ -197,6 +205,7 @@ class UpdatePassword(Endpoint):
     whatever its earlier holder set up (passwords, other credentials, second factors and recovery codes)
     is removed."""
 
+    summary = "Set a new password with a reset link"
     example_request = {
         "token": "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJlNGI4ZDJmNiJ9.c2lnbmF0dXJl",
         "password": "a-new-long-passphrase",
@@ -215,6 +224,7 @@ class Confirm(Endpoint):
     """Confirms an account's e-mail address with the token of a confirmation link: the account is
     `verified`."""
 
+    summary = "Confirm an e-mail address"
     example_request = {"token": "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJlNGI4ZDJmNiJ9.c2lnbmF0dXJl"}
 
     public = True
@@ -239,6 +249,7 @@ class OAuthInitiate(Endpoint):
     `auth/mfa/verify` completes the login with a code. The state lives 10 minutes and works once; one
     client address starts at most `IAM_OAUTH_STARTS_PER_IP_PER_MINUTE` (600) logins a minute (429)."""
 
+    summary = "Start a login with idp_a"
     example_request = {"redirect_url": "http://localhost:3000/after-login?nonce=5f2b9c"}
 
     public = True

@@ -34,7 +34,7 @@ class Credential(AccountInWorkspace):
     kind = models.CharField(max_length=16, choices=Kind.choices)
     provider = models.CharField(max_length=16, choices=Provider.choices)
     status = models.CharField(max_length=16, choices=Status.choices)
-    provider_id = models.CharField(max_length=255, null=True, blank=True)
+    provider_id = models.CharField("provider ID", max_length=255, null=True, blank=True)
     email = models.EmailField(max_length=254, null=True, blank=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
 
@@ -75,17 +75,17 @@ class Session(models.Model):
     login) and of the account's current session version; `auth/revoke` with `except_current` moves the
     caller's session to the new version, so only it survives the bump."""
 
-    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    id = models.UUIDField("ID", primary_key=True, default=uuid.uuid4, editable=False)
     account = models.ForeignKey("accounts.Account", on_delete=models.CASCADE, related_name="+")
     created_at = models.DateTimeField(default=timezone.now)
     last_used_at = models.DateTimeField(default=timezone.now)
     expires_at = models.DateTimeField(db_index=True)
-    ip = models.GenericIPAddressField(null=True, blank=True)
+    ip = models.GenericIPAddressField("IP address", null=True, blank=True)
     user_agent = models.CharField(max_length=USER_AGENT_MAX, blank=True, default="")
-    amr = models.JSONField(default=list)
+    amr = models.JSONField("authentication methods (AMR)", default=list)
     # The workspace whose own SSO connection the login came through (its MFA policy is then met); a plain
     # id, not a relation: the session outlives nothing by it, and a deleted workspace's id matches nothing.
-    sso_workspace_id = models.UUIDField(null=True, blank=True, editable=False)
+    sso_workspace_id = models.UUIDField("SSO workspace ID", null=True, blank=True, editable=False)
     session_version = models.PositiveIntegerField()
     revoked_at = models.DateTimeField(null=True, blank=True)
 
@@ -178,12 +178,13 @@ class OAuthState(models.Model):
 
 
 class SigningKey(models.Model):
-    """A key pair that signs tokens when `IAM_JWT_ALGORITHM` is asymmetric (EdDSA or ES256). The private
-    key is stored encrypted with `IAM_ENCRYPTION_KEY`; the public key is published in the JWKS document
-    while tokens it signed may still be alive: until `IAM_REFRESH_TOKEN_DAYS` after it was retired. HS256
-    keys never live here (CONTRACT 5: the setting `IAM_JWT_SIGNING_KEY`)."""
+    """A key pair that signs tokens: the RS256 key the service always has, and IAM_JWT_ALGORITHM's when it
+    is asymmetric (EdDSA or ES256); one current (not retired) key per algorithm. The private key is stored
+    encrypted with `IAM_ENCRYPTION_KEY`; the public key is published in the JWKS document while tokens it
+    signed may still be alive: until `IAM_REFRESH_TOKEN_DAYS` after it was retired. HS256 keys never live
+    here (the setting `IAM_JWT_SIGNING_KEY`, docs/security.md#tokens)."""
 
-    kid = models.CharField(max_length=64, primary_key=True)  # RFC 7638 thumbprint of the public key
+    kid = models.CharField("key ID", max_length=64, primary_key=True)  # RFC 7638 thumbprint of the public key
     algorithm = models.CharField(max_length=16)
     public_key = models.TextField()  # PEM
     private_key_encrypted = models.TextField(editable=False)
@@ -192,6 +193,14 @@ class SigningKey(models.Model):
 
     class Meta:
         indexes = [models.Index(fields=["algorithm", "retired_at"], name="signing_key_current")]
+        constraints = [
+            # Two processes that create the first key at once end with one (authn/keys.py).
+            models.UniqueConstraint(
+                fields=["algorithm"],
+                condition=models.Q(retired_at__isnull=True),
+                name="signing_key_one_current",
+            )
+        ]
 
     def __str__(self) -> str:
         return f"{self.algorithm} {self.kid}"

@@ -93,6 +93,7 @@ class MembershipAccept(MembershipInvitationEndpoint):
     factors and recovery codes removed and every session it had ends (whoever registered the address
     without its mailbox is shut out)."""
 
+    summary = "Accept a membership one was invited to"
     example_request = {"token": "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJlNGI4ZDJmNiJ9.c2lnbmF0dXJl"}
 
     response_serializer = MembershipSerializer
@@ -114,6 +115,7 @@ class MembershipDecline(MembershipInvitationEndpoint):
     """Declines an invitation, with the same inputs as `memberships/accept`: the membership is deleted.
     Answers its `id`."""
 
+    summary = "Decline a membership one was invited to"
     example_request = {"token": "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJlNGI4ZDJmNiJ9.c2lnbmF0dXJl"}
 
     response_serializer = Deleted
@@ -202,6 +204,7 @@ class InvitationAccept(EmailInvitationEndpoint):
     account holding a second factor, `mfa_required` and an `mfa_token` for `auth/mfa/verify`). A
     disabled account accepts nothing (403). Answers the invitation and the membership."""
 
+    summary = "Accept an invitation"
     example_request = {
         "token": "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJlNGI4ZDJmNiJ9.c2lnbmF0dXJl",
         "password": "correct-horse-battery-staple",
@@ -242,6 +245,7 @@ class InvitationDecline(EmailInvitationEndpoint):
     """Declines an invitation, with the same inputs as `invitations/accept` (no password or name): it
     becomes `declined` (an invited membership is deleted). Answers the invitation."""
 
+    summary = "Decline an invitation"
     example_request = {"token": "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJlNGI4ZDJmNiJ9.c2lnbmF0dXJl"}
     response_serializer = InvitationSerializer
 
@@ -263,6 +267,7 @@ class InvitationMine(ListEndpoint):
     in the shape of an invitation (an invited membership's `id` is the membership's). Accept or decline
     them with `invitations/accept` and `invitations/decline` and the `id`."""
 
+    summary = "List the caller's open invitations"
     example_request = {"filter": {"fields": {"scope": "workspace"}}, "options": {"limit": 100}}
     list_key = "invitations"
     response_serializer = InvitationSerializer
