@@ -5,7 +5,7 @@ from django.conf import settings
 from django.core.handlers.wsgi import LimitedStream
 from django.http import HttpRequest, HttpResponse
 
-from iam import context, metrics
+from iam import context, metrics, pages
 from iam.errors import STATUS_MESSAGES, error_response, method_not_allowed
 
 HSTS = "max-age=31536000"  # a year; no includeSubDomains: other hosts of the domain are not ours
@@ -40,6 +40,8 @@ class SecurityHeadersMiddleware:
                 response.headers.setdefault(name, value)
             else:
                 response[name] = value
+        if pages.is_page(response):  # docs/pages.md#security-headers
+            response["Content-Security-Policy"] = pages.CONTENT_SECURITY_POLICY
         return response
 
 
@@ -63,8 +65,8 @@ class JsonErrorsMiddleware:
         if self._chunked(request) and not self._read_chunked(request):
             return error_response(413, STATUS_MESSAGES[413])
         response = self.get_response(request)
-        if response.status_code < 400 or request.path.startswith(self.admin_prefix):
-            return response
+        if response.status_code < 400 or request.path.startswith(self.admin_prefix) or pages.is_page(response):
+            return response  # a hosted page's 403 or 429 is a page too (iam/pages.py)
         if response.get("Content-Type", "").startswith(("application/json", "application/scim+json")):
             return response  # ours already, or a SCIM error (RFC 7644 3.12)
         status = response.status_code
