@@ -48,7 +48,7 @@ class SecurityHeadersMiddleware:
 class JsonErrorsMiddleware:
     """Renders every error that did not come from our exception handler (Django's 404 and 500 pages, a
     body over the size limit) as CONTRACT 1's flat JSON, so an API client never receives an HTML page.
-    The admin keeps its HTML.
+    The admin and the hosted pages keep their HTML.
 
     It also reads a chunked body (`Transfer-Encoding: chunked`, no `Content-Length`), which Django takes
     for an empty one: whole, within the same 1 MiB limit (413 past it), so the view sees it as it would
@@ -65,7 +65,9 @@ class JsonErrorsMiddleware:
         if self._chunked(request) and not self._read_chunked(request):
             return error_response(413, STATUS_MESSAGES[413])
         response = self.get_response(request)
-        if response.status_code < 400 or request.path.startswith(self.admin_prefix) or pages.is_page(response):
+        if response.status_code < 400 or request.path.startswith(self.admin_prefix):
+            return response
+        if pages.is_page(response):
             return response  # a hosted page's 403 or 429 is a page too (iam/pages.py)
         if response.get("Content-Type", "").startswith(("application/json", "application/scim+json")):
             return response  # ours already, or a SCIM error (RFC 7644 3.12)
