@@ -8,7 +8,7 @@ from authn import tokens
 from authn.models import Session
 from iam.models import AuditEntry, Event
 from tests.conftest import ApiClient, client_for, ok
-from tests.factories import ClientFactory, MembershipFactory
+from tests.factories import ClientFactory, CredentialFactory, MembershipFactory
 
 from .helpers import browser_session, button, sign_in, text
 
@@ -82,3 +82,12 @@ def test_the_landing_page_signs_out_through_the_same_post(browser, ada):
 def test_signing_out_without_a_session_is_harmless(browser):
     response = browser.post("/signout")
     assert response.status_code == 200 and "You are signed out" in text(response)
+
+
+def test_signing_out_of_the_pages_leaves_the_admin_sign_in_alone(browser, operator):
+    CredentialFactory(account=operator)
+    browser.force_login(operator)
+    assert sign_in(browser, operator.email).status_code == 302
+    assert browser.post("/signout").status_code == 200
+    assert browser.get("/signin/done").status_code == 302
+    assert browser.get("/admin/").status_code == 200
