@@ -179,7 +179,7 @@ def login_setup(request: HttpRequest) -> HttpResponse:
                 "next": target,
             }
             return TemplateResponse(request, "admin/login_recovery_codes.html", context)
-    enrolment = mfa.pending_enrolment(account) or mfa.enroll(account)
+    enrolment = mfa.pending_enrollment(account) or mfa.enroll(account)
     context = {
         **admin.site.each_context(request),
         "title": "Set up a second factor",
