@@ -5,7 +5,7 @@ would, and with it the applications' sessions it started."""
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_http_methods
 
-from iam import pages
+from iam.http import pages
 
 from .. import browser
 from .common import forget_sign_in_steps

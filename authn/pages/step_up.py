@@ -11,9 +11,9 @@ from django.utils.translation import gettext as _
 from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_http_methods
 
-from iam import pages
-from iam.addresses import client_ip, user_agent
-from iam.errors import ApiError
+from iam.http import pages
+from iam.http.errors import ApiError
+from iam.platform.addresses import client_ip, user_agent
 
 from .. import browser, mfa, sessions
 from ..models import Session
