@@ -25,7 +25,6 @@ from django.conf import settings
 from django.core.cache import cache
 from django.db import transaction
 from django.db.models import F, Min, Q
-from django.dispatch import receiver
 from django.utils import timezone
 
 from iam.models import OutboxMessage
@@ -52,10 +51,10 @@ def sign(secret: str, event_id: str, timestamp: int, body: bytes) -> str:
     return f"v1,{base64.b64encode(mac).decode()}"
 
 
-@receiver(events.emitted)
 def fan_out(sender: object, *, event: dict, **kwargs: object) -> None:
-    """One delivery per client, written in one statement: the fan-out runs inside the change's
-    transaction, so its round trips are the change's. Each delivery is due at once."""
+    """The receiver of `iam.platform.events.emitted`, connected in `ClientsConfig.ready` (clients/apps.py):
+    one delivery per client, written in one statement. The fan-out runs inside the change's transaction, so
+    its round trips are the change's. Each delivery is due at once."""
     clients = list(
         Client.objects.filter(workspace_id=event["workspace_id"], endpoint__isnull=False)
         .exclude(endpoint="")
@@ -65,10 +64,10 @@ def fan_out(sender: object, *, event: dict, **kwargs: object) -> None:
         owe(event, clients)
 
 
-@receiver(events.emitted_each)
 def fan_out_each(sender: object, *, events: list[dict], **kwargs: object) -> None:
-    """`fan_out` of many events of one workspace (`iam.platform.events.emit_each`): its clients read once,
-    every delivery written in a few statements."""
+    """The receiver of `iam.platform.events.emitted_each`, connected in `ClientsConfig.ready`: `fan_out` of
+    many events of one workspace (`emit_each`), its clients read once, every delivery written in a few
+    statements."""
     if not events:
         return
     clients = list(

@@ -41,7 +41,7 @@ KINDS = frozenset(
 PUSHED_ONLY = frozenset({"client.test"})
 
 # Sent with `event=` (the event's body) for each event written; its receiver is `clients.push.fan_out`,
-# connected when the clients app is ready (clients/apps.py). A receiver's error fails the change.
+# connected by `ClientsConfig.ready` (clients/apps.py). A receiver's error fails the change.
 emitted = Signal()
 
 AccountWorkspaces = Callable[[list[str]], set[UUID]]
@@ -94,8 +94,8 @@ def emit(
         emitted.send(sender=None, event=event)
 
 
-# Sent with `events=` (the bodies, of one workspace) for what `emit_each` wrote: `clients.push.fan_out_each`
-# writes their deliveries in a few statements.
+# Sent with `events=` (the bodies, of one workspace) for what `emit_each` wrote: `clients.push.fan_out_each`,
+# connected by `ClientsConfig.ready` too, writes their deliveries in a few statements.
 emitted_each = Signal()
 
 
