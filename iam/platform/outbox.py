@@ -67,11 +67,16 @@ def publish(message_id, *, countdown: float | None = None) -> None:
 
 def dispatch(task, *args, countdown: float | None = None, what: str = "") -> bool:
     """Hands a Celery task to the workers, for work whose record is safe in the database (an outbox
-    message, a push delivery): False when the broker is down, and a sweeper will hand it over later."""
+    message, a push delivery): False when the broker is down, and a sweeper will hand it over later.
+
+    Where the task runs depends on the settings (iam/settings.py), and only here:
+    - REDIS_URL set (production, the live layer): Celery's broker, then a worker process;
+    - no REDIS_URL (`make run`): Celery is eager (CELERY_TASK_ALWAYS_EAGER), and the task goes to this
+      process's `IAM_OUTBOX_THREADS` threads (`embedded`), never run inside the request that committed it;
+    - the unit suite (iam/test_settings.py: `IAM_OUTBOX_THREADS = 0`): eager, run at once in the caller,
+      since another thread would not see the rows of a test transaction that never commits."""
     if task.app.conf.task_always_eager and settings.IAM_OUTBOX_THREADS:
-        # No broker (`make run`): an eager task would run right here, inside the request that committed
-        # the work; e-mail and pushes never do (docs/api.md#throttling). Threads of this process run it
-        # instead.
+        # e-mail and pushes never run inside the request (docs/api.md#throttling)
         embedded.submit(functools.partial(task, *args), countdown=countdown)
         return True
     try:
