@@ -196,8 +196,9 @@ class Endpoint(APIView):
     - `permission`: the permission the caller needs (`"projects:create"`), checked before the body; None
       when the handler decides itself (self-service on accounts) or the endpoint is public.
     - `public`: no Bearer token needed.
-    - `workspace_scoped`: the request acts in the workspace named by `X-Workspace` (docs/api.md#x-workspace),
-      available to the handler as `request.workspace`.
+    - `workspace_scoped`: the request acts in the workspace named by `X-Workspace` (docs/api.md#x-workspace):
+      `rbac.api.access.EndpointPermission` (DRF's permission class, named in REST_FRAMEWORK) selects it
+      before the body is read and sets `request.workspace`, which `handle` reads.
     - `project_scoped`: a project-scope grant of `permission` lets the caller in; the record's project is
       then checked once the object is loaded (`rbac.api.access.get_object`, docs/api.md#authorization).
     - `decided_on_object`: `permission` is decided once the object is loaded, not before the body: an

@@ -34,7 +34,9 @@ class EndpointPermission(BasePermission):
             raise NotAuthenticated()
         workspace = None
         if getattr(view, "workspace_scoped", False):
-            workspace = request.workspace = select_workspace(request, account)
+            # The one place `request.workspace` is set: a workspace-scoped endpoint's `handle` reads it.
+            workspace = select_workspace(request, account)
+            request.workspace = workspace
         admit(
             account,
             workspace,
