@@ -37,21 +37,22 @@ class RecordRequest(serializers.Serializer):
 
 
 # The base of `class XUpdateRequest(UpdateRequest, XRef, XCreateRequest)`: the reference's fields first,
-# then the create request's fields, each optional (an update changes only what it sends); with
-# `RecordRequest` in its place, only `tags` and `meta`. A field the class
-# declares itself replaces the create request's of the same name and goes last; `name = None` removes one.
+# then those of the create request it extends (the `RecordRequest` among its bases; `RecordRequest` itself:
+# only `tags` and `meta`), each optional: an update changes only what it sends. A field the class declares
+# itself replaces the create request's of the same name and goes last; `name = None` removes one.
 class UpdateRequest(serializers.Serializer):
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        create = cls.__bases__[-1]
-        if not issubclass(create, serializers.Serializer) or create is UpdateRequest:
-            raise TypeError(f"{cls.__name__}: the last base must be the create request")
-        cls.optional_fields = frozenset(create._declared_fields)
+        if not issubclass(cls, RecordRequest):
+            raise TypeError(f"{cls.__name__}: an update request extends its create request (a RecordRequest)")
 
     def get_fields(self) -> dict[str, serializers.Field]:
         fields = super().get_fields()
-        for name in self.optional_fields & fields.keys():  # not one the class removed (`name = None`)
-            fields[name].required = False
+        creates = [
+            c for c in type(self).__mro__ if issubclass(c, RecordRequest) and not issubclass(c, UpdateRequest)
+        ]
+        for name in {name for create in creates for name in create._declared_fields} & fields.keys():
+            fields[name].required = False  # (not one the class removed: `name = None`)
         return fields
 
 

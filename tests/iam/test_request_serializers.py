@@ -44,7 +44,7 @@ def test_record_fields_come_last():
     assert list(ClientCreateRequest().fields)[-2:] == ["tags", "meta"]
 
 
-def test_an_update_request_needs_the_create_request_last():
+def test_an_update_request_needs_its_create_request():
     with pytest.raises(TypeError):
 
         class Broken(UpdateRequest):  # no create request to take the fields from
