@@ -5,6 +5,7 @@ a rename or a new hop that the table does not follow fails here."""
 
 import ast
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -110,3 +111,19 @@ def test_each_step_is_where_the_walk_says(number, path, symbols, reached):
         assert f'name="{task}"' in (ROOT / path).read_text(), f"row {number}: no task named {task}"
     else:
         assert number == 1, f"row {number}: reached by what? {reached!r}"
+
+
+def test_no_module_of_the_service_passes_500_lines():
+    """A module past 500 lines holds more than one thing: split it by what it holds (tests and bench/, the
+    benchmark's harness, are not the service)."""
+    names = subprocess.run(
+        ["git", "ls-files", "*.py"], cwd=ROOT, capture_output=True, text=True
+    ).stdout.split()
+    long = [
+        f"{name}: {count} lines"
+        for name in names
+        if not name.startswith(("tests/", "bench/"))
+        and "/migrations/" not in name
+        and (count := len((ROOT / name).read_text().splitlines())) > 500
+    ]
+    assert not long, "\n".join(long)
