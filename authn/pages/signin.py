@@ -1,4 +1,4 @@
-"""`/signin` and `/signin/code` (CONTRACT 20, docs/pages.md): e-mail first; an address of a domain that an
+"""`/signin` and `/signin/code` (docs/pages.md, docs/pages.md): e-mail first; an address of a domain that an
 enabled SSO connection verified goes to that provider (home-realm discovery), any other gets the password
 step; then the second factor when the account has one. Every rule is the API's: `services.login` (the
 throttles, the dummy hash for unknown addresses, a disabled account), `mfa.verify` (one use per code, the

@@ -1,4 +1,4 @@
-"""`/signout` (CONTRACT 21): a GET shows the button, only the POST signs out (a link opened by a mail
+"""`/signout` (docs/pages.md): a GET shows the button, only the POST signs out (a link opened by a mail
 scanner or another site changes nothing). Signing out ends the browser session as `sessions/revoke`
 would, and with it the applications' sessions it started."""
 

@@ -1,4 +1,4 @@
-"""`/signin/mfa` (CONTRACT 20, docs/pages.md): a browser signed in with one factor, sent here because a
+"""`/signin/mfa` (docs/pages.md, docs/pages.md): a browser signed in with one factor, sent here because a
 workspace requires a second one, proves its second factor (`mfa.step_up`), or sets one up first when the
 account has none (`/account`'s set-up: the QR code, the secret, `Code`, `Turn on`, the recovery codes),
 then goes on to `next`. The rules are the API's: the set-up needs a recent sign-in
