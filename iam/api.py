@@ -21,6 +21,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from iam import timeouts
 from iam.errors import INVALID_STRUCTURE, ApiError
 from iam.serializers import Encoder, to_json
 
@@ -249,6 +250,7 @@ class Endpoint(APIView):
         with transaction.atomic():
             try:
                 payload = self.handle(request, data)
+                timeouts.check_deadline()  # finished past the deadline: it commits nothing
             except ApiError as exc:
                 if not exc.commit:
                     raise

@@ -12,7 +12,7 @@ from django.db.models import Prefetch, Q, QuerySet
 from rest_framework import serializers
 from rest_framework.request import Request
 
-from iam import counts
+from iam import counts, timeouts
 from iam.api import EncodedJson, Endpoint
 from iam.errors import ApiError
 from iam.fields import Integer, Invalid, Tags
@@ -208,6 +208,7 @@ def encoded_page(
     parts, size, count = [b"{" + to_json(list_key) + b":["], 0, 0
     budget = settings.IAM_PAGE_MAX_BYTES
     for encoder, record in records:
+        timeouts.check_deadline()
         written = encoder.joined(record, budget - size)
         if isinstance(written, bytes) and not (count and size + len(written) > budget):
             parts += [b",", written] if count else [written]

@@ -64,6 +64,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "iam.middleware.SecurityHeadersMiddleware",  # outermost: errors made by the others get the headers too
     "iam.middleware.RequestContextMiddleware",
+    "iam.middleware.RequestDeadlineMiddleware",  # inside the request id, so its 503 carries one
     "iam.middleware.MetricsMiddleware",
     "iam.middleware.JsonErrorsMiddleware",
     "django.middleware.security.SecurityMiddleware",
@@ -332,10 +333,14 @@ IAM_QUOTA_WORKSPACES = env("IAM_QUOTA_WORKSPACES", 20, int)
 # CONTRACT 16: every statement of a request is cancelled past this (503 `request took too long`); the
 # worker, beat and management commands run without it (iam/timeouts.py).
 IAM_STATEMENT_TIMEOUT_MS = env("IAM_STATEMENT_TIMEOUT_MS", 5000, int)
+# No request runs longer than this in all (seconds): past it, 503 `request took too long`, nothing written
+# (iam/timeouts.py). gunicorn's `timeout` must stay above it.
+IAM_REQUEST_SECONDS = env("IAM_REQUEST_SECONDS", 20.0, float)
 # CONTRACT 11: a list page ends before the record that would take its serialized records past this.
 IAM_PAGE_MAX_BYTES = env("IAM_PAGE_MAX_BYTES", 4 * 1024 * 1024, int)
 # CONTRACT 16 (issue 23): request-body bytes one web worker holds at once, across its connections
-# (iam/web.py): past it the request holding the most is answered 503 and its connection closed.
+# (iam/server/app.py): past it the request holding the most is answered 503 and its connection closed.
+# As much again for answers its clients have not taken yet (iam/server/answers.py).
 IAM_WEB_BUFFER_BYTES = env("IAM_WEB_BUFFER_BYTES", 64 * 1024 * 1024, int)
 
 # The key that encrypts client secrets at rest (CONTRACT 7): derived from SECRET_KEY when unset.
