@@ -67,9 +67,8 @@ def test_a_statement_past_the_deadline_is_not_run_and_the_write_rolls_back(
     record = audit.record
 
     def late_record(*args, **kwargs):
-        entry = record(*args, **kwargs)  # the project and its audit entry are written by now
-        clock.late()
-        return entry
+        clock.late()  # the project is written by now; the audit entry's INSERT comes past the deadline
+        return record(*args, **kwargs)
 
     monkeypatch.setattr(audit, "record", late_record)
     entries = AuditEntry.objects.count()

@@ -62,9 +62,11 @@ def small(port: int) -> tuple[int, bytes]:
         sock.close()
 
 
-def test_a_whole_answer_frees_its_thread_while_its_client_reads_nothing():
+def test_a_whole_answer_frees_its_thread_while_its_client_reads_nothing(monkeypatch):
     """8 MiB (within HOLD): made whole, handed to the loop; the pool's one thread serves another request
-    while the first client reads nothing; then that client gets all of it, with its length."""
+    while the first client reads nothing (no reader is dropped here: the hand-off alone frees it); then
+    that client gets all of it, with its length."""
+    monkeypatch.setattr(protocol, "MIN_READ_RATE", 0)
     app = Body(128)
     server = pool(app)
     with serving(server) as port:
