@@ -48,10 +48,6 @@ class Whole:
     def __init__(self, status: str, headers: list[tuple[bytes, bytes]], body: list[bytes], held: int = 0):
         self.status, self.headers, self.body, self.held = status, headers, body, held
 
-    @property
-    def size(self) -> int:
-        return sum(len(chunk) for chunk in self.body)
-
 
 def error_answer(status: int, reason: str) -> Whole:
     headers, body = error_head_and_body(status)

@@ -86,7 +86,9 @@ class ReadWhole:
                 answer = error_answer(408, "Request Timeout")
             elif body is REFUSED:
                 answer = error_answer(503, "Service Unavailable")
-            elif found := (self.static and self.static.find(scope["method"], scope["path"])):
+            elif body is not TOO_LARGE and (
+                found := self.static and self.static.find(scope["method"], scope["path"])
+            ):
                 status, headers, sent = await self.static.serve(found, environ, send, connection)
                 self.log_access(status, headers, sent, scope, environ, started)
                 return

@@ -13,10 +13,13 @@
 - **Its share of the connections.** A connection past gunicorn's `worker_connections` (1,000 by default),
   or past CONNECTIONS_PER_ADDRESS open connections from its address, is answered 503 and closed at once:
   one address cannot take the whole limit from the others.
-- **Taking its answer.** Bytes of an answer that wait in the worker because the client does not take them
-  must be taken at MIN_READ_RATE after their first READ_GRACE second (measured over the last RATE_WINDOW
-  seconds), or the connection is dropped (`check_reader`). So a client that reads nothing holds its
-  answer's memory, and any thread sending it, for about two seconds, never longer.
+- **Taking its answer.** While bytes of an answer wait in the worker for the client, it must take them
+  at MIN_READ_RATE: over its last RATE_WINDOW seconds of waiting (fewer, while it has waited less), at
+  least MIN_READ_RATE for each second but the first (READ_GRACE), or the connection is dropped
+  (`check_reader`). Only time when bytes wait counts: a client that keeps up owes nothing, whatever pace
+  the answer is produced at. So a client that reads nothing holds its answer's memory, and any thread
+  sending it, for about a second and a half; one that reads in bursts (reading, then working on what it
+  read) keeps its connection as long as it keeps the pace, and stalls at most RATE_WINDOW seconds.
 
 Every error answered here carries the service's error body and headers (`iam.server.responses`)."""
 
@@ -37,9 +40,8 @@ REQUEST_TIMEOUT = 10.0  # seconds: "a request not received whole within 10 secon
 LIMIT_REQUEST_HEAD = 64 * 1024  # bytes of header fields in one request (nginx allows 32 KiB by default)
 CONNECTIONS_PER_ADDRESS = 100  # open connections of one client address, per worker
 MIN_READ_RATE = 64 * 1024  # bytes a second a client must take of an answer waiting for it...
-READ_GRACE = 1.0  # ...after this first second...
-RATE_WINDOW = 4.0  # ...averaged over at most this many of the last seconds...
-MIN_WINDOW = 1.0  # ...and at least this many
+RATE_WINDOW = 10.0  # ...over its last this many seconds of waiting...
+READ_GRACE = 1.0  # ...but one
 CHECK_EVERY = 0.5  # seconds between two looks at a connection whose answer waits
 
 DEADLINE = "iam.deadline"  # scope["extensions"] key: the loop time by which the request must be whole
@@ -87,6 +89,10 @@ class HttpProtocol(HttpToolsProtocol):
         self.counted = CountingTransport(transport, self.watch_reader)
         self.deadline_timer: asyncio.TimerHandle | None = None
         self.reader_timer: asyncio.TimerHandle | None = None
+        self.waited = 0.0  # seconds bytes of this connection's answers have waited in the worker, in all
+        self.ticked_at = 0.0  # when `waited` was last brought up to date
+        # (waited, bytes taken by then): from the start, so what a client took while it kept up counts
+        self.taken_at: collections.deque = collections.deque([(0.0, 0)])
         self.head_too_large = False
         self.refusing = False  # a request was refused while an earlier one is still being answered
         super().connection_made(self.counted)
@@ -221,9 +227,8 @@ class HttpProtocol(HttpToolsProtocol):
     def watch_reader(self) -> None:
         """Bytes wait in the worker for this client: they are watched until it has taken them all."""
         if self.reader_timer is None:
-            now = self.loop.time()
-            self.waiting_since = now
-            self.taken_at = collections.deque([(now, self.taken())])  # (loop time, bytes taken by then)
+            self.ticked_at = self.loop.time()
+            self.taken_at.append((self.waited, self.taken()))
             self.reader_timer = self.loop.call_later(CHECK_EVERY, self.check_reader)
 
     def taken(self) -> int:
@@ -241,24 +246,25 @@ class HttpProtocol(HttpToolsProtocol):
             return 0
 
     def check_reader(self) -> None:
-        """Drops the connection when, past the first READ_GRACE second of waiting, the client has taken
-        less than MIN_READ_RATE a second over the last RATE_WINDOW seconds (at least MIN_WINDOW)."""
+        """Drops the connection when the client took less than MIN_READ_RATE for each second but
+        READ_GRACE of its last RATE_WINDOW seconds of waiting (of all of them, if fewer)."""
         self.reader_timer = None
-        if not self.counted.transport.get_write_buffer_size():
-            return  # all taken: a later wait starts a watch of its own
         now, taken = self.loop.time(), self.taken()
+        self.waited += now - self.ticked_at
+        self.ticked_at = now
         samples = self.taken_at
-        samples.append((now, taken))
-        since = max(self.waiting_since + READ_GRACE, now - RATE_WINDOW)
-        while len(samples) > 1 and samples[1][0] <= since:
+        samples.append((self.waited, taken))
+        while len(samples) > 1 and samples[1][0] <= self.waited - RATE_WINDOW:
             samples.popleft()
-        taken_then = samples[0][1]  # at or before `since`: what was taken in the window counts
-        if now - since >= MIN_WINDOW and taken - taken_then < MIN_READ_RATE * (now - since):
+        if not self.counted.transport.get_write_buffer_size():
+            return  # all taken: a later wait starts the watch again
+        waited_then, taken_then = samples[0]  # the window's start
+        if taken - taken_then < MIN_READ_RATE * (self.waited - waited_then - READ_GRACE):
             logger.info(
-                "dropped %s: it took %d bytes of its answer in the last %.1f s (at least %d a second)",
+                "dropped %s: it took %d bytes of its answer in %.1f s of waiting (at least %d a second)",
                 self.address,
                 taken - taken_then,
-                now - since,
+                self.waited - waited_then,
                 MIN_READ_RATE,
             )
             self.abort()

@@ -6,7 +6,7 @@ unauthenticated, or a large `roles/describe`) and read nothing, reconnecting aft
 threads: another tenant's `clients/validate` took 9 to 11 s again and again, and two such readers of one
 large answer got a worker killed (`WORKER TIMEOUT`). Now static files go out from the event loop, an
 answer within 16 MiB is handed to the loop whole (its thread free at once), and a reader that takes
-nothing is dropped within about 2 s: the other tenant's validate p50 and p99 are printed."""
+nothing is dropped within about 1.5 s: the other tenant's validate p50 and p99 are printed."""
 
 import contextlib
 import json
