@@ -12,8 +12,8 @@ HSTS = "max-age=31536000"  # a year; no includeSubDomains: other hosts of the do
 
 
 def security_headers() -> dict[str, str]:
-    """CONTRACT 14's headers, for responses made outside Django too (iam/server/responses.py's 400, 408,
-    503; the static files iam/server/static.py serves)."""
+    """The headers every response carries (docs/security.md, "Headers"), for responses made outside Django
+    too (iam/server/responses.py's 400, 408, 503; the static files iam/server/static.py serves)."""
     headers = {
         "X-Content-Type-Options": "nosniff",
         "X-Frame-Options": "DENY",

@@ -64,8 +64,8 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "iam.middleware.SecurityHeadersMiddleware",  # outermost: errors made by the others get the headers too
     "iam.middleware.RequestContextMiddleware",
-    "iam.middleware.RequestDeadlineMiddleware",  # inside the request id, so its 503 carries one
     "iam.middleware.MetricsMiddleware",
+    "iam.middleware.RequestDeadlineMiddleware",  # inside the request id and the metrics: its 503 has both
     "iam.middleware.JsonErrorsMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
