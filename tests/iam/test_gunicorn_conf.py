@@ -62,7 +62,7 @@ def test_an_exited_worker_is_marked_dead(tmp_path, monkeypatch):
 
 def test_the_service_opens_no_control_socket():
     """gunicorn 25.1+ opens ~/.gunicorn/gunicorn.ctl (or $XDG_RUNTIME_DIR's) by default, one path for every
-    gunicorn on the host (issue 33). The setting is read as gunicorn reads the file, so a gunicorn that
+    gunicorn on the host. The setting is read as gunicorn reads the file, so a gunicorn that
     renamed it fails here. (tests/live/test_slow_readers_live.py starts the tier and finds no socket.)"""
     assert "control_socket_disable" in Config().settings
     app = Application.__new__(Application)

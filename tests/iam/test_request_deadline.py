@@ -1,4 +1,4 @@
-"""No request runs longer than IAM_REQUEST_SECONDS in all (iam/timeouts.py, issue 33 item 5): past it, it
+"""No request runs longer than IAM_REQUEST_SECONDS in all (iam/timeouts.py): past it, it
 answers 503 `request took too long` and writes nothing. The clock is the test's: `clock.late()` puts the
 request past its deadline at the moment a test chooses. (Against the running service, with a real wait:
 tests/live/test_slow_readers_live.py.)"""

@@ -1,5 +1,5 @@
-"""iam/server/access.py: authorization codes, states and tokens stay out of the access log (issue 33: they
-were in its request line)."""
+"""iam/server/access.py: authorization codes, states and tokens stay out of the access log (they were
+in its request line)."""
 
 import pytest
 from gunicorn.config import Config

@@ -1,5 +1,5 @@
 """iam/server/answers.py and the read-rate rule of iam/server/protocol.py: an answer reaches its client
-without holding a pool thread while the client reads nothing (issue 33 item 1). The live layer measures
+without holding a pool thread while the client reads nothing. The live layer measures
 it against the Procfile's shape (tests/live/test_slow_readers_live.py)."""
 
 import contextlib

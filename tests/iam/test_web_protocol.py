@@ -1,5 +1,5 @@
-"""iam/server/protocol.py: what a connection is answered before Django runs (issue 33: httptools' own 400s,
-the connections of one address)."""
+"""iam/server/protocol.py: what a connection is answered before Django runs (httptools' own 400s, the
+connections of one address)."""
 
 import json
 import time

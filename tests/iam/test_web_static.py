@@ -1,6 +1,6 @@
-"""iam/server/static.py: static files are served on the event loop, never on a pool thread (issue 33 item 1:
-8 clients fetching the 3.9 MB redoc `.js.map` and reading nothing held every thread), answering what
-Django's WhiteNoise middleware answers."""
+"""iam/server/static.py: static files are served on the event loop, never on a pool thread (8 clients
+fetching the 3.9 MB redoc `.js.map` and reading nothing held every thread), answering what Django's
+WhiteNoise middleware answers."""
 
 import gzip
 import threading

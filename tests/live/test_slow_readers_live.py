@@ -1,5 +1,5 @@
-"""Issue 33 against the Procfile's `web` shape (2 workers of 2 threads): slow readers, the connections of
-one address, the request deadline, and what the server answers and logs by itself.
+"""The web server against the Procfile's `web` shape (2 workers of 2 threads): slow readers, the
+connections of one address, the request deadline, and what the server answers and logs by itself.
 
 Before: 8 loops that each asked for an answer over 1 MiB (the API reference's 3.9 MB redoc `.js.map`,
 unauthenticated, or a large `roles/describe`) and read nothing, reconnecting after 11 s, held the 4
