@@ -1,9 +1,11 @@
 """The account endpoints, listed in accounts/urls.py. Accounts are global: no `X-Workspace` header, and
 the permissions are held in the root workspace, except that an account may describe and change itself
 (not its `enabled` and `verified` flags): `rbac.policy.authorize` decides that once the account is
-loaded (`decided_on_object`). Creating an account also makes its password credential, so
-`accounts/create` calls `authn.services.create_password_account`: the HTTP tier may use the domain tier
-of any app (docs/architecture.md)."""
+loaded (`decided_on_object`). While the root workspace requires MFA, its rights need a session that
+meets it (403 `mfa required by this workspace`); an account's own record does not. Creating an account
+also makes its password credential, so `accounts/create` calls
+`authn.services.create_password_account`: the HTTP tier may use the domain tier of any app
+(docs/architecture.md)."""
 
 from django.db.models import QuerySet
 from rest_framework.request import Request
@@ -37,6 +39,7 @@ class AccountCreate(Endpoint):
     """A new account with a password credential, `pending` until its e-mail address is confirmed: needs
     `accounts:create` in the root workspace."""
 
+    summary = "Create an account with a password"
     example_request = {
         "email": "ada@example.com",
         "password": "correct-horse-battery-staple",
@@ -59,6 +62,7 @@ class AccountDescribe(Endpoint):
     """An account by `id` or `email` (both must match when both are given). Any account may describe
     itself; another needs `accounts:describe` in the root workspace."""
 
+    summary = "Describe an account"
     example_request = {"email": "ada@example.com"}
 
     permission = "accounts:describe"
@@ -72,8 +76,10 @@ class AccountDescribe(Endpoint):
 
 
 class AccountList(ListEndpoint):
-    """Every account: needs `accounts:list` in the root workspace."""
+    """Every account: needs `accounts:list` in the root workspace (and, while the root workspace requires
+    MFA, a session that used two factors: else 403 `mfa required by this workspace`)."""
 
+    summary = "List accounts"
     example_request = {
         "filter": {"fields": {"verified": True}, "tags": ["staff"]},
         "options": {"limit": 20, "offset": 0, "order_bys": "!created_at"},
@@ -108,6 +114,7 @@ class AccountUpdate(Endpoint):
     `verified` flags; anything else needs `accounts:update` in the root workspace. Disabling an account
     ends its sessions."""
 
+    summary = "Change an account"
     example_request = {
         "email": "ada@example.com",
         "name": "Ada King",
@@ -130,6 +137,7 @@ class AccountDelete(Endpoint):
     """Deletes an account with its memberships and credentials: needs `accounts:delete` in the root workspace.
     Answers its `id` and `email`."""
 
+    summary = "Delete an account"
     example_request = {"email": "ada@example.com"}
 
     permission = "accounts:delete"

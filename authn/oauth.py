@@ -14,10 +14,18 @@ from accounts.services import create_account
 from iam import audit
 
 from . import mfa, services
-from .models import Credential, OAuthState
-from .oauth_provider import OAUTH_FAILED, PROVIDER, OAuthFailure, Profile, fetch_profile, provider_config
+from .models import Credential, OAuthState, Session
+from .oauth_provider import (
+    INVALID_STATE,
+    OAUTH_FAILED,
+    PROVIDER,
+    OAuthFailure,
+    Profile,
+    fetch_profile,
+    provider_config,
+)
 from .oauth_state import consume_state, fallback_redirect, secret_of, with_query
-from .sessions import start_session
+from .sessions import open_browser_session, start_session
 
 logger = logging.getLogger(__name__)
 
@@ -30,7 +38,8 @@ class Identity:
     """Who a provider says signed in, and how the credential names them: `kind`/`provider`/`provider_id`
     (`oauth`/`idp_a`/`<sub>`, or `sso`/`idp_b`/`<connection id>:<sub>`). `email_trusted`: whether the
     provider's e-mail may find or create an account at all (an SSO connection's only within its verified
-    domains); `failed` is the error the login fails with."""
+    domains); `failed` is the error the login fails with. `admits_operators`: False for a tenant's own
+    provider, which never links or signs in a platform operator (docs/security.md#enterprise-sso-linking)."""
 
     kind: str
     provider: str
@@ -38,6 +47,12 @@ class Identity:
     profile: Profile
     failed: str = OAUTH_FAILED
     email_trusted: bool = True
+    admits_operators: bool = True
+
+
+def _require_admitted(account: Account, identity: Identity) -> None:
+    if account.is_superuser and not identity.admits_operators:
+        raise OAuthFailure(identity.failed, "an operator's account is not signed in by a tenant's provider")
 
 
 def _credential(account: Account, identity: Identity) -> Credential:
@@ -80,6 +95,7 @@ def sign_in_identity(identity: Identity) -> Account:
     )
     if credential is not None:
         account = credential.account
+        _require_admitted(account, identity)
         if credential.status != Credential.Status.ACTIVE:
             raise OAuthFailure(failed, "credential not active")
     else:
@@ -89,6 +105,7 @@ def sign_in_identity(identity: Identity) -> Account:
             raise OAuthFailure(failed, "the provider may not vouch for this e-mail")
         account = Account.objects.select_for_update().filter(email=profile.email).first()
         if account is not None:
+            _require_admitted(account, identity)
             if not profile.email_verified:
                 raise OAuthFailure(failed, "unverified provider e-mail matches an account")
             credential = _link(account, identity)
@@ -130,6 +147,11 @@ class SignedIn:
     sso_workspace_id: uuid.UUID | None = None
     provider_mfa_trusted: bool = False
 
+    def second_factor_due(self) -> bool:
+        """The provider was the first factor, and the account's own second factor follows, unless the SSO
+        connection trusts its provider's (docs/api.md#second-factor-totp)."""
+        return mfa.has_second_factor(self.account) and not self.provider_mfa_trusted
+
 
 def finish(
     params: dict[str, str],
@@ -143,7 +165,7 @@ def finish(
 ) -> str:
     """The callback of every login through a provider: consumes the state (single use), reads the code and
     the PKCE verifier, lets `sign_in_with(state, code, verifier)` find the account, and answers the URL
-    to redirect the browser to, with the session's tokens or an `error` (SPEC 4 rules 4-5). `ip` and
+    to redirect the browser to, with the session's access token (or an `mfa_token`) or an `error`. `ip` and
     `user_agent` are the browser's, for the session record."""
     redirect_url = None
     try:
@@ -167,14 +189,17 @@ def finish(
         with transaction.atomic():
             # CONTRACT 17: the provider was the first factor, and `auth/mfa/verify` takes the second,
             # unless the SSO connection trusts its provider's own second factor.
-            if mfa.has_totp(account) and not signed_in.provider_mfa_trusted:
+            if signed_in.second_factor_due():
                 session = {
                     "mfa_token": mfa.challenge(account, amr=["fed"], sso_workspace_id=sso_workspace_id)
                 }
             else:
-                session = start_session(  # RFC 8176: a federated login
+                tokens = start_session(  # RFC 8176: a federated login
                     account, amr=["fed"], ip=ip, user_agent=user_agent, sso_workspace_id=sso_workspace_id
                 )
+                # Never a refresh token in a URL, where browser history and logs keep it: the app gets
+                # one from `auth/refresh` with this access token (docs/api.md#auth).
+                session = {"access_token": tokens["access_token"]}
     except OAuthFailure as failure:
         logger.info("oauth %s callback failed: %s (%s)", provider, failure.reason, failure)
         target = failure.redirect_url or redirect_url or fallback_redirect()
@@ -183,8 +208,8 @@ def finish(
 
 
 def complete(params: dict[str, str], *, ip: str, user_agent: str) -> str:
-    """idp_a's callback: answers the URL to redirect the browser to, with the session's tokens or an
-    `error` (SPEC 4 rules 4-5)."""
+    """idp_a's callback: answers the URL to redirect the browser to, with the session's access token or
+    an `error`."""
 
     def sign_in_with(state: OAuthState, code: str, verifier: str) -> SignedIn:
         config = provider_config()
@@ -200,3 +225,54 @@ def complete(params: dict[str, str], *, ip: str, user_agent: str) -> str:
         user_agent=user_agent,
         configured=lambda: provider_config() is not None,
     )
+
+
+@dataclass(frozen=True)
+class SigninOutcome:
+    """How a login that the hosted sign-in page started ends at the callback: the browser `session`
+    started, or the `mfa_token` of the second factor still due, or the `error`; `next` is the page's
+    path to go on to (empty when the state was unknown)."""
+
+    next: str
+    session: Session | None = None
+    mfa_token: str | None = None
+    error: str | None = None
+
+
+def finish_for_signin(
+    params: dict[str, str],
+    *,
+    provider: str,
+    failed: str,
+    sign_in_with: Callable[[OAuthState, str, str], SignedIn],
+    ip: str,
+    user_agent: str,
+) -> SigninOutcome:
+    """`finish` for a login the hosted sign-in page started (home-realm discovery): the same state,
+    provider and account rules, but the session is the browser's (the page sets its cookie), so no token
+    travels in a URL."""
+    next_url = ""
+    try:
+        state = consume_state(params.get("state"), provider)
+        next_url = state.signin_next
+        if not next_url:
+            raise OAuthFailure(INVALID_STATE, "not a login of the sign-in page")
+        if params.get("error") or not params.get("code"):
+            raise OAuthFailure(failed, "provider answered without a code")
+        verifier = secret_of(state, "code_verifier", failed)
+        try:
+            signed_in = sign_in_with(state, params["code"], verifier)
+        except IntegrityError as exc:
+            raise OAuthFailure(failed, "concurrent sign-in") from exc
+        account, sso_workspace_id = signed_in.account, signed_in.sso_workspace_id
+        with transaction.atomic():
+            if signed_in.second_factor_due():
+                token = mfa.challenge(account, amr=["fed"], sso_workspace_id=sso_workspace_id)
+                return SigninOutcome(next_url, mfa_token=token)
+            session = open_browser_session(
+                account, amr=["fed"], ip=ip, user_agent=user_agent, sso_workspace_id=sso_workspace_id
+            )
+            return SigninOutcome(next_url, session=session)
+    except OAuthFailure as failure:
+        logger.info("oauth %s sign-in page callback failed: %s (%s)", provider, failure.reason, failure)
+        return SigninOutcome(next_url, error=failure.reason)

@@ -9,6 +9,7 @@ import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
 from iam.env import env
+from iam.version import VERSION
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -40,6 +41,9 @@ SECRET_KEY = env("SECRET_KEY", _DEV_SECRET_KEY)
 
 ALLOWED_HOSTS = env("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"], list)
 CSRF_TRUSTED_ORIGINS = env("CSRF_TRUSTED_ORIGINS", [], list)
+# A POST whose CSRF check fails (the hosted pages', the admin's) gets a page of its own (iam/pages.py).
+# The API is not concerned: its endpoints take Bearer tokens, never cookies, and are exempt.
+CSRF_FAILURE_VIEW = "iam.pages.csrf_failure"
 
 INSTALLED_APPS = [
     "iam.apps.IamAdminConfig",  # django.contrib.admin with the operators' site
@@ -148,13 +152,18 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
 ]
 
-LANGUAGE_CODE = "en-us"
+# The hosted pages' text goes through Django's translation machinery (docs/pages.md#languages): English is
+# shipped; a language added to LANGUAGES with its catalogue under locale/ is chosen by Accept-Language.
+LANGUAGE_CODE = "en"
+LANGUAGES = [("en", "English")]
+LOCALE_PATHS = [BASE_DIR / "locale"]
 TIME_ZONE = "UTC"
-USE_I18N = False
+USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
+STATICFILES_DIRS = [BASE_DIR / "static"]  # the hosted pages' stylesheet (static/pages/)
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {
@@ -199,7 +208,7 @@ SPECTACULAR_SETTINGS = {
         "Workspace-scoped operations name their workspace in the `X-Workspace` header (id or slug). "
         "Guides: the repository's README.md and docs/."
     ),
-    "VERSION": "1.0.0",
+    "VERSION": VERSION,  # the release (pyproject.toml)
     "SERVE_INCLUDE_SCHEMA": False,
     # The reference served at /docs (schema at /docs/schema): Swagger UI from the sidecar package's static
     # files, so the page loads nothing from another origin.
@@ -291,6 +300,8 @@ IAM_AUTH_CACHE_SECONDS = env("IAM_AUTH_CACHE_SECONDS", 300, int)
 IAM_REAUTH_SECONDS = env("IAM_REAUTH_SECONDS", 600, int)
 IAM_FRONTEND_URL = env("IAM_FRONTEND_URL", "http://localhost:3000").rstrip("/")
 IAM_PUBLIC_URL = env("IAM_PUBLIC_URL", "http://127.0.0.1:8000").rstrip("/")
+# The name the hosted pages (/signin and the others, docs/pages.md) show in their header and title.
+IAM_SITE_NAME = env("IAM_SITE_NAME", "IAM")
 IAM_LOGIN_FAILURES_PER_EMAIL = env("IAM_LOGIN_FAILURES_PER_EMAIL", 5, int)
 IAM_LOGIN_FAILURES_PER_IP = env("IAM_LOGIN_FAILURES_PER_IP", 50, int)
 IAM_LOGIN_FAILURE_WINDOW = timedelta(minutes=15)
@@ -300,10 +311,15 @@ IAM_MFA_TOKEN_LIFETIME = timedelta(minutes=5)
 IAM_EMAILS_PER_ADDRESS_PER_HOUR = env("IAM_EMAILS_PER_ADDRESS_PER_HOUR", 3, int)
 # reset-password and resend-confirm requests one client address may make per hour (CONTRACT 13); past it, 429.
 IAM_EMAIL_REQUESTS_PER_IP_PER_HOUR = env("IAM_EMAIL_REQUESTS_PER_IP_PER_HOUR", 20, int)
+# `auth/register` requests one client address may make per hour (docs/security.md#throttling-and-
+# enumeration): the per-account workspace quota is not bypassed by registering more accounts.
+IAM_REGISTRATIONS_PER_IP_PER_HOUR = env("IAM_REGISTRATIONS_PER_IP_PER_HOUR", 100, int)
 # Invitation e-mails (CONTRACT 15) one address receives per hour, whoever invites; past it the invitation
 # still stands (the account sees it signed in, `memberships/accept` with Bearer and id), unmailed.
 IAM_INVITATIONS_PER_ADDRESS_PER_HOUR = env("IAM_INVITATIONS_PER_ADDRESS_PER_HOUR", 10, int)
-IAM_OAUTH_STARTS_PER_IP_PER_MINUTE = env("IAM_OAUTH_STARTS_PER_IP_PER_MINUTE", 30, int)
+# OAuth and SSO logins one client address may start per minute: a whole office behind one address signs
+# in at nine (docs/security.md#throttling-and-enumeration).
+IAM_OAUTH_STARTS_PER_IP_PER_MINUTE = env("IAM_OAUTH_STARTS_PER_IP_PER_MINUTE", 600, int)
 IAM_WEBHOOK_ALLOW_PRIVATE = env("IAM_WEBHOOK_ALLOW_PRIVATE", DEBUG or TESTING, bool)
 IAM_WEBHOOK_TIMEOUT_SECONDS = 5
 IAM_WEBHOOK_RETRY_HOURS = 24
@@ -361,6 +377,14 @@ IAM_OAUTH_REDIRECT_ALLOWLIST = env("IAM_OAUTH_REDIRECT_ALLOWLIST", [], list)
 # Enterprise SSO per workspace (CONTRACT 18): the nameservers that answer the DNS TXT proof of a domain
 # (`address` or `address:port`, comma-separated; the system's when empty).
 IAM_DNS_NAMESERVERS = env("IAM_DNS_NAMESERVERS", [], list)
+# A request waits on the network (DNS, an OpenID provider) this long at most in all; at most this many
+# requests of one workspace wait at once, across every web process, and of one web process, which keeps a
+# thread of the Procfile's WEB_THREADS for the rest (docs/api.md#waiting-on-the-network).
+IAM_NETWORK_BUDGET_SECONDS = env("IAM_NETWORK_BUDGET_SECONDS", 5.0, float)
+IAM_NETWORK_REQUESTS_PER_WORKSPACE = env("IAM_NETWORK_REQUESTS_PER_WORKSPACE", 2, int)
+IAM_NETWORK_REQUESTS_PER_PROCESS = env(
+    "IAM_NETWORK_REQUESTS_PER_PROCESS", max(1, env("WEB_THREADS", 2, int) - 1), int
+)
 
 LOGGING = {
     "version": 1,

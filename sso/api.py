@@ -3,11 +3,12 @@ describe, list, update, delete, verify-domain), and the login through one (`auth
 and the browser's callback)."""
 
 from django.db.models import QuerySet
-from django.http import HttpRequest, HttpResponseRedirect
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.views.decorators.http import require_GET
 from rest_framework.request import Request
 
 from authn import oauth_state, throttling
+from authn.pages import signin as signin_pages
 from iam.addresses import client_ip, user_agent
 from iam.api import EncodedJson, Endpoint, answer_fresh
 from iam.errors import ApiError
@@ -50,8 +51,10 @@ class SsoCreate(Endpoint):
     an active member with `default_role_ids`, which must be roles of this workspace whose permissions
     the caller holds. `trust_provider_mfa` (default false): an account with TOTP that logs in through
     this connection is not asked for its code, the provider's own second factor standing for it; its
-    session then counts as two factors only for this workspace's MFA policy."""
+    session then counts as two factors only for this workspace's MFA policy. The discovery waits 5
+    seconds at most, and while two requests of the workspace wait on the network, a third answers 429."""
 
+    summary = "Connect an OpenID Connect provider"
     permission = "sso:create"
     workspace_scoped = True
     request_serializer = SsoConnectionCreateRequest
@@ -79,6 +82,7 @@ class SsoDescribe(Endpoint):
     """An SSO connection of the `X-Workspace` workspace by `id`, with its domains and their verification
     state; never its client secret."""
 
+    summary = "Describe an SSO connection"
     permission = "sso:describe"
     workspace_scoped = True
     read_only = True
@@ -94,6 +98,7 @@ class SsoDescribe(Endpoint):
 class SsoList(ListEndpoint):
     """The SSO connections of the `X-Workspace` workspace, with their domains; never their secrets."""
 
+    summary = "List the workspace's SSO connections"
     permission = "sso:list"
     workspace_scoped = True
     list_key = "sso_connections"
@@ -116,8 +121,13 @@ class SsoList(ListEndpoint):
 class SsoUpdate(Endpoint):
     """Changes an SSO connection named by `id`; only what is sent changes. A new `issuer` is discovered
     again, a new `client_secret` replaces the stored one, `domains` replaces the list (domains kept stay
-    verified, new ones start unverified), `default_role_ids` replaces the default roles."""
+    verified, new ones start unverified), `default_role_ids` replaces the default roles. Sending
+    `issuer`, `client_id`, `client_secret`, `domains` or `trust_provider_mfa` needs `*` in the workspace
+    (else 403 `cannot grant permissions you do not hold`). A new `issuer` or `client_id` revokes the
+    credentials of those who signed in through the connection: their next login links them again by
+    their verified domain only."""
 
+    summary = "Change an SSO connection"
     permission = "sso:update"
     workspace_scoped = True
     request_serializer = SsoConnectionUpdateRequest
@@ -129,7 +139,9 @@ class SsoUpdate(Endpoint):
     }
 
     def handle(self, request: Request, data: dict) -> EncodedJson:
-        connection = get_object(request, connections_in(request), permission=self.permission, pk=data["id"])
+        connection = get_object(
+            request, connections_in(request), permission=self.permission, fields=data, pk=data["id"]
+        )
         changes = changes_of(data, "id", "default_role_ids")
         if "default_role_ids" in data:
             changes["default_roles"] = default_roles_named(request, data["default_role_ids"])
@@ -141,6 +153,7 @@ class SsoDelete(Endpoint):
     """Deletes an SSO connection named by `id` with its domains: nobody logs in through it any more.
     Accounts that did keep their memberships. Answers its `id`."""
 
+    summary = "Delete an SSO connection"
     permission = "sso:delete"
     workspace_scoped = True
     request_serializer = SsoConnectionRef
@@ -155,8 +168,11 @@ class SsoDelete(Endpoint):
 class SsoVerifyDomain(Endpoint):
     """Checks now that the DNS TXT record `_iam-verification.<domain>` holds the domain's
     `verification_token`, and answers the connection: the domain is `verified` when it does. A domain
-    another workspace verified first cannot be claimed (409)."""
+    another workspace verified first cannot be claimed (409). The lookup waits 5 seconds at most (503
+    when no nameserver answers), and while two requests of the workspace wait on the network, a third
+    answers 429."""
 
+    summary = "Check a domain's DNS proof now"
     permission = "sso:update"  # verifying a domain is an update of its connection
     workspace_scoped = True
     request_serializer = VerifyDomainRequest
@@ -172,10 +188,12 @@ class SsoVerifyDomain(Endpoint):
 class SsoInitiate(Endpoint):
     """Starts a login through a workspace's own OpenID provider: by `email` (the enabled connection
     holding that address's verified domain) or by `connection_id`. Answers the URL to send the browser
-    to; the callback goes on to `redirect_url` (an allowed client URL) with the session, or with
+    to; the callback goes on to `redirect_url` (an allowed client URL) with the session's `access_token`
+    (`auth/refresh` with it as Bearer answers a refresh token: none travels in a URL), or with
     `error=invalid_state` or `error=sso_failed`. For an account with an authenticator (TOTP) it carries
-    an `mfa_token` instead of the session: `auth/mfa/verify` completes the login with a code."""
+    an `mfa_token` instead: `auth/mfa/verify` completes the login with a code."""
 
+    summary = "Start a login through a workspace's SSO"
     example_request = {"email": "alice@acme.com", "redirect_url": "https://app.example.com/after-login"}
 
     public = True
@@ -202,9 +220,13 @@ class SsoInitiate(Endpoint):
 
 
 @require_GET
-def sso_callback(request: HttpRequest) -> HttpResponseRedirect:
-    """Not JSON: the browser comes back from the provider and goes on to the client app. The tokens travel
-    in the query, so the answer is neither cached nor sent as Referer."""
+def sso_callback(request: HttpRequest) -> HttpResponse:
+    """Not JSON: the browser comes back from the provider and goes on to the client app. The access token
+    travels in the query, so the answer is neither cached nor sent as Referer."""
+    # A login the hosted sign-in page started finishes in the browser session (docs/pages.md): no token
+    # in any URL.
+    if oauth_state.started_from_signin(request.GET.get("state"), login.PROVIDER):
+        return signin_pages.sso_callback(request, login.complete_for_signin)
     response = HttpResponseRedirect(
         login.complete(request.GET.dict(), ip=client_ip(request), user_agent=user_agent(request))
     )

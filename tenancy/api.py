@@ -32,8 +32,8 @@ from .serializers import (
 
 # Workspaces are global: their endpoints take no X-Workspace header. describe, update and delete need
 # `workspaces:<action>` in the workspace itself or in the root workspace, decided once the workspace is
-# loaded (`decided_on_object`); to a caller who is not a member, another workspace does not exist
-# (`policy.require_in_workspace`).
+# found (`decided_on_object`); to a caller who is not a member, another workspace does not exist
+# (`policy.reaches`).
 
 
 def workspace_named(request: Request, data: dict, *, permission: str) -> Workspace:
@@ -43,8 +43,10 @@ def workspace_named(request: Request, data: dict, *, permission: str) -> Workspa
 
 class WorkspaceCreate(Endpoint):
     """Any enabled account may create a workspace; it becomes its owner. `mfa_required` (default false):
-    see `workspace/update`."""
+    see `workspace/update`; creating it on needs a session that used two factors (else 403 `use a second
+    factor in this session before requiring one`)."""
 
+    summary = "Create a workspace"
     example_request = {
         "name": "Acme Corp",
         "slug": "acme",
@@ -59,6 +61,7 @@ class WorkspaceCreate(Endpoint):
     response_serializer = WorkspaceSerializer
 
     def handle(self, request: Request, data: dict) -> dict:
+        policy.require_mfa_to_require(request.user, request.auth, None, mfa_required=data.get("mfa_required"))
         return self.serialize(create_workspace(owner=request.user, actor=request.user, **data))
 
 
@@ -66,6 +69,7 @@ class WorkspaceDescribe(Endpoint):
     """A workspace by `id` or `slug` (no `X-Workspace` header): needs `workspaces:describe` in that
     workspace or in the root workspace. To a caller who is not a member it is 404 `workspace not found`."""
 
+    summary = "Describe a workspace"
     example_request = {"slug": "acme"}
 
     permission = "workspaces:describe"
@@ -79,10 +83,12 @@ class WorkspaceDescribe(Endpoint):
 
 
 class WorkspaceList(ListEndpoint):
-    """The caller's workspaces; every workspace for holders of `workspaces:list` in the root workspace.
-    A workspace that requires MFA (`mfa_required`) is listed only to a session that meets its policy:
-    one that used two factors, or came through one of that workspace's own SSO connections."""
+    """The caller's workspaces; every workspace for holders of `workspaces:list` in the root workspace
+    (while the root workspace requires MFA, only with a session that meets it). A workspace that requires
+    MFA (`mfa_required`) is listed only to a session that meets its policy: one that used two factors,
+    or came through one of that workspace's own SSO connections."""
 
+    summary = "List the caller's workspaces"
     example_request = {"filter": {"tags": ["customer"]}, "options": {"limit": 20}}
 
     permission = None
@@ -91,7 +97,7 @@ class WorkspaceList(ListEndpoint):
     filter_fields = {name: name for name in ("id", "name", "slug", "description", "mfa_required")}
 
     def get_queryset(self, request: Request) -> QuerySet:
-        if policy.has_global_permission(request.user, "workspaces:list"):
+        if policy.has_global_permission(request.user, "workspaces:list", claims=request.auth):
             workspaces = Workspace.objects.all()
         else:
             mine = Membership.objects.filter(account=request.user, status=Membership.Status.ACTIVE)
@@ -105,8 +111,11 @@ class WorkspaceUpdate(Endpoint):
     `mfa_required: true`: every call naming the workspace (`X-Workspace`, or `workspace/*` on it) then
     needs a session that used two factors or came through one of the workspace's own SSO connections,
     else 403 `mfa required by this workspace` (operators too; after the membership check), and
-    `clients/validate` of its clients answers `reason: "mfa_required"`."""
+    `clients/validate` of its clients answers `reason: "mfa_required"`. Turning it on needs a session
+    that meets it already (else 403 `use a second factor in this session before requiring one`), so
+    nobody locks themselves out; operators are exempt."""
 
+    summary = "Change a workspace"
     example_request = {"slug": "acme", "name": "Acme Corporation", "tags": ["customer", "enterprise"]}
 
     permission = "workspaces:update"
@@ -116,6 +125,9 @@ class WorkspaceUpdate(Endpoint):
 
     def handle(self, request: Request, data: dict) -> dict:
         workspace = workspace_named(request, data, permission=self.permission)
+        policy.require_mfa_to_require(
+            request.user, request.auth, workspace, mfa_required=data.get("mfa_required")
+        )
         changes = changes_of(data, "id", "slug")
         return self.serialize(services.update_workspace(workspace, **changes, actor=request.user))
 
@@ -124,6 +136,7 @@ class WorkspaceDelete(Endpoint):
     """Deletes a workspace with its projects, roles, permissions, memberships, credentials and clients: needs
     `workspaces:delete` in that workspace or in the root workspace, which itself cannot be deleted."""
 
+    summary = "Delete a workspace"
     example_request = {"slug": "acme"}
 
     permission = "workspaces:delete"
@@ -156,6 +169,7 @@ class ProjectCreate(Endpoint):
     """A new project of the `X-Workspace` workspace: needs `projects:create` workspace-wide (a
     project-scope grant cannot make a new project)."""
 
+    summary = "Create a project"
     example_request = {
         "name": "Billing",
         "code": "billing",
@@ -178,6 +192,7 @@ class ProjectDescribe(Endpoint):
     """A project of the `X-Workspace` workspace by `id` or `code`; a project-scope grant reaches its own
     project only."""
 
+    summary = "Describe a project"
     example_request = {"code": "billing"}
 
     permission = "projects:describe"
@@ -195,6 +210,7 @@ class ProjectList(ListEndpoint):
     """The projects of the `X-Workspace` workspace; a caller whose grant is project-scope sees its own
     projects only."""
 
+    summary = "List the workspace's projects"
     example_request = {"filter": {"tags": ["finance"]}, "options": {"limit": 20, "order_bys": "name"}}
 
     permission = "projects:list"
@@ -215,6 +231,7 @@ class ProjectUpdate(Endpoint):
     """Changes a project named by `id` or `code`; `new_code` gives it a new code. A project-scope grant of
     `projects:update` reaches its own project only."""
 
+    summary = "Change a project"
     example_request = {"code": "billing", "name": "Billing and invoicing", "new_code": "invoicing"}
 
     permission = "projects:update"
@@ -233,6 +250,7 @@ class ProjectDelete(Endpoint):
     """Deletes a project named by `id` or `code` with its project-scope memberships; answers
     its `id`, `name` and `code`."""
 
+    summary = "Delete a project"
     example_request = {"code": "billing"}
 
     permission = "projects:delete"
