@@ -1,5 +1,5 @@
-"""The web process's server (the Procfile's `web`: `gunicorn -k iam.web.Worker`): gunicorn's master, as
-before, and in each worker process uvicorn's event loop in front of the project's WSGI application.
+"""The web process's server (the Procfile's `web`: `gunicorn -k iam.server.worker.Worker`): gunicorn's master,
+as before, and in each worker process uvicorn's event loop in front of the project's WSGI application.
 
 No client holds a worker's thread by being slow (docs/operations.md#slow-clients). gunicorn's sync worker
 reads a request on the worker itself, so a client that sends its headers, or its body, a byte at a time
@@ -18,7 +18,7 @@ it as the client takes it; a client that takes it too slowly is dropped.
 - `static.py`: static files, on the loop.
 - `access.py`: access-log lines without secrets.
 - `responses.py`: what the server answers itself (400, 408, 503).
-- `worker.py`: gunicorn's worker class, `iam.web.Worker`.
+- `worker.py`: gunicorn's worker class, `iam.server.worker.Worker`.
 
 Why not Django's own ASGI handler (`django.core.asgi`): it runs each request's sync code in a thread of
 its own, with a database connection of its own, and hops between the loop and that thread several times

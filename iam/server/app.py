@@ -23,7 +23,8 @@ from iam.server.access import Sent, logged_environ, logged_headers
 from iam.server.answers import STREAMED, Answers, Call, Whole, error_answer, slices, taken_from
 from iam.server.protocol import CONNECTION, DEADLINE, REQUEST_TIMEOUT
 
-RECEIVED = "iam.received"  # environ key: time.monotonic() when the request was whole (iam.timeouts' start)
+# environ key: time.monotonic() when the request was whole (iam.platform.timeouts' start)
+RECEIVED = "iam.received"
 
 logger = logging.getLogger("uvicorn.error")
 

@@ -7,7 +7,7 @@ REASONS = {400: b"Bad Request", 408: b"Request Timeout", 503: b"Service Unavaila
 
 
 def security_headers() -> list[tuple[bytes, bytes]]:
-    from iam.middleware import security_headers as headers
+    from iam.http.middleware import security_headers as headers
 
     return [(name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in headers().items()]
 
@@ -15,7 +15,7 @@ def security_headers() -> list[tuple[bytes, bytes]]:
 def error_head_and_body(status: int) -> tuple[list[tuple[bytes, bytes]], bytes]:
     """The headers and body of an error answer made outside Django; the connection closes after it (the
     rest of the request is not read)."""
-    from iam.errors import STATUS_MESSAGES
+    from iam.http.errors import STATUS_MESSAGES
 
     body = b'{"success":false,"status":%d,"message":"%s"}' % (status, STATUS_MESSAGES[status].encode("ascii"))
     headers = [

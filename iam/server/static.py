@@ -26,12 +26,12 @@ class StaticFiles:
 
     @staticmethod
     def headers() -> list[tuple[str, str]]:
-        """What Django's middleware adds to WhiteNoise's answer (iam.middleware, Django's
+        """What Django's middleware adds to WhiteNoise's answer (iam.http.middleware, Django's
         SecurityMiddleware), X-Request-ID's value a fresh id (a static file changes nothing to trace)."""
         from django.conf import settings
 
-        from iam.context import new_request_id
-        from iam.middleware import security_headers
+        from iam.http.middleware import security_headers
+        from iam.platform.context import new_request_id
 
         headers = [*security_headers().items(), ("X-Request-ID", new_request_id())]
         if settings.SECURE_CROSS_ORIGIN_OPENER_POLICY:

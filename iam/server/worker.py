@@ -1,4 +1,4 @@
-"""gunicorn's worker class for the web process (the Procfile's `-k iam.web.Worker`)."""
+"""gunicorn's worker class for the web process (the Procfile's `-k iam.server.worker.Worker`)."""
 
 import sys
 
@@ -17,8 +17,8 @@ class Worker(UvicornWorker):
     notifies as long as it turns, whatever its threads do; this worker notifies each second unless a
     request has run in its pool for longer than `timeout`: so, as under gunicorn's sync workers, a request
     stuck in Python gets its worker killed (SIGABRT) and replaced. Requests end long before: the request
-    deadline (`IAM_REQUEST_SECONDS`, iam/timeouts.py) must stay below `timeout`, or the worker refuses to
-    start."""
+    deadline (`IAM_REQUEST_SECONDS`, iam/platform/timeouts.py) must stay below `timeout`, or the worker
+    refuses to start."""
 
     CONFIG_KWARGS = {
         "loop": "uvloop",
@@ -45,7 +45,7 @@ class Worker(UvicornWorker):
         from django.conf import settings
         from django.core.exceptions import ImproperlyConfigured
 
-        from iam.addresses import address_of
+        from iam.platform.addresses import address_of
         from iam.server.static import StaticFiles
 
         if self.cfg.timeout and self.cfg.timeout <= settings.IAM_REQUEST_SECONDS:

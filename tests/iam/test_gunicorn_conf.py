@@ -1,5 +1,5 @@
-"""iam/gunicorn.conf.py: multiprocess metrics need a directory cleared of dead processes' files at start
-and each exited worker marked dead; no control socket shared with every gunicorn of the host."""
+"""iam/server/gunicorn.conf.py: multiprocess metrics need a directory cleared of dead processes' files at
+start and each exited worker marked dead; no control socket shared with every gunicorn of the host."""
 
 import importlib.util
 import os
@@ -10,7 +10,7 @@ from pathlib import Path
 from gunicorn.app.base import Application
 from gunicorn.config import Config
 
-CONF = Path(__file__).resolve().parents[2] / "iam" / "gunicorn.conf.py"
+CONF = Path(__file__).resolve().parents[2] / "iam" / "server" / "gunicorn.conf.py"
 
 
 def load_conf():

@@ -1,4 +1,4 @@
-"""No request runs longer than IAM_REQUEST_SECONDS in all (iam/timeouts.py): past it, it
+"""No request runs longer than IAM_REQUEST_SECONDS in all (iam/platform/timeouts.py): past it, it
 answers 503 `request took too long` and writes nothing. The clock is the test's: `clock.late()` puts the
 request past its deadline at the moment a test chooses. (Against the running service, with a real wait:
 tests/live/test_slow_readers_live.py.)"""
@@ -9,10 +9,10 @@ import pytest
 from django.contrib.admin import AdminSite
 from django.db import connection
 
-from iam import audit, timeouts
+from iam.http.encoder import Encoder
 from iam.models import AuditEntry
-from iam.serializers import Encoder
-from tenancy import api as tenancy_api
+from iam.platform import audit, timeouts
+from tenancy.api.projects import ProjectCreate
 from tenancy.models import Project
 from tests.conftest import err, ok
 from tests.factories import ProjectFactory
@@ -29,7 +29,7 @@ BODY = {
 
 
 class Clock:
-    """`iam.timeouts`' clock: the real one, moved past any deadline by `late()`."""
+    """`iam.platform.timeouts`' clock: the real one, moved past any deadline by `late()`."""
 
     def __init__(self):
         self.offset = 0.0
@@ -81,14 +81,14 @@ def test_a_statement_past_the_deadline_is_not_run_and_the_write_rolls_back(
 def test_a_write_that_ends_past_the_deadline_commits_nothing(admin, workspace, clock, monkeypatch):
     """The handler's last statement ran in time and Python work took it past the deadline: the check
     before the commit rolls it back."""
-    handle = tenancy_api.ProjectCreate.handle
+    handle = ProjectCreate.handle
 
     def late_handle(self, request, data):
         answer = handle(self, request, data)
         clock.late()
         return answer
 
-    monkeypatch.setattr(tenancy_api.ProjectCreate, "handle", late_handle)
+    monkeypatch.setattr(ProjectCreate, "handle", late_handle)
     entries = AuditEntry.objects.count()
     err(admin.call("/projects/create", BODY), 503, "request took too long")
     assert_nothing_written(workspace, entries)

@@ -228,7 +228,8 @@ def test_a_request_within_the_limits_and_the_deadline_is_served(server):
     assert status == 200 and body == b'{"ok":true}'
 
 
-# The worker's budget of request-body bytes (IAM_WEB_BUFFER_BYTES, issue 23): many connections at once.
+# The worker's budget of request-body bytes (IAM_WEB_BUFFER_BYTES, docs/operations.md#slow-clients): many
+# connections at once.
 
 KIB = 1024
 
@@ -266,8 +267,8 @@ def budgeted(app, budget: int, threads: int = 1) -> ReadWhole:
 
 def test_past_the_budget_the_body_arriving_that_holds_the_most_is_refused_503_and_closed():
     """Two large bodies arrive slowly and fill the worker's budget; a small whole one still fits: the
-    largest arriving body is refused (its bytes dropped at once), answered 503 with CONTRACT 1's body at
-    its next message, its connection closed; the other large one completes and is served."""
+    largest arriving body is refused (its bytes dropped at once), answered 503 with the docs/api.md#errors
+    body at its next message, its connection closed; the other large one completes and is served."""
     app = App()
 
     async def main():
