@@ -70,6 +70,8 @@ MIDDLEWARE = [
     "iam.http.middleware.SecurityHeadersMiddleware",
     "iam.http.middleware.RequestContextMiddleware",
     "iam.http.middleware.MetricsMiddleware",
+    # inside the request id and the metrics: its 503 has both
+    "iam.http.middleware.RequestDeadlineMiddleware",
     "iam.http.middleware.JsonErrorsMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -354,10 +356,14 @@ IAM_QUOTA_WORKSPACES = env("IAM_QUOTA_WORKSPACES", 20, int)
 # docs/api.md#quotas-and-budgets: every statement of a request is cancelled past this (503 `request took too
 # long`); the worker, beat and management commands run without it (iam/platform/timeouts.py).
 IAM_STATEMENT_TIMEOUT_MS = env("IAM_STATEMENT_TIMEOUT_MS", 5000, int)
+# No request runs longer than this in all (seconds): past it, 503 `request took too long`, nothing written
+# (iam/platform/timeouts.py). gunicorn's `timeout` must stay above it.
+IAM_REQUEST_SECONDS = env("IAM_REQUEST_SECONDS", 20.0, float)
 # docs/api.md#lists: a list page ends before the record that would take its serialized records past this.
 IAM_PAGE_MAX_BYTES = env("IAM_PAGE_MAX_BYTES", 4 * 1024 * 1024, int)
 # docs/api.md#quotas-and-budgets: request-body bytes one web worker holds at once, across its connections
-# (iam/server/): past it the request holding the most is answered 503 and its connection closed.
+# (iam/server/app.py): past it the request holding the most is answered 503 and its connection closed.
+# As much again for answers its clients have not taken yet (iam/server/answers.py).
 IAM_WEB_BUFFER_BYTES = env("IAM_WEB_BUFFER_BYTES", 64 * 1024 * 1024, int)
 
 # The key that encrypts client secrets at rest (docs/security.md#secrets-at-rest): derived from SECRET_KEY

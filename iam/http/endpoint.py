@@ -23,6 +23,7 @@ from rest_framework.views import APIView
 
 from iam.http.encoder import Encoder, to_json
 from iam.http.errors import INVALID_STRUCTURE, ApiError
+from iam.platform import timeouts
 
 JSON_RENDERER = JSONRenderer()
 
@@ -252,6 +253,7 @@ class Endpoint(APIView):
         with transaction.atomic():
             try:
                 payload = self.handle(request, data)
+                timeouts.check_deadline()  # finished past the deadline: it commits nothing
             except ApiError as exc:
                 if not exc.commit:
                     raise

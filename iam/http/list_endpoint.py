@@ -17,7 +17,7 @@ from iam.http.endpoint import EncodedJson, Endpoint
 from iam.http.errors import ApiError
 from iam.http.fields import Integer, Invalid, Tags
 from iam.http.lookups import HasTags
-from iam.platform import counts
+from iam.platform import counts, timeouts
 
 MAX_PAGE_SIZE = 1000  # docs/api.md#lists
 DEFAULT_PAGE_SIZE = 100  # docs/api.md#lists
@@ -208,6 +208,7 @@ def encoded_page(
     parts, size, count = [b"{" + to_json(list_key) + b":["], 0, 0
     budget = settings.IAM_PAGE_MAX_BYTES
     for encoder, record in records:
+        timeouts.check_deadline()
         written = encoder.joined(record, budget - size)
         if isinstance(written, bytes) and not (count and size + len(written) > budget):
             parts += [b",", written] if count else [written]

@@ -7,13 +7,14 @@ from django.http import HttpRequest, HttpResponse
 
 from iam.http import pages
 from iam.http.errors import STATUS_MESSAGES, error_response, method_not_allowed
-from iam.platform import context, metrics
+from iam.platform import context, metrics, timeouts
 
 HSTS = "max-age=31536000"  # a year; no includeSubDomains: other hosts of the domain are not ours
 
 
 def security_headers() -> dict[str, str]:
-    """The docs/security.md#the-edges headers, for responses made outside Django too (iam/server/'s 408)."""
+    """The headers every response carries (docs/security.md, "Headers"), for responses made outside Django
+    too (iam/server/responses.py's 400, 408, 503; the static files iam/server/static.py serves)."""
     headers = {
         "X-Content-Type-Options": "nosniff",
         "X-Frame-Options": "DENY",
@@ -123,6 +124,31 @@ class RequestContextMiddleware:
             response = self.get_response(request)
         response[self.header] = request_id
         return response
+
+
+class RequestDeadlineMiddleware:
+    """No request runs longer than `IAM_REQUEST_SECONDS` in all (iam/platform/timeouts.py): from when the web
+    worker had it whole (its `iam.received`), or from now. Past it the request answers 503 `request took
+    too long` and writes nothing: at once when it waited that long for a thread, else when a statement or
+    a `check_deadline()` finds it late. A view that lets the error out (not the API's endpoints, which
+    answer it themselves) gets the same 503."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        started = request.META.get("iam.received")
+        with timeouts.request_deadline(started if isinstance(started, float) else time.monotonic()):
+            try:
+                timeouts.check_deadline()
+            except timeouts.RequestTooLong:
+                return error_response(503, timeouts.TOO_LONG)
+            return self.get_response(request)
+
+    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
+        if timeouts.timed_out(exception):
+            return error_response(503, timeouts.TOO_LONG)
+        return None
 
 
 class MetricsMiddleware:

@@ -4,13 +4,20 @@ failures count against. Behind N reverse proxies (`IAM_NUM_PROXIES=N`), each app
 the request from to `X-Forwarded-For`, so the N-th entry from the right is the last one no client could
 write."""
 
+from collections.abc import Mapping
+from typing import Any
+
 from django.conf import settings
 from django.http import HttpRequest
 from rest_framework.request import Request
 
 
 def client_ip(request: HttpRequest | Request) -> str:
-    meta = request.META
+    return address_of(request.META)
+
+
+def address_of(meta: Mapping[str, Any]) -> str:
+    """The client address of a request's WSGI environ (`request.META`)."""
     proxies = settings.IAM_NUM_PROXIES
     if proxies:
         forwarded = [entry.strip() for entry in meta.get("HTTP_X_FORWARDED_FOR", "").split(",")]

@@ -1,23 +1,32 @@
-"""Each request: its body read whole, then the WSGI application on one of the worker's threads,
-its answer written whole or streamed, and its access-log line."""
+"""The ASGI application each web worker serves (`ReadWhole`): it reads each request's body whole on the
+event loop, within the request's deadline and the worker's budget of body bytes, then serves a static
+file on the loop (iam/server/static.py) or runs the WSGI application in one of the worker's threads
+(iam/server/answers.py), and writes the access-log line (iam/server/access.py).
+
+A worker holds at most `buffer_bytes` (`IAM_WEB_BUFFER_BYTES`) of request bodies at once, across all its
+connections (bodies arriving, waiting for a thread, or running): a chunk that would pass it makes the
+worker refuse the body still arriving that holds the most, this one included, with 503 and a closed
+connection, so the many large partial bodies are refused before the small whole ones. A body past
+`max_body` (`DATA_UPLOAD_MAX_MEMORY_SIZE`) is not read further: Django answers 413 from the length seen,
+and the connection is closed."""
 
 import asyncio
-import concurrent.futures
 import io
+import logging
 import sys
-import threading
 import time
 import urllib.parse
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
-from typing import Any
 
-from iam.server.protocol import ABORT, DEADLINE, REQUEST_TIMEOUT, error_head_and_body
+from iam.server.access import Sent, logged_environ, logged_headers
+from iam.server.answers import STREAMED, Answers, Call, Whole, error_answer, slices, taken_from
+from iam.server.protocol import CONNECTION, DEADLINE, REQUEST_TIMEOUT
 
-STREAM_AFTER = 1024 * 1024  # bytes: a longer body is sent as the application produces it, not held whole
-# Seconds a streamed answer waits for the client to take its next chunk: a reader that takes none for that
-# long is dropped, freeing its thread, well before the worker counts as stuck (gunicorn's `timeout`).
-SEND_TIMEOUT = REQUEST_TIMEOUT
+# environ key: time.monotonic() when the request was whole (iam.platform.timeouts' start)
+RECEIVED = "iam.received"
+
+logger = logging.getLogger("uvicorn.error")
 
 
 class Held:
@@ -33,19 +42,29 @@ class Held:
         self.task: asyncio.Task | None = None  # the one reading it, while it waits for more of it
 
 
-class ReadWhole:
-    """The ASGI application each worker serves: reads the request's body whole, within the deadline, on
-    the event loop, then runs the WSGI application on it in one of `threads` threads. The bodies it holds
-    at once stay within `buffer_bytes` (`IAM_WEB_BUFFER_BYTES`)."""
+TIMED_OUT, DISCONNECTED, TOO_LARGE, REFUSED = object(), object(), object(), object()
 
-    def __init__(self, wsgi_app, *, threads: int, max_body: int, buffer_bytes: int, log=None):
-        self.wsgi_app = wsgi_app
+
+class ReadWhole:
+    def __init__(
+        self,
+        wsgi_app,
+        *,
+        threads: int,
+        max_body: int,
+        buffer_bytes: int,
+        log=None,
+        static=None,
+        address_of=None,
+    ):
+        self.answers = Answers(wsgi_app, budget=buffer_bytes, address_of=address_of)
         self.max_body = max_body
         self.buffer_bytes = buffer_bytes
         self.buffered = 0  # bytes of the bodies held: arriving, waiting for a thread, or running
         self.arriving: set[Held] = set()  # bodies not yet whole: those that may be refused to make room
-        self.running: set[Stream] = set()  # requests handed to the pool, with their start (`since`)
+        self.running: set[Call] = set()  # requests handed to the pool, with their start (`since`)
         self.log = log  # gunicorn's logger: access lines in its configured format
+        self.static = static  # iam.server.static.StaticFiles, or None
         self.executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="web")
 
     async def __call__(self, scope, receive, send) -> None:
@@ -53,41 +72,82 @@ class ReadWhole:
             return
         started = time.monotonic()
         loop = asyncio.get_running_loop()
-        deadline = scope.get("extensions", {}).get(DEADLINE) or loop.time() + REQUEST_TIMEOUT
+        extensions = scope.get("extensions", {})
+        deadline = extensions.get(DEADLINE) or loop.time() + REQUEST_TIMEOUT
+        connection = extensions.get(CONNECTION)
         held = Held()
         try:
             body = await self.read_body(scope, receive, deadline, held)
             if not isinstance(body, bytes):
                 self.release(held)  # nothing of it is kept
+            if body is DISCONNECTED:
+                return
             environ = self.environ(scope, body)
             if body is TIMED_OUT:
-                headers, content = error_head_and_body(408)
-                status = "408 Request Timeout"
+                answer = error_answer(408, "Request Timeout")
             elif body is REFUSED:
-                headers, content = error_head_and_body(503)
-                status = "503 Service Unavailable"
-            elif body is DISCONNECTED:
+                answer = error_answer(503, "Service Unavailable")
+            elif body is not TOO_LARGE and (
+                found := self.static and self.static.find(scope["method"], scope["path"])
+            ):
+                status, headers, sent = await self.static.serve(found, environ, send, connection)
+                self.log_access(status, headers, sent, scope, environ, started)
                 return
             else:
-                stream = Stream(loop, receive, send)
-                stream.abort = scope.get("extensions", {}).get(ABORT)
-                self.running.add(stream)
-                try:
-                    status, headers, content = await loop.run_in_executor(
-                        self.executor, self.run, environ, stream
-                    )
-                finally:
-                    self.running.discard(stream)
-                if content is STREAMED:  # sent by `run`, chunk by chunk
-                    self.log_access(status, headers, stream.sent, scope, environ, started)
+                call = Call(loop, receive, send, connection)
+                answer = await self.run(environ, call)
+                if answer is STREAMED:  # sent by its thread, slice by slice
+                    self.log_access(call.status, call.headers, call.sent, scope, environ, started)
+                    return
+                if answer is None:  # the application failed after its answer started: cut short
                     return
                 if body is TOO_LARGE:  # Django answered 413 from the length; the rest is not read
-                    headers = [*(h for h in headers if h[0] != b"connection"), (b"connection", b"close")]
-            await send({"type": "http.response.start", "status": int(status[:3]), "headers": headers})
-            await send({"type": "http.response.body", "body": content})
-            self.log_access(status, headers, len(content), scope, environ, started)
+                    kept = [header for header in answer.headers if header[0] != b"connection"]
+                    answer.headers = [*kept, (b"connection", b"close")]
+            sent = await self.send_whole(answer, send)
+            self.log_access(answer.status, answer.headers, sent, scope, environ, started)
         finally:
             self.release(held)
+
+    async def run(self, environ: dict, call: Call) -> Whole | object | None:
+        """The WSGI application on the request, in a pool thread. A failure there (Django answers its own
+        errors: this is the server's) is answered 500 with the error body, or, once the answer has
+        started, ends the connection (None)."""
+        loop = asyncio.get_running_loop()
+        environ[RECEIVED] = time.monotonic()
+        self.running.add(call)
+        try:
+            return await loop.run_in_executor(self.executor, self.answers.run, environ, call)
+        except Exception:
+            logger.exception("the web application failed")
+            if call.status:  # started: the client gets a cut answer
+                if call.connection is not None:
+                    call.connection.abort()
+                return None
+            return error_answer(500, "Internal Server Error")
+        finally:
+            self.running.discard(call)
+
+    async def send_whole(self, answer: Whole, send) -> int:
+        """Writes an answer produced whole, a slice at a time as the client takes them (uvicorn's send
+        waits while the connection's buffer is full); what it held of the worker's answer budget is given
+        back as it goes. Returns the bytes sent."""
+        sent, held = 0, answer.held
+        try:
+            status = int(answer.status[:3])
+            await send({"type": "http.response.start", "status": status, "headers": answer.headers})
+            for piece in slices(taken_from(answer.body)):
+                await send({"type": "http.response.body", "body": piece, "more_body": True})
+                sent += len(piece)
+                if held:
+                    given = min(held, len(piece))
+                    self.answers.budget.release(given)
+                    held -= given
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        finally:
+            if held:
+                self.answers.budget.release(held)
+        return sent
 
     def hold(self, held: Held, chunk: bytes) -> bool:
         """Keeps `chunk` of `held`'s body within the worker's budget; False when `held` is refused. Past
@@ -119,18 +179,18 @@ class ReadWhole:
         self.arriving.discard(held)
 
     def longest_running(self) -> float:
-        """Seconds since the request that has run longest in the pool started in its thread (or last
-        sent a chunk of its streamed answer); 0 with none running. A request waiting for a thread does
-        not count: a queue under load is not a stuck request."""
-        oldest = min((stream.since for stream in self.running if stream.since is not None), default=None)
+        """Seconds since the request that has run longest in the pool started in its thread (or its
+        streamed answer last moved); 0 with none running. A request waiting for a thread does not count:
+        a queue under load is not a stuck request."""
+        oldest = min((call.since for call in self.running if call.since is not None), default=None)
         return 0.0 if oldest is None else time.monotonic() - oldest
 
     def log_access(self, status: str, headers: list, sent: int, scope, environ: dict, started: float) -> None:
         if self.log is not None:
             self.log.access(
                 Sent(status, headers, sent),
-                [(name.decode("latin-1"), value.decode("latin-1")) for name, value in scope["headers"]],
-                environ,
+                logged_headers(scope["headers"]),
+                logged_environ(environ),
                 timedelta(seconds=time.monotonic() - started),
             )
 
@@ -220,130 +280,3 @@ class ReadWhole:
         else:
             environ["CONTENT_LENGTH"] = str(len(content))
         return environ
-
-    def run(self, environ: dict, stream: "Stream") -> tuple[str, list[tuple[bytes, bytes]], Any]:
-        """The WSGI application on one request, in a pool thread: its status, headers and whole body; or,
-        for a body past STREAM_AFTER bytes (a streamed answer of one large object), STREAMED once this
-        thread has sent it through `stream`, chunk by chunk as the client takes them. The body is
-        iterated in the thread that ran the application: its database connection is this thread's."""
-        stream.since = time.monotonic()
-        started: list = []
-        chunks: list[bytes] = []
-
-        def start_response(status, headers, exc_info=None):
-            if exc_info and started:
-                raise exc_info[1].with_traceback(exc_info[2])
-            started[:] = [status, headers]
-            return chunks.append
-
-        result = self.wsgi_app(environ, start_response)
-        try:
-            size, pieces = 0, iter(result)
-            for chunk in pieces:
-                chunks.append(chunk)
-                size += len(chunk)
-                if size > STREAM_AFTER:
-                    break
-            else:
-                pieces = None
-            status, headers = started
-            encoded = [(name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in headers]
-            if pieces is not None:
-                # No Content-Length (a streamed answer): uvicorn sends it with chunked transfer encoding.
-                stream.start(int(status[:3]), encoded, b"".join(chunks))
-                chunks.clear()
-                for chunk in pieces:
-                    if chunk and not stream.body(chunk):
-                        break  # the client is gone: nothing more is read or written
-                stream.end()
-                return status, encoded, STREAMED
-        finally:
-            if hasattr(result, "close"):
-                result.close()
-        content = b"".join(chunks)
-        if status[:3] not in ("204", "304") and not any(name == b"content-length" for name, _ in encoded):
-            encoded.append((b"content-length", str(len(content)).encode("ascii")))  # whole: no chunking
-        return status, encoded, content
-
-
-class Stream:
-    """A response body sent from the pool thread that produces it: each send waits until the event loop
-    has written the chunk, and uvicorn's send first waits while the connection's write buffer is full
-    (its flow control), so the thread produces the next chunk only as the client takes the previous
-    ones and a worker holds about one chunk of a body of any size. A client that goes away stops it."""
-
-    def __init__(self, loop: asyncio.AbstractEventLoop, receive, send):
-        self.loop, self.receive, self.send = loop, receive, send
-        self.gone: threading.Event | None = None  # made when a body is streamed
-        self.sent = 0
-        self.since: float | None = None  # when a thread started running it, or it last sent a chunk
-        self.watch: asyncio.Future | None = None
-        self.abort = None  # drops the connection (HttpProtocol's ABORT), when the server gives it
-        self.dropped = False
-
-    def start(self, status: int, headers: list[tuple[bytes, bytes]], first: bytes) -> None:
-        self.gone = threading.Event()
-        self.call(self._start(status, headers, first))
-
-    def body(self, chunk: bytes) -> bool:
-        """Sends `chunk`; False when the client is gone, or took nothing for SEND_TIMEOUT seconds (its
-        connection is then dropped)."""
-        if self.gone is None or self.gone.is_set():
-            return False
-        sending = asyncio.run_coroutine_threadsafe(
-            self.send({"type": "http.response.body", "body": chunk, "more_body": True}), self.loop
-        )
-        try:
-            sending.result(timeout=SEND_TIMEOUT)
-        except concurrent.futures.TimeoutError:
-            sending.cancel()
-            self.dropped = True
-            self.gone.set()
-            if self.abort is not None:
-                self.loop.call_soon_threadsafe(self.abort)
-            return False
-        self.sent += len(chunk)
-        self.since = time.monotonic()  # progress: not a stuck request (Worker.callback_notify)
-        return True
-
-    def end(self) -> None:
-        if self.dropped:  # the connection is gone: nothing more is sent on it
-            self.loop.call_soon_threadsafe(self._stop_watching)
-            return
-        self.call(self._end())
-
-    def call(self, coroutine) -> None:
-        asyncio.run_coroutine_threadsafe(coroutine, self.loop).result()
-
-    def _stop_watching(self) -> None:
-        if self.watch is not None:
-            self.watch.cancel()
-
-    async def _start(self, status: int, headers: list[tuple[bytes, bytes]], first: bytes) -> None:
-        self.watch = asyncio.ensure_future(self._watch())
-        await self.send({"type": "http.response.start", "status": status, "headers": headers})
-        await self.send({"type": "http.response.body", "body": first, "more_body": True})
-        self.sent += len(first)
-
-    async def _watch(self) -> None:
-        # The request was read whole: what `receive` answers next is the client's disconnect (or the end
-        # of the response).
-        await self.receive()
-        if self.gone is not None:
-            self.gone.set()
-
-    async def _end(self) -> None:
-        self._stop_watching()
-        await self.send({"type": "http.response.body", "body": b"", "more_body": False})
-
-
-class Sent:
-    """What gunicorn's access log reads of a response."""
-
-    def __init__(self, status: str, headers: list[tuple[bytes, bytes]], sent: int):
-        self.status = status
-        self.sent = sent
-        self.headers = [(name.decode("latin-1"), value.decode("latin-1")) for name, value in headers]
-
-
-TIMED_OUT, DISCONNECTED, TOO_LARGE, REFUSED, STREAMED = object(), object(), object(), object(), object()

@@ -5,23 +5,25 @@ import sys
 from uvicorn_worker import UvicornWorker
 
 from iam.server.app import ReadWhole
-from iam.server.protocol import HttpProtocol
+from iam.server.protocol import CONNECTIONS_PER_ADDRESS, HttpProtocol
 
 
 class Worker(UvicornWorker):
-    """gunicorn's worker class for the web process: uvicorn's loop with `HttpProtocol`, serving the WSGI
-    application through `ReadWhole`. Client addresses are the connection's (no `X-Forwarded-*` rewriting
-    here: `IAM_NUM_PROXIES` decides, docs/operations.md#behind-a-reverse-proxy), and access lines keep
-    gunicorn's format.
+    """uvicorn's loop with `HttpProtocol`, serving the WSGI application through `ReadWhole`. Client
+    addresses are the connection's (no `X-Forwarded-*` rewriting here: `IAM_NUM_PROXIES` decides), and
+    access lines keep gunicorn's format.
 
     gunicorn's master kills a worker that has not notified it for `timeout` seconds. uvicorn's loop
     notifies as long as it turns, whatever its threads do; this worker notifies each second unless a
     request has run in its pool for longer than `timeout`: so, as under gunicorn's sync workers, a request
-    stuck in Python gets its worker killed (SIGABRT) and replaced."""
+    stuck in Python gets its worker killed (SIGABRT) and replaced. Requests end long before: the request
+    deadline (`IAM_REQUEST_SECONDS`, iam/platform/timeouts.py) must stay below `timeout`, or the worker
+    refuses to start."""
 
     CONFIG_KWARGS = {
         "loop": "uvloop",
         "http": HttpProtocol,
+        "ws": "none",
         "interface": "asgi3",
         "lifespan": "off",
         "proxy_headers": False,
@@ -41,13 +43,26 @@ class Worker(UvicornWorker):
     def load_wsgi(self) -> None:
         super().load_wsgi()
         from django.conf import settings
+        from django.core.exceptions import ImproperlyConfigured
 
+        from iam.platform.addresses import address_of
+        from iam.server.static import StaticFiles
+
+        if self.cfg.timeout and self.cfg.timeout <= settings.IAM_REQUEST_SECONDS:
+            raise ImproperlyConfigured(
+                f"gunicorn's timeout ({self.cfg.timeout} s) must be above IAM_REQUEST_SECONDS "
+                f"({settings.IAM_REQUEST_SECONDS:g} s): a request must end before its worker is killed"
+            )
+        # Behind proxies every connection comes from one of them: a per-address cap would cap the proxies.
+        HttpProtocol.limit_per_address = None if settings.IAM_NUM_PROXIES else CONNECTIONS_PER_ADDRESS
         self.wsgi = ReadWhole(
             self.wsgi,
             threads=self.cfg.threads,
             max_body=settings.DATA_UPLOAD_MAX_MEMORY_SIZE,
             buffer_bytes=settings.IAM_WEB_BUFFER_BYTES,
             log=self.log,
+            static=StaticFiles(),
+            address_of=address_of,
         )
 
     async def callback_notify(self) -> None:
