@@ -88,6 +88,18 @@ class Session(models.Model):
     sso_workspace_id = models.UUIDField(null=True, blank=True, editable=False)
     session_version = models.PositiveIntegerField()
     revoked_at = models.DateTimeField(null=True, blank=True)
+    # A session an application's code exchange started (docs/security.md#application-sessions): the
+    # application (a plain id, `oidc` sits above this app) and the browser session it came from, whose
+    # end ends it too.
+    application_id = models.UUIDField(null=True, blank=True, editable=False)
+    browser_session = models.ForeignKey(
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="application_sessions",
+        editable=False,
+    )
 
     objects = SessionQuerySet.as_manager()
 
@@ -96,6 +108,12 @@ class Session(models.Model):
 
     def __str__(self) -> str:
         return f"session {self.pk} of {self.account_id}"
+
+    @property
+    def auth_time(self) -> int:
+        """When the login that started this session happened, as its tokens carry it (CONTRACT 5). An
+        application session's tokens carry its browser session's instead."""
+        return int(self.created_at.timestamp())
 
 
 class RefreshToken(models.Model):
