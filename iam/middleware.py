@@ -5,7 +5,7 @@ from django.conf import settings
 from django.core.handlers.wsgi import LimitedStream
 from django.http import HttpRequest, HttpResponse
 
-from iam import context, metrics
+from iam import context, metrics, pages
 from iam.errors import STATUS_MESSAGES, error_response, method_not_allowed
 
 HSTS = "max-age=31536000"  # a year; no includeSubDomains: other hosts of the domain are not ours
@@ -40,13 +40,15 @@ class SecurityHeadersMiddleware:
                 response.headers.setdefault(name, value)
             else:
                 response[name] = value
+        if pages.is_page(response):  # docs/pages.md#security-headers
+            response["Content-Security-Policy"] = pages.CONTENT_SECURITY_POLICY
         return response
 
 
 class JsonErrorsMiddleware:
     """Renders every error that did not come from our exception handler (Django's 404 and 500 pages, a
     body over the size limit) as CONTRACT 1's flat JSON, so an API client never receives an HTML page.
-    The admin keeps its HTML.
+    The admin and the hosted pages keep their HTML.
 
     It also reads a chunked body (`Transfer-Encoding: chunked`, no `Content-Length`), which Django takes
     for an empty one: whole, within the same 1 MiB limit (413 past it), so the view sees it as it would
@@ -65,6 +67,8 @@ class JsonErrorsMiddleware:
         response = self.get_response(request)
         if response.status_code < 400 or request.path.startswith(self.admin_prefix):
             return response
+        if pages.is_page(response):
+            return response  # a hosted page's 403 or 429 is a page too (iam/pages.py)
         if response.get("Content-Type", "").startswith(("application/json", "application/scim+json")):
             return response  # ours already, or a SCIM error (RFC 7644 3.12)
         status = response.status_code

@@ -40,6 +40,9 @@ SECRET_KEY = env("SECRET_KEY", _DEV_SECRET_KEY)
 
 ALLOWED_HOSTS = env("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"], list)
 CSRF_TRUSTED_ORIGINS = env("CSRF_TRUSTED_ORIGINS", [], list)
+# A POST whose CSRF check fails (the hosted pages', the admin's) gets a page of its own (iam/pages.py).
+# The API is not concerned: its endpoints take Bearer tokens, never cookies, and are exempt.
+CSRF_FAILURE_VIEW = "iam.pages.csrf_failure"
 
 INSTALLED_APPS = [
     "iam.apps.IamAdminConfig",  # django.contrib.admin with the operators' site
@@ -148,13 +151,18 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
 ]
 
-LANGUAGE_CODE = "en-us"
+# The hosted pages' text goes through Django's translation machinery (docs/pages.md#languages): English is
+# shipped; a language added to LANGUAGES with its catalogue under locale/ is chosen by Accept-Language.
+LANGUAGE_CODE = "en"
+LANGUAGES = [("en", "English")]
+LOCALE_PATHS = [BASE_DIR / "locale"]
 TIME_ZONE = "UTC"
-USE_I18N = False
+USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
+STATICFILES_DIRS = [BASE_DIR / "static"]  # the hosted pages' stylesheet (static/pages/)
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {
@@ -291,6 +299,8 @@ IAM_AUTH_CACHE_SECONDS = env("IAM_AUTH_CACHE_SECONDS", 300, int)
 IAM_REAUTH_SECONDS = env("IAM_REAUTH_SECONDS", 600, int)
 IAM_FRONTEND_URL = env("IAM_FRONTEND_URL", "http://localhost:3000").rstrip("/")
 IAM_PUBLIC_URL = env("IAM_PUBLIC_URL", "http://127.0.0.1:8000").rstrip("/")
+# The name the hosted pages (/signin and the others, docs/pages.md) show in their header and title.
+IAM_SITE_NAME = env("IAM_SITE_NAME", "IAM")
 IAM_LOGIN_FAILURES_PER_EMAIL = env("IAM_LOGIN_FAILURES_PER_EMAIL", 5, int)
 IAM_LOGIN_FAILURES_PER_IP = env("IAM_LOGIN_FAILURES_PER_IP", 50, int)
 IAM_LOGIN_FAILURE_WINDOW = timedelta(minutes=15)
