@@ -1,6 +1,8 @@
 from django.urls import path
 
+from . import oauth2
 from .api import applications
+from .pages import authorize, logout
 
 urlpatterns = [
     path("applications/create", applications.ApplicationCreate.as_view()),
@@ -9,4 +11,12 @@ urlpatterns = [
     path("applications/update", applications.ApplicationUpdate.as_view()),
     path("applications/delete", applications.ApplicationDelete.as_view()),
     path("applications/regenerate-secret", applications.ApplicationRegenerateSecret.as_view()),
+    # The OpenID Provider (CONTRACT 20): its standards' formats, outside the envelope.
+    path(".well-known/openid-configuration", oauth2.discovery),
+    path("oauth2/authorize", authorize.authorize),
+    path("oauth2/token", oauth2.token),
+    path("oauth2/userinfo", oauth2.userinfo),
+    path("oauth2/revoke", oauth2.revoke),
+    path("oauth2/introspect", oauth2.introspect),
+    path("oauth2/logout", logout.logout),
 ]
