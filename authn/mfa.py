@@ -19,7 +19,7 @@ from iam.errors import ApiError
 from rbac.policy import SSO_WORKSPACE_CLAIM
 
 from . import emails, sessions, throttling, tokens
-from .models import MfaChallenge, RecoveryCode, Totp
+from .models import MfaChallenge, RecoveryCode, Session, Totp
 from .tokens import TokenError
 
 INVALID_CODE = "invalid code"
@@ -64,6 +64,17 @@ def enroll(account: Account) -> dict:
             "last_used_step": None,
         },
     )
+    uri = _totp(secret).provisioning_uri(name=account.email, issuer_name=settings.IAM_JWT_ISSUER)
+    return {"secret": secret, "otpauth_uri": uri}
+
+
+def pending_enrollment(account: Account) -> dict | None:
+    """What `enroll` answered, while it waits for its first code (a page shown again: the same secret
+    as the QR code already scanned); None without a pending enrolment."""
+    totp = Totp.objects.filter(account=account, confirmed_at__isnull=True).first()
+    if totp is None:
+        return None
+    secret = crypto.decrypt(totp.secret_encrypted)
     uri = _totp(secret).provisioning_uri(name=account.email, issuer_name=settings.IAM_JWT_ISSUER)
     return {"secret": secret, "otpauth_uri": uri}
 
@@ -242,10 +253,17 @@ def challenge(account: Account, *, amr: list[str], sso_workspace_id: uuid.UUID |
 
 
 def verify(
-    mfa_token: str, *, code: str | None, recovery_code: str | None, ip: str | None, user_agent: str
-) -> tuple[Account, dict]:
+    mfa_token: str,
+    *,
+    code: str | None,
+    recovery_code: str | None,
+    ip: str | None,
+    user_agent: str,
+    browser: bool = False,
+) -> tuple[Account, dict | Session]:
     """Completes a login: the `mfa_token` and a second factor start the session (`amr` the first factor's
-    with `otp` and `mfa`). A wrong code leaves the token usable; a right one spends it."""
+    with `otp` and `mfa`). A wrong code leaves the token usable; a right one spends it. `browser`: the
+    hosted pages' sign-in, whose session is a browser session (a `Session`, no tokens)."""
     try:
         claims = tokens.decode(mfa_token, types={tokens.MFA_CHALLENGE})
     except TokenError as exc:
@@ -272,7 +290,8 @@ def verify(
             raise ApiError(400, INVALID_MFA_TOKEN, "mfa_token")
         amr = [*claims["amr"], "otp", "mfa"]
         sso_workspace = claims.get(SSO_WORKSPACE_CLAIM)
-        session = sessions.start_session(
+        start = sessions.open_browser_session if browser else sessions.start_session
+        session = start(
             account,
             amr=amr,
             ip=ip,
@@ -281,3 +300,43 @@ def verify(
         )
         audit.record("account.login", resource=("account", account.pk), changes={"amr": amr}, actor=account)
     return account, session
+
+
+# The hosted pages' step-up: a browser session signed in with one factor adds the second
+
+
+def step_up(
+    session: Session, *, code: str | None, recovery_code: str | None, ip: str | None, user_agent: str
+) -> Session:
+    """A browser session whose `amr` lacks `mfa` (a workspace asks for it) proves the account's second
+    factor, by the rules of `verify`: a second-factor completion starts a session (`amr` with `otp` and
+    `mfa`), which replaces the browser's. 409 `totp not enrolled` without a factor (set one up first)."""
+    account = session.account
+    if code is None and recovery_code is None:
+        raise ApiError(400, "code or recovery_code required", "code")
+    _refuse_when_throttled(account)
+    with transaction.atomic():
+        totp = Totp.objects.select_for_update().filter(account=account, confirmed_at__isnull=False).first()
+        if totp is None:
+            raise ApiError(409, TOTP_NOT_ENROLLED)
+        _check_second_factor(account, totp, code=code, recovery_code=recovery_code)
+        return _stepped_up(session, ip=ip, user_agent=user_agent)
+
+
+@transaction.atomic
+def confirm_in_browser(session: Session, code: str, *, ip: str | None, user_agent: str) -> dict:
+    """`confirm` for the hosted pages' set-up: the first code that turns the factor on also proves it,
+    so the browser session steps up with it. Answers the recovery codes and the new `session`."""
+    answer = confirm(session.account, code)
+    return {**answer, "session": _stepped_up(session, ip=ip, user_agent=user_agent)}
+
+
+def _stepped_up(session: Session, *, ip: str | None, user_agent: str) -> Session:
+    account = session.account
+    amr = [*session.amr, *(method for method in ("otp", "mfa") if method not in session.amr)]
+    stepped = sessions.open_browser_session(
+        account, amr=amr, ip=ip, user_agent=user_agent, sso_workspace_id=session.sso_workspace_id
+    )
+    sessions.replace_browser_session(session, stepped, actor=account)
+    audit.record("account.login", resource=("account", account.pk), changes={"amr": amr}, actor=account)
+    return stepped

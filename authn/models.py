@@ -73,9 +73,18 @@ class Session(models.Model):
     """One login (CONTRACT 17): every token of it carries its id (`sid`) and how the account proved itself
     (`amr`). A session lives while it is not revoked, not expired (`IAM_REFRESH_TOKEN_DAYS` after the
     login) and of the account's current session version; `auth/revoke` with `except_current` moves the
-    caller's session to the new version, so only it survives the bump."""
+    caller's session to the new version, so only it survives the bump.
+
+    A `browser` session is the hosted pages' sign-in (docs/pages.md#the-browser-session): no token of its
+    own, but the `iam_session` cookie, of whose secret only a digest is kept (`secret_digest`)."""
+
+    class Kind(models.TextChoices):
+        API = "api"  # its tokens were answered to whoever signed in (`auth/login`, a callback, ...)
+        BROWSER = "browser"  # the hosted pages' cookie (authn/browser.py)
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.API, editable=False)
+    secret_digest = models.CharField(max_length=64, blank=True, default="", editable=False)
     account = models.ForeignKey("accounts.Account", on_delete=models.CASCADE, related_name="+")
     created_at = models.DateTimeField(default=timezone.now)
     last_used_at = models.DateTimeField(default=timezone.now)
@@ -187,6 +196,9 @@ class OAuthState(models.Model):
     # above this app).
     nonce = models.TextField(blank=True, default="")
     connection_id = models.UUIDField(null=True, blank=True)
+    # A login the hosted sign-in page started (home-realm discovery): the callback starts the browser
+    # session and goes on to this path of the service, with no token in any URL (docs/pages.md).
+    signin_next = models.CharField(max_length=2048, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
     expires_at = models.DateTimeField(db_index=True)
     used_at = models.DateTimeField(null=True, blank=True)

@@ -14,10 +14,18 @@ from accounts.services import create_account
 from iam import audit
 
 from . import mfa, services
-from .models import Credential, OAuthState
-from .oauth_provider import OAUTH_FAILED, PROVIDER, OAuthFailure, Profile, fetch_profile, provider_config
+from .models import Credential, OAuthState, Session
+from .oauth_provider import (
+    INVALID_STATE,
+    OAUTH_FAILED,
+    PROVIDER,
+    OAuthFailure,
+    Profile,
+    fetch_profile,
+    provider_config,
+)
 from .oauth_state import consume_state, fallback_redirect, secret_of, with_query
-from .sessions import start_session
+from .sessions import open_browser_session, start_session
 
 logger = logging.getLogger(__name__)
 
@@ -130,6 +138,11 @@ class SignedIn:
     sso_workspace_id: uuid.UUID | None = None
     provider_mfa_trusted: bool = False
 
+    def second_factor_due(self) -> bool:
+        """CONTRACT 17: the provider was the first factor, and the account's own second factor follows,
+        unless the SSO connection trusts its provider's."""
+        return mfa.has_totp(self.account) and not self.provider_mfa_trusted
+
 
 def finish(
     params: dict[str, str],
@@ -167,7 +180,7 @@ def finish(
         with transaction.atomic():
             # CONTRACT 17: the provider was the first factor, and `auth/mfa/verify` takes the second,
             # unless the SSO connection trusts its provider's own second factor.
-            if mfa.has_totp(account) and not signed_in.provider_mfa_trusted:
+            if signed_in.second_factor_due():
                 session = {
                     "mfa_token": mfa.challenge(account, amr=["fed"], sso_workspace_id=sso_workspace_id)
                 }
@@ -200,3 +213,54 @@ def complete(params: dict[str, str], *, ip: str, user_agent: str) -> str:
         user_agent=user_agent,
         configured=lambda: provider_config() is not None,
     )
+
+
+@dataclass(frozen=True)
+class SigninOutcome:
+    """How a login that the hosted sign-in page started ends at the callback: the browser `session`
+    started, or the `mfa_token` of the second factor still due, or the `error`; `next` is the page's
+    path to go on to (empty when the state was unknown)."""
+
+    next: str
+    session: Session | None = None
+    mfa_token: str | None = None
+    error: str | None = None
+
+
+def finish_for_signin(
+    params: dict[str, str],
+    *,
+    provider: str,
+    failed: str,
+    sign_in_with: Callable[[OAuthState, str, str], SignedIn],
+    ip: str,
+    user_agent: str,
+) -> SigninOutcome:
+    """`finish` for a login the hosted sign-in page started (home-realm discovery): the same state,
+    provider and account rules, but the session is the browser's (the page sets its cookie), so no token
+    travels in a URL."""
+    next_url = ""
+    try:
+        state = consume_state(params.get("state"), provider)
+        next_url = state.signin_next
+        if not next_url:
+            raise OAuthFailure(INVALID_STATE, "not a login of the sign-in page")
+        if params.get("error") or not params.get("code"):
+            raise OAuthFailure(failed, "provider answered without a code")
+        verifier = secret_of(state, "code_verifier", failed)
+        try:
+            signed_in = sign_in_with(state, params["code"], verifier)
+        except IntegrityError as exc:
+            raise OAuthFailure(failed, "concurrent sign-in") from exc
+        account, sso_workspace_id = signed_in.account, signed_in.sso_workspace_id
+        with transaction.atomic():
+            if signed_in.second_factor_due():
+                token = mfa.challenge(account, amr=["fed"], sso_workspace_id=sso_workspace_id)
+                return SigninOutcome(next_url, mfa_token=token)
+            session = open_browser_session(
+                account, amr=["fed"], ip=ip, user_agent=user_agent, sso_workspace_id=sso_workspace_id
+            )
+            return SigninOutcome(next_url, session=session)
+    except OAuthFailure as failure:
+        logger.info("oauth %s sign-in page callback failed: %s (%s)", provider, failure.reason, failure)
+        return SigninOutcome(next_url, error=failure.reason)

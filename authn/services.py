@@ -28,7 +28,7 @@ from tenancy.workspace_cache import root_workspace
 
 from . import emails, keys, mfa, throttling, tokens
 from .models import Credential, SigningKey
-from .sessions import start_session
+from .sessions import open_browser_session, start_session
 from .tokens import TokenError
 
 INVALID_CREDENTIALS = "invalid credentials"  # SPEC 7
@@ -106,7 +106,9 @@ def register(
     return account, session
 
 
-def login(*, email: str, password: str, ip: str, user_agent: str) -> tuple[Account, dict]:
+def login(
+    *, email: str, password: str, ip: str, user_agent: str, browser: bool = False
+) -> tuple[Account, Any]:
     email = normalize_email(email)
     retry_after = max(
         throttling.login_failures_by_email.retry_after(email) or 0,
@@ -140,7 +142,8 @@ def login(*, email: str, password: str, ip: str, user_agent: str) -> tuple[Accou
         touch_credential(credential)
         if mfa.has_totp(account):  # CONTRACT 17: the password was the first factor; no session yet
             return account, {"mfa_required": True, "mfa_token": mfa.challenge(account, amr=["pwd"])}
-        session = start_session(account, amr=["pwd"], ip=ip, user_agent=user_agent)
+        start = open_browser_session if browser else start_session  # `browser`: a Session, no tokens
+        session = start(account, amr=["pwd"], ip=ip, user_agent=user_agent)
         audit.record("account.login", resource=("account", account.pk), actor=account)
     metrics.LOGINS.labels("ok").inc()
     return account, session

@@ -37,23 +37,42 @@ def issue_session(
     reads it, and the user agent is kept truncated. `sso_workspace_id`: the workspace whose own SSO
     connection the login came through, which meets that workspace's MFA policy; its tokens say so in a
     signed claim (`policy.SSO_WORKSPACE_CLAIM`), so no check has to look it up."""
+    session = _new_record(
+        account,
+        kind=Session.Kind.API,
+        amr=amr,
+        ip=ip,
+        user_agent=user_agent,
+        sso_workspace_id=sso_workspace_id,
+    )
+    session_claims = {"sid": str(session.pk), "amr": session.amr}
+    if sso_workspace_id is not None:
+        session_claims[SSO_WORKSPACE_CLAIM] = str(sso_workspace_id)
+    return _token_pair(account, auth_time=session.auth_time, session_claims=session_claims)
+
+
+def _new_record(
+    account: Account,
+    *,
+    kind: str,
+    amr: list[str],
+    ip: str | None,
+    user_agent: str,
+    sso_workspace_id: uuid.UUID | None,
+) -> Session:
     now = timezone.now()
-    auth_time = int(now.timestamp())
-    session = Session.objects.create(
+    return Session.objects.create(
+        kind=kind,
         account=account,
         created_at=now,
         last_used_at=now,
-        expires_at=_session_end(auth_time),
+        expires_at=_session_end(int(now.timestamp())),
         ip=_address(ip),
         user_agent=user_agent.replace("\x00", "")[:USER_AGENT_MAX],  # PostgreSQL refuses NUL
         amr=list(amr),
         session_version=account.session_version,
         sso_workspace_id=sso_workspace_id,
     )
-    session_claims = {"sid": str(session.pk), "amr": session.amr}
-    if sso_workspace_id is not None:
-        session_claims[SSO_WORKSPACE_CLAIM] = str(sso_workspace_id)
-    return _token_pair(account, auth_time=auth_time, session_claims=session_claims)
 
 
 def _session_end(auth_time: int) -> datetime:
@@ -167,6 +186,29 @@ def start_session(
     return session
 
 
+def open_browser_session(
+    account: Account,
+    *,
+    amr: list[str],
+    ip: str | None = None,
+    user_agent: str = "",
+    sso_workspace_id: uuid.UUID | None = None,
+) -> Session:
+    """A sign-in through the hosted pages: a session record of kind `browser` and no token; the
+    `iam_session` cookie that holds it is set by `authn.browser.start_browser_session`. As `start_session`,
+    it sets the account's `last_login`."""
+    session = _new_record(
+        account,
+        kind=Session.Kind.BROWSER,
+        amr=amr,
+        ip=ip,
+        user_agent=user_agent,
+        sso_workspace_id=sso_workspace_id,
+    )
+    update_last_login(None, account)
+    return session
+
+
 def authenticate_token(
     token: str, *, types: frozenset[str] = frozenset({tokens.ACCESS})
 ) -> tuple[Account, dict]:
@@ -273,8 +315,6 @@ def end_session(session: Session, *, actor: Account | None) -> Session:
     the account's own log (no workspace's) and pushed as `session.revoked` naming the session. Ending a
     session already revoked changes nothing. The application sessions a browser session started end
     with it (docs/security.md#application-sessions)."""
-    for started in session.application_sessions.filter(revoked_at__isnull=True).select_for_update():
-        end_session(started, actor=actor)
     if session.revoked_at is None:
         session.revoked_at = timezone.now()
         session.save(update_fields=["revoked_at"])
@@ -290,8 +330,27 @@ def end_session(session: Session, *, actor: Account | None) -> Session:
             account_ids=[session.account_id],
             data={"session_id": str(session.pk)},
         )
+        for child in started_from(session):  # docs/pages.md: signing out ends what the sign-in started
+            end_session(child, actor=actor)
     forget_sessions([session.pk])
     return session
+
+
+def started_from(session: Session) -> list[Session]:
+    """The live application sessions this browser session started (none for another kind), locked."""
+    if session.kind != Session.Kind.BROWSER:
+        return []
+    return list(session.application_sessions.select_for_update().filter(revoked_at__isnull=True))
+
+
+@transaction.atomic
+def replace_browser_session(old: Session, new: Session, *, actor: Account | None) -> None:
+    """A browser that signs in again (a second factor added to its sign-in, another account, a sign-in
+    asked anew): its earlier browser session ends. The sessions that one started go on under the new one
+    when the same account signed in, and end with the old one otherwise."""
+    if old.account_id == new.account_id:
+        Session.objects.filter(browser_session=old, revoked_at__isnull=True).update(browser_session=new)
+    end_session(old, actor=actor)
 
 
 @transaction.atomic

@@ -1,6 +1,7 @@
 from django.urls import path
 
 from . import api, credential_endpoints, jwks, mfa_endpoints, session_endpoints
+from .pages import signin, signout, step_up
 
 urlpatterns = [
     # Signing up, in and out
@@ -28,4 +29,10 @@ urlpatterns = [
     path("credentials/update", credential_endpoints.CredentialUpdate.as_view()),
     path("credentials/delete", credential_endpoints.CredentialDelete.as_view()),
     path(".well-known/jwks.json", jwks.Jwks.as_view()),
+    # The hosted sign-in pages (docs/pages.md): HTML, the browser session's cookie, CSRF
+    path("signin", signin.signin),
+    path("signin/code", signin.second_factor),
+    path("signin/mfa", step_up.step_up),
+    path("signin/done", signin.signed_in),
+    path("signout", signout.signout),
 ]

@@ -3,11 +3,12 @@ describe, list, update, delete, verify-domain), and the login through one (`auth
 and the browser's callback)."""
 
 from django.db.models import QuerySet
-from django.http import HttpRequest, HttpResponseRedirect
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.views.decorators.http import require_GET
 from rest_framework.request import Request
 
 from authn import oauth_state, throttling
+from authn.pages import signin as signin_pages
 from iam.addresses import client_ip, user_agent
 from iam.api import EncodedJson, Endpoint, answer_fresh
 from iam.errors import ApiError
@@ -202,9 +203,13 @@ class SsoInitiate(Endpoint):
 
 
 @require_GET
-def sso_callback(request: HttpRequest) -> HttpResponseRedirect:
+def sso_callback(request: HttpRequest) -> HttpResponse:
     """Not JSON: the browser comes back from the provider and goes on to the client app. The tokens travel
     in the query, so the answer is neither cached nor sent as Referer."""
+    # A login the hosted sign-in page started finishes in the browser session (docs/pages.md): no token
+    # in any URL.
+    if oauth_state.started_from_signin(request.GET.get("state"), login.PROVIDER):
+        return signin_pages.sso_callback(request, login.complete_for_signin)
     response = HttpResponseRedirect(
         login.complete(request.GET.dict(), ip=client_ip(request), user_agent=user_agent(request))
     )

@@ -8,7 +8,7 @@ from django.utils import timezone
 
 from accounts.models import Account
 from authn.models import Credential, OAuthState
-from authn.oauth import Identity, SignedIn, finish, sign_in_identity
+from authn.oauth import Identity, SignedIn, SigninOutcome, finish, finish_for_signin, sign_in_identity
 from authn.oauth_provider import OAuthFailure
 from authn.oauth_state import begin, secret_of
 from iam.errors import ApiError
@@ -22,10 +22,12 @@ from .provider import SSO_FAILED
 PROVIDER = Credential.Provider.IDP_B
 
 
-def initiate(connection: SsoConnection, *, redirect_url: str) -> str:
+def initiate(connection: SsoConnection, *, redirect_url: str, signin_next: str = "") -> str:
     """A fresh state (PKCE S256 verifier, nonce) bound to the connection: the provider's authorization
-    URL."""
-    started = begin(PROVIDER, redirect_url=redirect_url, connection_id=connection.pk, nonce=True)
+    URL. `signin_next`: started by the hosted sign-in page, whose callback goes on to that path."""
+    started = begin(
+        PROVIDER, redirect_url=redirect_url, connection_id=connection.pk, nonce=True, signin_next=signin_next
+    )
     try:
         config = services.provider_config(connection)
     except Exception as exc:  # an unreadable secret (IAM_ENCRYPTION_KEY changed)
@@ -111,4 +113,12 @@ def complete(params: dict[str, str], *, ip: str, user_agent: str) -> str:
         sign_in_with=_sign_in_with,
         ip=ip,
         user_agent=user_agent,
+    )
+
+
+def complete_for_signin(params: dict[str, str], *, ip: str, user_agent: str) -> SigninOutcome:
+    """The callback of a login the hosted sign-in page started: the browser session, or the second factor
+    still due, or the error; the page finishes it (docs/pages.md)."""
+    return finish_for_signin(
+        params, provider=PROVIDER, failed=SSO_FAILED, sign_in_with=_sign_in_with, ip=ip, user_agent=user_agent
     )

@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('authn', '0009_session_sso_workspace'),
+        ('authn', '0010_browser_sessions'),
     ]
 
     operations = [
