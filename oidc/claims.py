@@ -66,8 +66,8 @@ def id_token(account: Account, application: Application, session_claims: dict, *
 
 
 def sign(claims: dict) -> str:
-    kid, private_key = keys.id_token_signing_key()
-    return jwt.encode(claims, private_key, algorithm="RS256", headers={"kid": kid})
+    private_key, headers = keys.signing_key("RS256")  # whatever IAM_JWT_ALGORITHM signs sessions with
+    return jwt.encode(claims, private_key, algorithm="RS256", headers=headers)
 
 
 def published_rs256_keys() -> list[dict]:

@@ -8,7 +8,9 @@ service's session tokens (oidc/sessions.py)."""
 from uuid import UUID
 
 from authlib.integrations.django_oauth2 import AuthorizationServer as DjangoAuthorizationServer
-from authlib.oauth2.rfc6749 import ClientMixin, grants
+from authlib.integrations.django_oauth2.requests import DjangoOAuth2Payload, DjangoOAuth2Request
+from authlib.oauth2 import OAuth2Error
+from authlib.oauth2.rfc6749 import ClientMixin, OAuth2Request, grants
 from authlib.oauth2.rfc6749.errors import (
     InvalidClientError,
     InvalidGrantError,
@@ -33,6 +35,11 @@ from . import claims, redirect_uris, sessions
 from .models import Application
 
 CONFIDENTIAL_AUTH = ["client_secret_basic", "client_secret_post"]
+FALLBACK_DESCRIPTIONS = {
+    "unsupported_grant_type": "grant_type must be authorization_code or refresh_token",
+    "invalid_grant": "the code or refresh token is invalid, expired, spent or not this application's",
+    "invalid_request": "the request is missing or repeats a parameter",
+}
 TOKEN_AUTH = [*CONFIDENTIAL_AUTH, "none"]
 
 
@@ -313,9 +320,25 @@ class EndSession(EndSessionEndpoint):
         sessions.sign_out(end_session_request.id_token_claims["sid"])
 
 
+class Request(DjangoOAuth2Request):
+    """Authlib's Django request, addressed as the service's public URL names it: TLS is the deployment's
+    (IAM_PUBLIC_URL is https in production, the proxy ends TLS), and Authlib's transport check reads this
+    address, never the scheme a proxied request arrives with."""
+
+    def __init__(self, request):
+        OAuth2Request.__init__(
+            self, request.method, settings.IAM_PUBLIC_URL + request.get_full_path(), headers=request.headers
+        )
+        self.payload = DjangoOAuth2Payload(request)
+        self._request = request
+
+
 class AuthorizationServer(DjangoAuthorizationServer):
     def __init__(self):
         super().__init__(client_model=Application, token_model=None)
+
+    def create_oauth2_request(self, request) -> OAuth2Request:
+        return request if isinstance(request, OAuth2Request) else Request(request)
 
     def query_client(self, client_id: str) -> Client | None:
         try:
@@ -331,6 +354,13 @@ class AuthorizationServer(DjangoAuthorizationServer):
     def validate_requested_scope(self, scope: str | None) -> None:
         if "openid" not in (scope_to_list(scope) or []):
             raise InvalidScopeError("scope must hold openid")
+
+    def handle_error_response(self, request, error: OAuth2Error):
+        """Every error says what went wrong in `error_description` (CONTRACT 20), also where Authlib has
+        no words of its own."""
+        if not error.description:
+            error.description = FALLBACK_DESCRIPTIONS.get(error.error, error.error.replace("_", " "))
+        return super().handle_error_response(request, error)
 
     def authenticate_client(self, request, methods, endpoint="token"):
         """An application that does not prove itself is answered 401 with `WWW-Authenticate`, whatever

@@ -12,7 +12,7 @@ class Migration(migrations.Migration):
     initial = True
 
     dependencies = [
-        ('authn', '0010_session_application'),
+        ('authn', '0011_session_application'),
         ('tenancy', '0004_workspace_mfa_required'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]

@@ -10,7 +10,6 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 from django.conf import settings
 from django.test import Client
-
 from django.utils import timezone
 
 from oidc.models import AuthorizationCode, Consent
@@ -74,7 +73,7 @@ def test_a_native_applications_loopback_uri_matches_on_any_port_only(client, wor
 
     native = make_app(world.root, "Cli", "native", redirect_uri="http://127.0.0.1/callback")
     sign_in(client, world.bob)
-    asked, response = authorize(client, native, redirect_uri="http://127.0.0.1:53127/callback")
+    _asked, response = authorize(client, native, redirect_uri="http://127.0.0.1:53127/callback")
     assert redirected_to(response)[0] == "http://127.0.0.1:53127/callback"
     assert redirected_to(response)[1]["code"]
     for other in (
@@ -112,6 +111,10 @@ def test_prompt_none_without_a_session_is_login_required(client, world):
     for app in (world.portal, world.crm):
         asked, response = authorize(client, app, prompt="none")
         refused_with(response, asked, "login_required")
+    session = sign_in(client, world.bob)  # a session too old for max_age is none either
+    backdate(session, "created_at", timezone.now() - dt.timedelta(seconds=10))
+    asked, response = authorize(client, world.portal, prompt="none", max_age="5")
+    refused_with(response, asked, "login_required")
 
 
 # Signing in
@@ -272,10 +275,10 @@ def test_a_first_party_application_asks_no_consent(client, world):
 def test_posts_without_a_csrf_token_are_refused(world):
     browser = Client(enforce_csrf_checks=True)
     sign_in(browser, world.alice)
-    asked, response = authorize(browser, world.crm)
+    _, response = authorize(browser, world.crm)
     assert response.status_code == 200
     assert browser.post(response.wsgi_request.get_full_path(), {"consent": "allow"}).status_code == 403
-    asked, response = authorize(browser, world.portal)
+    _asked, response = authorize(browser, world.portal)
     assert (
         browser.post(response.wsgi_request.get_full_path(), {"workspace": str(world.acme.pk)}).status_code
         == 403
