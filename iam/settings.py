@@ -222,6 +222,7 @@ SPECTACULAR_SETTINGS = {
         "CredentialProviderEnum": "authn.models.Credential.Provider",
         "CredentialStatusEnum": "authn.models.Credential.Status",
         "MembershipStatusEnum": "rbac.models.Membership.Status",
+        "ApplicationTypeEnum": "oidc.models.Application.Type",
     },
 }
 

@@ -4,7 +4,9 @@ first party, the quota, the audit entries, another workspace's applications out 
 import re
 
 import pytest
+from django.db import connection
 from django.test import override_settings
+from django.test.utils import CaptureQueriesContext
 
 from iam import crypto
 from iam.models import AuditEntry
@@ -233,3 +235,14 @@ def test_list_filters(admin):
     listed = ok(admin.call("/applications/list", {"filter": {"fields": {"type": "spa"}}}))["applications"]
     assert [app["name"] for app in listed] == ["b"]
     err(admin.call("/applications/list", {"filter": {"fields": {"secret_digest": "x"}}}), 400)
+
+
+def test_the_list_reads_a_fixed_number_of_queries(admin):
+    create(admin)
+    with CaptureQueriesContext(connection) as one:
+        ok(admin.call("/applications/list", {}))
+    for _ in range(5):
+        create(admin)
+    with CaptureQueriesContext(connection) as six:
+        assert len(ok(admin.call("/applications/list", {}))["applications"]) == 6
+    assert len(six.captured_queries) == len(one.captured_queries) <= 12
