@@ -37,6 +37,7 @@ class AccountCreate(Endpoint):
     """A new account with a password credential, `pending` until its e-mail address is confirmed: needs
     `accounts:create` in the root workspace."""
 
+    summary = "Create an account with a password"
     example_request = {
         "email": "ada@example.com",
         "password": "correct-horse-battery-staple",
@@ -59,6 +60,7 @@ class AccountDescribe(Endpoint):
     """An account by `id` or `email` (both must match when both are given). Any account may describe
     itself; another needs `accounts:describe` in the root workspace."""
 
+    summary = "Describe an account"
     example_request = {"email": "ada@example.com"}
 
     permission = "accounts:describe"
@@ -74,6 +76,7 @@ class AccountDescribe(Endpoint):
 class AccountList(ListEndpoint):
     """Every account: needs `accounts:list` in the root workspace."""
 
+    summary = "List accounts"
     example_request = {
         "filter": {"fields": {"verified": True}, "tags": ["staff"]},
         "options": {"limit": 20, "offset": 0, "order_bys": "!created_at"},
@@ -108,6 +111,7 @@ class AccountUpdate(Endpoint):
     `verified` flags; anything else needs `accounts:update` in the root workspace. Disabling an account
     ends its sessions."""
 
+    summary = "Change an account"
     example_request = {
         "email": "ada@example.com",
         "name": "Ada King",
@@ -130,6 +134,7 @@ class AccountDelete(Endpoint):
     """Deletes an account with its memberships and credentials: needs `accounts:delete` in the root workspace.
     Answers its `id` and `email`."""
 
+    summary = "Delete an account"
     example_request = {"email": "ada@example.com"}
 
     permission = "accounts:delete"

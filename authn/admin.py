@@ -14,7 +14,6 @@ from django.utils import timezone
 from accounts import services as accounts
 from accounts.models import Account
 from iam.admin import ReadOnlyInline, ServiceAdmin, ViewOnly, api_fields, audit_subject
-from iam.errors import ApiError
 
 from . import admin_login, keys, services, sessions
 from .models import Credential, Session, SigningKey
@@ -137,9 +136,10 @@ class SessionAdmin(ViewOnly, admin.ModelAdmin):
 
 @admin.register(SigningKey)
 class SigningKeyAdmin(ViewOnly, admin.ModelAdmin):
-    """The keys of asymmetric tokens (IAM_JWT_ALGORITHM EdDSA or ES256): public halves only, never the
-    private key. Read-only; the rotate action is the one change (`manage.py rotate_signing_key`). None is
-    deleted here: a key drops out by itself once the tokens it signed have expired."""
+    """The signing keys (RS256 always, and IAM_JWT_ALGORITHM's when it is EdDSA or ES256): public halves
+    only, never the private key. Read-only; the rotate action is the one change (`manage.py
+    rotate_signing_key`). None is deleted here: a key drops out by itself once the tokens it signed have
+    expired."""
 
     list_display = ("kid", "algorithm", "created_at", "retired_at", "published")
     fields = ("kid", "algorithm", "public_key", "created_at", "retired_at", "published")
@@ -152,12 +152,9 @@ class SigningKeyAdmin(ViewOnly, admin.ModelAdmin):
 
     @admin.action(description="Rotate: a new key signs from now on (select any key)")
     def rotate(self, request: HttpRequest, queryset) -> None:
-        try:
-            key = services.rotate_signing_key(actor=request.user)
-        except ApiError as exc:
-            self.message_user(request, exc.message, messages.ERROR)
-            return
-        self.message_user(request, f"New signing key {key.kid} signs from now on.", messages.SUCCESS)
+        rotated = services.rotate_signing_key(actor=request.user)
+        names = ", ".join(f"{key.kid} ({key.algorithm})" for key in rotated)
+        self.message_user(request, f"New signing keys sign from now on: {names}.", messages.SUCCESS)
 
 
 def credential_title(credential: Credential) -> str:

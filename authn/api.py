@@ -9,7 +9,7 @@ from rest_framework.request import Request
 from accounts.services import end_sessions
 from iam.addresses import client_ip, user_agent
 from iam.api import Endpoint
-from iam.errors import AUTHENTICATION_REQUIRED, ApiError
+from iam.errors import AUTHENTICATION_REQUIRED, BEARER_CHALLENGE, ApiError
 
 from . import oauth, oauth_provider, oauth_state, services, sessions, throttling
 from .authentication import SessionTokenAuthentication
@@ -51,6 +51,7 @@ class Register(Endpoint):
     with the account. A confirmation link is e-mailed (valid 24 hours); the password credential stays
     `pending` until `auth/confirm`."""
 
+    summary = "Create an account and sign in"
     example_request = {
         "email": "ada@example.com",
         "password": "correct-horse-battery-staple",
@@ -80,6 +81,7 @@ class Login(Endpoint):
     disabled`. An account with an authenticator (TOTP) gets `{"mfa_required": true, "mfa_token"}` instead
     of a session: `auth/mfa/verify` completes the login with a code within 5 minutes."""
 
+    summary = "Sign in with e-mail and password"
     example_request = {"email": "ada@example.com", "password": "correct-horse-battery-staple"}
 
     public = True
@@ -100,7 +102,7 @@ class Login(Endpoint):
         return session_payload(account, session)
 
 
-REFRESH_TOKEN_IN_BODY = "refresh_token goes in the Authorization header as a Bearer token"
+REFRESH_TOKEN_IN_BODY = "send the refresh token as Authorization: Bearer <token>"
 
 
 class Refresh(Endpoint):
@@ -108,6 +110,7 @@ class Refresh(Endpoint):
     body). The token is spent: presenting it again ends every session of the account (reuse detection). An
     access token as Bearer works too; a session ends 30 days after its login whatever refreshes happen."""
 
+    summary = "Refresh a session"
     example_request = {}
 
     authentication_classes = [SessionTokenAuthentication]
@@ -117,9 +120,11 @@ class Refresh(Endpoint):
         try:
             super().initial(request, *args, **kwargs)
         except (exceptions.NotAuthenticated, exceptions.AuthenticationFailed):
-            # The usual mistake, OAuth's token endpoint style: say where the token goes.
+            # The usual mistake, OAuth's token endpoint style: the 401 says where the token goes.
             if _body_names(request, "refresh_token"):
-                raise ApiError(400, REFRESH_TOKEN_IN_BODY, "refresh_token") from None
+                raise ApiError(
+                    401, AUTHENTICATION_REQUIRED, headers=BEARER_CHALLENGE, hint=REFRESH_TOKEN_IN_BODY
+                ) from None
             raise
 
     def handle(self, request: Request, data: dict) -> dict:
@@ -135,6 +140,7 @@ class Revoke(Endpoint):
     every service that validates them. With `except_current: true`, every session but the one of the
     token presented."""
 
+    summary = "Sign out everywhere: end every session"
     example_request = {"except_current": True}
 
     authentication_classes = [SessionTokenAuthentication]
@@ -171,6 +177,7 @@ class ResetPassword(EmailLink):
     so it tells nobody which addresses exist. An address gets at most 3 e-mails an hour; past 20 requests
     an hour from one client address, 429 with `Retry-After`."""
 
+    summary = "E-mail a password reset link"
     example_request = {"email": "ada@example.com"}
 
     kind = RESET
@@ -182,6 +189,7 @@ class ResendConfirm(EmailLink):
     same either way, so it tells nobody which addresses exist. An address gets at most 3 e-mails an hour;
     past 20 requests an hour from one client address, 429 with `Retry-After`."""
 
+    summary = "E-mail a new confirmation link"
     example_request = {"email": "ada@example.com"}
 
     kind = CONFIRM
@@ -191,6 +199,7 @@ class ResendConfirm(EmailLink):
 class UpdatePassword(Endpoint):
     """Sets a new password with the token of a reset link, which works once; the account's sessions end."""
 
+    summary = "Set a new password with a reset link"
     example_request = {
         "token": "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJlNGI4ZDJmNiJ9.c2lnbmF0dXJl",
         "password": "a-new-long-passphrase",
@@ -209,6 +218,7 @@ class Confirm(Endpoint):
     """Confirms an account's e-mail address with the token of a confirmation link: the account is
     `verified`."""
 
+    summary = "Confirm an e-mail address"
     example_request = {"token": "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJlNGI4ZDJmNiJ9.c2lnbmF0dXJl"}
 
     public = True
@@ -232,6 +242,7 @@ class OAuthInitiate(Endpoint):
     `mfa_token` instead of the two tokens: `auth/mfa/verify` completes the login with a code. The state
     lives 10 minutes and works once."""
 
+    summary = "Start a login with idp_a"
     example_request = {"redirect_url": "http://localhost:3000/after-login?nonce=5f2b9c"}
 
     public = True

@@ -4,11 +4,11 @@ credential lives in the root workspace; its secret, status, identity and deletio
 from django.db.models import QuerySet
 from rest_framework.request import Request
 
+from accounts.models import normalize_email
 from iam.api import Endpoint
-from iam.errors import ApiError
 from iam.list_endpoint import ListEndpoint
-from rbac import policy
 from rbac.api import changes_of
+from rbac.policy import get_object
 
 from . import services
 from .models import Credential
@@ -19,20 +19,22 @@ CREDENTIAL_KEYS = ("id", "account_id", "provider_id", "email")  # CredentialRef'
 
 def credential_named(request: Request, data: dict, *, permission: str, lock: bool) -> Credential:
     """The credential the body names: `id` and `account_id` together, `provider_id` and `email` when
-    sent (`services.find_credential`; `lock`: the row is held until the request commits), through the one
-    policy: what only an operator may change is refused before the lookup's 404 `credential not found`."""
+    sent (CONTRACT 12; `lock`: the row is held until the request commits), through the one policy: 404
+    `credential not found` outside the `X-Workspace` workspace, then what only an operator may change."""
     keys = {name: data[name] for name in CREDENTIAL_KEYS if data.get(name) is not None}
-    credential = services.find_credential(request.workspace, **keys, lock=lock)
-    policy.authorize(request.user, request.workspace, permission, credential, fields=data)
-    if credential is None:
-        raise ApiError(404, "credential not found")
-    return credential
+    if "email" in keys:
+        keys["email"] = normalize_email(keys["email"])
+    credentials = Credential.objects.in_workspace(request.workspace).select_related("account")
+    if lock:
+        credentials = credentials.select_for_update()
+    return get_object(request, credentials, permission=permission, fields=data, **keys)
 
 
 class CredentialDescribe(Endpoint):
     """A credential by `id` and `account_id` together (404 when they disagree; `provider_id` and `email`,
     when given, must match too). Every credential lives in the root workspace; no secret is ever answered."""
 
+    summary = "Describe a credential"
     example_request = {
         "id": "1c6e8a2d-5f4b-4c9a-b3e7-4d2f6a8c1e95",
         "account_id": "e4b8d2f6-3a5c-4e7b-9d1f-6c8a2e4b0d93",
@@ -52,6 +54,7 @@ class CredentialList(ListEndpoint):
     """The credentials of the `X-Workspace` workspace (all of them live in the root workspace), without
     their secrets."""
 
+    summary = "List credentials"
     example_request = {
         "filter": {"fields": {"account_id": "e4b8d2f6-3a5c-4e7b-9d1f-6c8a2e4b0d93", "kind": "password"}},
         "options": {"limit": 10},
@@ -81,6 +84,7 @@ class CredentialUpdate(Endpoint):
     `provider`, `new_provider_id`, `new_email`) are an operator's alone (403 `only an operator may change
     this credential`); holders of `credentials:update` may change `tags`, `meta` and `last_used_at`."""
 
+    summary = "Change a credential"
     example_request = {
         "id": "1c6e8a2d-5f4b-4c9a-b3e7-4d2f6a8c1e95",
         "account_id": "e4b8d2f6-3a5c-4e7b-9d1f-6c8a2e4b0d93",
@@ -103,6 +107,7 @@ class CredentialDelete(Endpoint):
     """Deletes a credential named by `id` and `account_id`: an operator's alone (403 `only an operator may
     change this credential`)."""
 
+    summary = "Delete a credential"
     example_request = {
         "id": "1c6e8a2d-5f4b-4c9a-b3e7-4d2f6a8c1e95",
         "account_id": "e4b8d2f6-3a5c-4e7b-9d1f-6c8a2e4b0d93",

@@ -1,7 +1,8 @@
-"""`GET /.well-known/jwks.json` (RFC 7517): the public keys that verify this service's tokens when
-`IAM_JWT_ALGORITHM` is EdDSA or ES256, so another service can check a token's signature and expiry
-without calling it. Not the envelope: JWKS clients (PyJWT's `PyJWKClient`, jose, ...) read this format
-as is. With HS256 the document is empty: a shared secret is never published."""
+"""`GET /.well-known/jwks.json` (RFC 7517): the public keys that verify this service's signatures, so
+another service can check a token without calling it: the RS256 key the service always has (OpenID ID
+tokens), and IAM_JWT_ALGORITHM's keys when it is EdDSA or ES256 (access and refresh tokens). Never empty;
+an HS256 secret is never published. Not the envelope: JWKS clients (PyJWT's `PyJWKClient`, jose, ...)
+read this format as is."""
 
 from django.conf import settings
 from drf_spectacular.utils import extend_schema, inline_serializer
@@ -15,9 +16,11 @@ from . import keys
 JWK = inline_serializer(
     name="Jwk",
     fields={
-        "kty": serializers.CharField(help_text="OKP (EdDSA) or EC (ES256)"),
-        "crv": serializers.CharField(help_text="Ed25519 or P-256"),
-        "x": serializers.CharField(),
+        "kty": serializers.CharField(help_text="RSA (RS256), OKP (EdDSA) or EC (ES256)"),
+        "n": serializers.CharField(required=False, help_text="RSA keys only"),
+        "e": serializers.CharField(required=False, help_text="RSA keys only"),
+        "crv": serializers.CharField(required=False, help_text="Ed25519 or P-256 (OKP and EC keys)"),
+        "x": serializers.CharField(required=False, help_text="OKP and EC keys"),
         "y": serializers.CharField(required=False, help_text="EC keys only"),
         "kid": serializers.CharField(),
         "alg": serializers.CharField(),

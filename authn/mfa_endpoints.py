@@ -26,6 +26,7 @@ class TotpEnroll(Endpoint):
     enabled` while TOTP is active. Needs a sign-in of the last `IAM_REAUTH_SECONDS` (else 403 `recent
     authentication required`)."""
 
+    summary = "Start adding an authenticator app"
     example_request = {}
 
     permission = None  # self-service: an account's own factors
@@ -42,6 +43,7 @@ class TotpConfirm(Endpoint):
     for a code. A wrong code: 400 `invalid code`; after 5 wrong codes within 15 minutes, 429 with
     `Retry-After`. The account gets an e-mail."""
 
+    summary = "Activate an authenticator app"
     example_request = {"code": "492039"}
 
     permission = None  # self-service: an account's own factors
@@ -59,6 +61,7 @@ class TotpDisable(Endpoint):
     429 with `Retry-After`. Needs a sign-in of the last `IAM_REAUTH_SECONDS` (else 403 `recent
     authentication required`)."""
 
+    summary = "Remove the authenticator app"
     example_request = {"code": "492039"}
 
     permission = None  # self-service: an account's own factors
@@ -81,6 +84,7 @@ class MfaVerify(Endpoint):
     `invalid code`, and the token stays usable; after 5 wrong codes for one account within 15 minutes,
     429 with `Retry-After` without checking the code."""
 
+    summary = "Complete a login with a one-time code"
     example_request = {
         "mfa_token": "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJlNGI4ZDJmNiJ9.c2lnbmF0dXJl",
         "code": "492039",

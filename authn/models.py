@@ -208,10 +208,11 @@ class OAuthState(models.Model):
 
 
 class SigningKey(models.Model):
-    """A key pair that signs tokens when `IAM_JWT_ALGORITHM` is asymmetric (EdDSA or ES256). The private
-    key is stored encrypted with `IAM_ENCRYPTION_KEY`; the public key is published in the JWKS document
-    while tokens it signed may still be alive: until `IAM_REFRESH_TOKEN_DAYS` after it was retired. HS256
-    keys never live here (CONTRACT 5: the setting `IAM_JWT_SIGNING_KEY`)."""
+    """A key pair that signs tokens: the RS256 key the service always has, and IAM_JWT_ALGORITHM's when it
+    is asymmetric (EdDSA or ES256); one current (not retired) key per algorithm. The private key is stored
+    encrypted with `IAM_ENCRYPTION_KEY`; the public key is published in the JWKS document while tokens it
+    signed may still be alive: until `IAM_REFRESH_TOKEN_DAYS` after it was retired. HS256 keys never live
+    here (CONTRACT 5: the setting `IAM_JWT_SIGNING_KEY`)."""
 
     kid = models.CharField(max_length=64, primary_key=True)  # RFC 7638 thumbprint of the public key
     algorithm = models.CharField(max_length=16)
@@ -222,6 +223,14 @@ class SigningKey(models.Model):
 
     class Meta:
         indexes = [models.Index(fields=["algorithm", "retired_at"], name="signing_key_current")]
+        constraints = [
+            # Two processes that create the first key at once end with one (authn/keys.py).
+            models.UniqueConstraint(
+                fields=["algorithm"],
+                condition=models.Q(retired_at__isnull=True),
+                name="signing_key_one_current",
+            )
+        ]
 
     def __str__(self) -> str:
         return f"{self.algorithm} {self.kid}"

@@ -1,9 +1,7 @@
 import hashlib
 from datetime import datetime
 from typing import Any
-from uuid import UUID
 
-from django.conf import settings
 from django.contrib.auth.hashers import check_password, make_password
 from django.core.exceptions import ValidationError
 from django.core.validators import validate_email
@@ -23,7 +21,6 @@ from accounts.services import (
 from iam import audit, cache, metrics
 from iam.errors import AUTHENTICATION_REQUIRED, ApiError
 from iam.service_helpers import UNSET, apply_changes, sent, unique_conflict
-from tenancy.models import Workspace
 from tenancy.workspace_cache import root_workspace
 
 from . import emails, keys, mfa, throttling, tokens
@@ -314,26 +311,6 @@ def update_password(*, token: str, password: str) -> Account:
 # Credentials (SPEC 4, CONTRACT 6 and 12). No create: registration and OAuth make them.
 
 
-def find_credential(
-    workspace: Workspace,
-    *,
-    id: UUID,
-    account_id: UUID,
-    provider_id: str = UNSET,
-    email: str = UNSET,
-    lock: bool = False,
-) -> Credential | None:
-    """CONTRACT 12: `id` and `account_id` must name the same credential of the workspace; `provider_id`
-    and `email`, when given, must be its current values. Anything else is None (404 at the endpoint)."""
-    keys = sent(id=id, account_id=account_id, provider_id=provider_id, email=email)
-    if "email" in keys:
-        keys["email"] = normalize_email(email)
-    found = Credential.objects.in_workspace(workspace).filter(**keys)
-    if lock:
-        found = found.select_for_update()
-    return found.select_related("account").first()
-
-
 def _check_credential_conflicts(credential: Credential) -> None:
     others = Credential.objects.exclude(pk=credential.pk)
     if (
@@ -492,29 +469,28 @@ def delete_credential(credential: Credential) -> dict:
     return summary
 
 
-# Signing keys (asymmetric tokens)
+# Signing keys (RS256, and the asymmetric IAM_JWT_ALGORITHM)
 
 
 @transaction.atomic
-def rotate_signing_key(*, actor: Account | None = None) -> SigningKey:
-    """A new key signs from now on; the retired ones stay published until the last token they signed has
-    expired (`IAM_REFRESH_TOKEN_DAYS`), then drop out of the JWKS document and verify nothing. Recorded
-    as `signing_key.rotate` (the key ids, never a key), the admin's with its operator as the actor."""
-    algorithm = settings.IAM_JWT_ALGORITHM
-    if algorithm not in keys.ASYMMETRIC:
-        raise ApiError(
-            400,
-            f"IAM_JWT_ALGORITHM is {algorithm}: its key is the setting IAM_JWT_SIGNING_KEY, not rotated here",
+def rotate_signing_key(*, actor: Account | None = None) -> list[SigningKey]:
+    """A new key signs from now on for each algorithm the service signs with (RS256, and
+    IAM_JWT_ALGORITHM's when it is asymmetric); the retired ones stay published until the last token they
+    signed has expired (`IAM_REFRESH_TOKEN_DAYS`), then drop out of the JWKS document and verify nothing.
+    Each recorded as `signing_key.rotate` (the key ids, never a key), the admin's with its operator as the
+    actor."""
+    rotated = []
+    for algorithm in keys.published_algorithms():
+        current = SigningKey.objects.select_for_update().filter(algorithm=algorithm, retired_at__isnull=True)
+        retired = sorted(current.values_list("kid", flat=True))
+        current.update(retired_at=timezone.now())
+        key = keys.new_key(algorithm)
+        audit.record(
+            "signing_key.rotate",
+            resource=("signing_key", None),  # a key's id is its thumbprint, not a UUID: it is in `changes`
+            changes={"kid": {"before": retired, "after": key.kid}, "algorithm": algorithm},
+            actor=actor,
         )
-    current = SigningKey.objects.select_for_update().filter(algorithm=algorithm, retired_at__isnull=True)
-    retired = sorted(current.values_list("kid", flat=True))
-    current.update(retired_at=timezone.now())
-    key = keys.new_key(algorithm)
-    audit.record(
-        "signing_key.rotate",
-        resource=("signing_key", None),  # a key's id is its thumbprint, not a UUID: it is in `changes`
-        changes={"kid": {"before": retired, "after": key.kid}, "algorithm": algorithm},
-        actor=actor,
-    )
+        rotated.append(key)
     keys.changed()
-    return key
+    return rotated

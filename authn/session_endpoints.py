@@ -23,6 +23,7 @@ class SessionList(ListEndpoint):
     refreshed, and how the account signed in (`amr`). Filter by `id`, or by `account_id`: another
     account's sessions are for operators only. No permission needed."""
 
+    summary = "List the caller's live sessions"
     example_request = {"options": {"limit": 20, "order_bys": ["!last_used_at"]}}
 
     permission = None  # self-service: an account's own sessions
@@ -58,6 +59,7 @@ class SessionRevoke(Endpoint):
     account's session is not found. Ending a session other than the caller's current one needs a recent
     sign-in (`IAM_REAUTH_SECONDS`). No permission needed."""
 
+    summary = "End one session"
     example_request = {"id": "0b8f6c2e-3d4a-4f5b-9c6d-7e8f9a0b1c2d"}
 
     permission = None  # self-service: an account's own sessions

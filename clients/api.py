@@ -53,6 +53,7 @@ class ClientValidate(Endpoint):
     project); `allowed` answers `permission` (null when none was asked); `expires_at` is the token's
     expiry."""
 
+    summary = "Validate an access token for a client service"
     example_request = {
         "client_id": "9e5c1a7d-4b2f-4d8e-a6c3-2f7b9d1e5a38",
         "client_secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSwz0nF3yNp7Aw=",
@@ -121,6 +122,7 @@ class ClientCreate(Endpoint):
     loopback, private or link-local address is refused unless the service allows it
     (`IAM_WEBHOOK_ALLOW_PRIVATE`)."""
 
+    summary = "Create a client service"
     permission = "clients:create"
     workspace_scoped = True
     request_serializer = ClientCreateRequest
@@ -143,6 +145,7 @@ class ClientDescribe(Endpoint):
     """A client of the `X-Workspace` workspace by `id`, with its workspace embedded and never its secret,
     which only create and regenerate-secret answer."""
 
+    summary = "Describe a client"
     permission = "clients:describe"
     workspace_scoped = True
     read_only = True
@@ -158,6 +161,7 @@ class ClientDescribe(Endpoint):
 class ClientList(ListEndpoint):
     """The clients of the `X-Workspace` workspace, without their secrets."""
 
+    summary = "List the workspace's clients"
     permission = "clients:list"
     workspace_scoped = True
     list_key = "clients"
@@ -173,6 +177,7 @@ class ClientUpdate(Endpoint):
     """Changes a client named by `id`: its name, description, push `endpoint`, tags and meta. Its secret
     stays (`clients/regenerate-secret` replaces it)."""
 
+    summary = "Change a client"
     permission = "clients:update"
     workspace_scoped = True
     request_serializer = ClientUpdateRequest
@@ -192,6 +197,7 @@ class ClientUpdate(Endpoint):
 class ClientDelete(Endpoint):
     """Deletes a client named by `id`: its secret stops validating at once. Answers its `id`."""
 
+    summary = "Delete a client"
     permission = "clients:delete"
     workspace_scoped = True
     request_serializer = ClientRef
@@ -207,6 +213,7 @@ class ClientRegenerateSecret(Endpoint):
     """A new secret for a client named by `id`, answered once; the old one stops validating at once
     (`authorized: false`, `reason: "invalid_client"`) and stops signing pushes."""
 
+    summary = "Issue a new client secret"
     permission = "clients:regenerate-secret"
     workspace_scoped = True
     request_serializer = ClientRef
@@ -236,6 +243,7 @@ class ClientEvents(Endpoint):
     its id and secret in the body, as in `clients/validate`; a wrong pair is 401 `invalid client`. A cursor
     older than IAM_EVENT_RETENTION_DAYS is 410 `cursor expired`."""
 
+    summary = "Read the workspace's events after a cursor"
     example_request = {
         "client_id": "9e5c1a7d-4b2f-4d8e-a6c3-2f7b9d1e5a38",
         "client_secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSwz0nF3yNp7Aw=",

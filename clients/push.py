@@ -77,6 +77,7 @@ def fan_out_message(message: OutboxMessage) -> None:
 def owe(event: dict, clients: list[Client]) -> list[Delivery]:
     """Writes one delivery of `event` per client, in the caller's transaction (the change's), each due at
     once, and hands them to a worker after commit: from then on the delivery row carries its retries."""
+    assert event["type"] in events.KINDS | events.PUSHED_ONLY, event["type"]
     deliveries = Delivery.objects.bulk_create(
         Delivery(
             event_id=event["id"],

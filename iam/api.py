@@ -192,6 +192,7 @@ def require_one(attrs: dict, *names: str) -> dict:
 class Endpoint(APIView):
     """POST-only JSON endpoint. Subclasses declare:
 
+    - `summary`: what the operation does, in one line: the API reference (/docs) lists it by it.
     - `permission`: the permission the caller needs (`"projects:create"`), checked before the body; None
       when the handler decides itself (self-service on accounts) or the endpoint is public.
     - `public`: no Bearer token needed.
@@ -217,6 +218,7 @@ class Endpoint(APIView):
     that rule by its path, so a new write endpoint cannot be left outside."""
 
     http_method_names = ["post"]
+    summary: ClassVar[str | None] = None
     permission: ClassVar[str | None] = None
     public: ClassVar[bool] = False
     workspace_scoped: ClassVar[bool] = False

@@ -14,6 +14,7 @@ logger = logging.getLogger(__name__)
 AUTHENTICATION_REQUIRED = "Authentication required or invalid credentials."  # SPEC 7
 MALFORMED_JSON = "Malformed JSON syntax."  # SPEC 7
 INVALID_STRUCTURE = "Invalid JSON structure."  # SPEC 7
+BEARER_CHALLENGE = {"WWW-Authenticate": 'Bearer realm="iam"'}  # RFC 6750 3: every 401 of the API
 
 STATUS_MESSAGES = {
     400: "bad request",
@@ -31,8 +32,10 @@ STATUS_MESSAGES = {
 
 
 class ApiError(Exception):
-    """`commit=True`: the endpoint's transaction commits before the error is answered, for a refusal whose
-    writes must stand (a reused refresh token ends every session, then is refused)."""
+    """`hint`: one sentence that teaches the fix, answered beside the message (docs/api.md#conventions): a
+    401 keeps its fixed message and teaches only there. `commit=True`: the endpoint's transaction commits
+    before the error is answered, for a refusal whose writes must stand (a reused refresh token ends every
+    session, then is refused)."""
 
     def __init__(
         self,
@@ -41,22 +44,26 @@ class ApiError(Exception):
         field: str | None = None,
         headers: dict | None = None,
         *,
+        hint: str | None = None,
         commit: bool = False,
     ):
         super().__init__(message)
         self.status = status
         self.message = message
         self.field = field
-        self.headers = headers or {}
+        self.headers = dict(headers or {})
+        self.hint = hint
         self.commit = commit
 
 
 def error_response(
-    status: int, message: str, field: str | None = None, headers: dict | None = None
+    status: int, message: str, field: str | None = None, headers: dict | None = None, hint: str | None = None
 ) -> JsonResponse:
     body: dict = {"success": False, "status": status, "message": message}
     if field:
         body["field"] = field
+    if hint:
+        body["hint"] = hint
     response = JsonResponse(body, status=status)
     for name, value in (headers or {}).items():
         response[name] = value
@@ -70,7 +77,7 @@ def method_not_allowed(allowed: list[str]) -> ApiError:
 
 def _from_drf(exc: exceptions.APIException) -> ApiError:
     if isinstance(exc, exceptions.NotAuthenticated | exceptions.AuthenticationFailed):
-        return ApiError(401, AUTHENTICATION_REQUIRED, headers={"WWW-Authenticate": 'Bearer realm="iam"'})
+        return ApiError(401, AUTHENTICATION_REQUIRED, headers=BEARER_CHALLENGE)
     if isinstance(exc, exceptions.ParseError):
         return ApiError(400, MALFORMED_JSON)
     if isinstance(exc, exceptions.Throttled):
@@ -98,4 +105,4 @@ def exception_handler(exc: Exception, context: dict) -> JsonResponse | None:
         error = ApiError(503, timeouts.TOO_LONG)
     else:
         return None  # unexpected: Django logs it and JsonErrorsMiddleware renders the 500
-    return error_response(error.status, error.message, error.field, error.headers)
+    return error_response(error.status, error.message, error.field, error.headers, error.hint)

@@ -36,6 +36,9 @@ KINDS = frozenset(
         "client.secret_rotated",
     }
 )
+# Pushed to the one client it names and never stored in the event log every client of the workspace reads
+# (`clients/events`), so never `emit`ted: the admin's test event (`clients.services.send_test_event`).
+PUSHED_ONLY = frozenset({"client.test"})
 
 # Sent with `event=` (the event's body) for each event written; its receiver is `clients.push.fan_out`,
 # connected when the clients app is ready (clients/apps.py). A receiver's error fails the change.

@@ -22,6 +22,7 @@ from prometheus_client.registry import Collector
 
 from iam.errors import AUTHENTICATION_REQUIRED, error_response
 from iam.registry import Registry
+from iam.version import VERSION
 
 logger = logging.getLogger(__name__)
 
@@ -100,6 +101,16 @@ class OutboxCollector(Collector):
         yield oldest
 
 
+class BuildInfoCollector(Collector):
+    """`iam_build_info{version="0.4.0"} 1`: which release answers, as Prometheus' own `*_build_info`
+    gauges say it, so a dashboard can show an upgrade rolling through (`count by (version)`)."""
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        info = GaugeMetricFamily("iam_build_info", "The release running (always 1).", labels=["version"])
+        info.add_metric([VERSION], 1)
+        yield info
+
+
 class _ThisProcess(Collector):
     def collect(self):
         return REGISTRY.collect()
@@ -113,6 +124,7 @@ def registry() -> CollectorRegistry:
     else:
         scraped.register(_ThisProcess())
     scraped.register(OutboxCollector())
+    scraped.register(BuildInfoCollector())
     return scraped
 
 

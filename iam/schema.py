@@ -17,7 +17,8 @@ class ErrorBody(serializers.Serializer):
     success = serializers.BooleanField(default=False)
     status = serializers.IntegerField()
     message = serializers.CharField()
-    field = serializers.CharField(required=False)
+    field = serializers.CharField(required=False, help_text="the one request field at fault")
+    hint = serializers.CharField(required=False, help_text="one sentence that teaches the fix")
 
 
 class ListMetadata(serializers.Serializer):
@@ -57,6 +58,11 @@ class EndpointSchema(AutoSchema):
             more = ", ".join(f"`{name}`" for name in endpoint.order_fields)
             lines.append(f"`filter.fields` and `options.order_bys` take {fields}; `order_bys` also {more}.")
         return "\n\n".join(line for line in lines if line)
+
+    def get_summary(self) -> str | None:
+        """The endpoint's one line (`summary`), which /docs lists beside the path."""
+        endpoint = self._endpoint()
+        return endpoint.summary if endpoint is not None else super().get_summary()
 
     def get_examples(self) -> list[OpenApiExample]:
         endpoint = self._endpoint()

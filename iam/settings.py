@@ -9,6 +9,7 @@ import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
 from iam.env import env
+from iam.version import VERSION
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -207,7 +208,7 @@ SPECTACULAR_SETTINGS = {
         "Workspace-scoped operations name their workspace in the `X-Workspace` header (id or slug). "
         "Guides: the repository's README.md and docs/."
     ),
-    "VERSION": "1.0.0",
+    "VERSION": VERSION,  # the release (pyproject.toml)
     "SERVE_INCLUDE_SCHEMA": False,
     # The reference served at /docs (schema at /docs/schema): Swagger UI from the sidecar package's static
     # files, so the page loads nothing from another origin.

@@ -64,6 +64,7 @@ class AuditList(ListEndpoint):
     """The audit entries of the `X-Workspace` workspace, newest first; in the root workspace also the
     global ones (accounts, logins, sessions). Append-only: no other audit endpoint."""
 
+    summary = "List the workspace's audit entries"
     example_request = {
         "filter": {"fields": {"action": "role.update"}},
         "options": {"limit": 50, "order_bys": "!occurred_at"},

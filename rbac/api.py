@@ -55,6 +55,7 @@ class PermissionCreate(Endpoint):
     letters, digits, `_`, `.` and `-` (at most 128 characters). The caller's own grants must cover the name:
     nobody grants what they do not hold (403 `cannot grant permissions you do not hold`)."""
 
+    summary = "Create a permission"
     permission = "permissions:create"
     workspace_scoped = True
     request_serializer = PermissionCreateRequest
@@ -76,6 +77,7 @@ class PermissionDescribe(Endpoint):
     """A permission of the `X-Workspace` workspace by `id` or `code`; one of another workspace is not
     found (404)."""
 
+    summary = "Describe a permission"
     permission = "permissions:describe"
     workspace_scoped = True
     read_only = True
@@ -96,6 +98,7 @@ class PermissionDescribe(Endpoint):
 class PermissionList(ListEndpoint):
     """The permissions of the `X-Workspace` workspace."""
 
+    summary = "List the workspace's permissions"
     permission = "permissions:list"
     workspace_scoped = True
     list_key = "permissions"
@@ -111,6 +114,7 @@ class PermissionUpdate(Endpoint):
     """Changes a permission named by `id` (`code` is a change here). A new `name` must be covered by the
     caller's own grants; the roles holding the permission keep it."""
 
+    summary = "Change a permission"
     permission = "permissions:update"
     workspace_scoped = True
     request_serializer = PermissionUpdateRequest
@@ -130,6 +134,7 @@ class PermissionDelete(Endpoint):
     """Deletes a permission named by `id`; the roles that held it lose it, and so do their holders, at
     once."""
 
+    summary = "Delete a permission"
     permission = "permissions:delete"
     workspace_scoped = True
     request_serializer = IdRequest
@@ -160,6 +165,7 @@ class RoleCreate(Endpoint):
     """A new role of the `X-Workspace` workspace holding `permission_ids`: permissions of this workspace, each
     covered by the caller's own grants (else 403 `cannot grant permissions you do not hold`)."""
 
+    summary = "Create a role"
     permission = "roles:create"
     workspace_scoped = True
     request_serializer = RoleCreateRequest
@@ -183,6 +189,7 @@ class RoleDescribe(Endpoint):
     """A role of the `X-Workspace` workspace by `id`, with each of its permissions as a whole Permission
     object."""
 
+    summary = "Describe a role"
     permission = "roles:describe"
     workspace_scoped = True
     read_only = True
@@ -200,6 +207,7 @@ class RoleDescribe(Endpoint):
 class RoleList(ListEndpoint):
     """The roles of the `X-Workspace` workspace, each with its permissions."""
 
+    summary = "List the workspace's roles"
     permission = "roles:list"
     workspace_scoped = True
     list_key = "roles"
@@ -215,6 +223,7 @@ class RoleUpdate(Endpoint):
     """Changes a role named by `id`; `permission_ids` replaces its permissions, each of this workspace and
     covered by the caller's own grants. Its holders' grants change at once."""
 
+    summary = "Change a role"
     permission = "roles:update"
     workspace_scoped = True
     request_serializer = RoleUpdateRequest
@@ -239,6 +248,7 @@ class RoleDelete(Endpoint):
     """Deletes a role named by `id`; the memberships that held it lose it, and their accounts its
     permissions, at once."""
 
+    summary = "Delete a role"
     permission = "roles:delete"
     workspace_scoped = True
     request_serializer = IdRequest
@@ -292,6 +302,7 @@ class MembershipCreate(Endpoint):
     `status` says and the account is e-mailed a link to accept it (valid 7 days, once). A project-scope grant
     reaches its own project."""
 
+    summary = "Add an account to the workspace"
     permission = "memberships:create"
     workspace_scoped = True
     project_scoped = True
@@ -329,6 +340,7 @@ class MembershipDescribe(Endpoint):
     """A membership of the `X-Workspace` workspace by `id`, with its roles; a project-scope grant of
     `memberships:describe` reaches the memberships of its own project."""
 
+    summary = "Describe a membership"
     permission = "memberships:describe"
     workspace_scoped = True
     project_scoped = True
@@ -348,6 +360,7 @@ class MembershipList(ListEndpoint):
     """The memberships of the `X-Workspace` workspace, each with its roles; a caller whose grant is
     project-scope sees those of its own projects."""
 
+    summary = "List the workspace's memberships"
     permission = "memberships:list"
     workspace_scoped = True
     project_scoped = True
@@ -371,6 +384,7 @@ class MembershipUpdate(Endpoint):
     membership `active` (else 403 `only the invited account can accept`); an accepted one may be suspended and
     reactivated."""
 
+    summary = "Change a membership"
     permission = "memberships:update"
     workspace_scoped = True
     project_scoped = True
@@ -402,6 +416,7 @@ class MembershipDelete(Endpoint):
     """Removes a membership named by `id`: the account loses its roles there at once. A project-scope
     grant reaches the memberships of its own project."""
 
+    summary = "Remove a membership"
     permission = "memberships:delete"
     workspace_scoped = True
     project_scoped = True
@@ -431,6 +446,7 @@ class InvitationCreate(Endpoint):
     usable once, whether or not an account holds it: the answer is the same either way. A pending
     invitation for the same address and place, or a member there already, is a conflict (409)."""
 
+    summary = "Invite an e-mail address to the workspace"
     permission = "invitations:create"
     workspace_scoped = True
     request_serializer = InvitationCreateRequest
@@ -458,6 +474,7 @@ class InvitationCreate(Endpoint):
 class InvitationDescribe(Endpoint):
     """An invitation of the `X-Workspace` workspace by `id`; one of another workspace is not found."""
 
+    summary = "Describe an invitation"
     permission = "invitations:describe"
     workspace_scoped = True
     read_only = True
@@ -474,6 +491,7 @@ class InvitationList(ListEndpoint):
     """The invitations of the `X-Workspace` workspace, each with its roles. `status` filters by what an
     invitation is now: `pending`, `accepted`, `declined`, `revoked` or `expired` (past `expires_at`)."""
 
+    summary = "List the workspace's invitations"
     permission = "invitations:list"
     workspace_scoped = True
     list_key = "invitations"
@@ -500,6 +518,7 @@ class InvitationList(ListEndpoint):
 class InvitationRevoke(Endpoint):
     """Withdraws a pending invitation named by `id`: its link opens nothing from then on."""
 
+    summary = "Withdraw an invitation"
     permission = "invitations:revoke"
     workspace_scoped = True
     request_serializer = IdRequest
@@ -516,6 +535,7 @@ class PermissionCheck(Endpoint):
     """Why may (or may not) this account do this here? The decision `clients/validate` makes for the
     account in the `X-Workspace` workspace, with every grant path behind it (`rbac.policy.explain`)."""
 
+    summary = "Explain whether an account holds a permission"
     permission = "permissions:check"
     workspace_scoped = True
     read_only = True

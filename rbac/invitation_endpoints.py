@@ -92,6 +92,7 @@ class MembershipAccept(MembershipInvitationEndpoint):
     the account becomes verified, its earlier password and other credentials are revoked and every
     session it had ends (whoever registered the address without its mailbox is shut out)."""
 
+    summary = "Accept a membership one was invited to"
     example_request = {"token": "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJlNGI4ZDJmNiJ9.c2lnbmF0dXJl"}
 
     response_serializer = MembershipSerializer
@@ -113,6 +114,7 @@ class MembershipDecline(MembershipInvitationEndpoint):
     """Declines an invitation, with the same inputs as `memberships/accept`: the membership is deleted.
     Answers its `id`."""
 
+    summary = "Decline a membership one was invited to"
     example_request = {"token": "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJlNGI4ZDJmNiJ9.c2lnbmF0dXJl"}
 
     response_serializer = Deleted
@@ -197,6 +199,7 @@ class InvitationAccept(EmailInvitationEndpoint):
     `access_token` and `refresh_token` of a new session. A disabled account accepts nothing (403).
     Answers the invitation and the membership."""
 
+    summary = "Accept an invitation"
     example_request = {
         "token": "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJlNGI4ZDJmNiJ9.c2lnbmF0dXJl",
         "password": "correct-horse-battery-staple",
@@ -237,6 +240,7 @@ class InvitationDecline(EmailInvitationEndpoint):
     """Declines an invitation, with the same inputs as `invitations/accept` (no password or name): it
     becomes `declined` (an invited membership is deleted). Answers the invitation."""
 
+    summary = "Decline an invitation"
     example_request = {"token": "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJlNGI4ZDJmNiJ9.c2lnbmF0dXJl"}
     response_serializer = InvitationSerializer
 
@@ -258,6 +262,7 @@ class InvitationMine(ListEndpoint):
     in the shape of an invitation (an invited membership's `id` is the membership's). Accept or decline
     them with `invitations/accept` and `invitations/decline` and the `id`."""
 
+    summary = "List the caller's open invitations"
     example_request = {"filter": {"fields": {"scope": "workspace"}}, "options": {"limit": 100}}
     list_key = "invitations"
     response_serializer = InvitationSerializer

@@ -2,11 +2,10 @@
 
 Every API request is decided by two functions of this module: `admit` before the body is read (the
 endpoint's declared permission, asked by `EndpointPermission`, the DRF permission class at the end of this
-module), and `authorize` once the endpoint has loaded, through `get_object` (below), the object
-the request names (its project, its account, a
-workspace). Every rule reads here: wildcards (`matches`), project scope (`Grants.allows`), self access on
-accounts and root-workspace rights for global resources (`authorize`), no escalation
-(`require_grantable`), consent (`require_activation`) and the operators' credential fields
+module), and `authorize` once `get_object` (below) has found the object the request names within the
+caller's reach (`reaches`; else 404). Every rule reads here: wildcards (`matches`), project scope
+(`Grants.allows`), self access on accounts and root-workspace rights for global resources (`authorize`),
+no escalation (`require_grantable`), consent (`require_activation`) and the operators' credential fields
 (`require_credential_change`); tests/rbac/test_policy_table.py holds them in one table. `clients/validate`
 reads the same grants. The grants of an (account, workspace) pair are cached under the workspace's
 authorization generation, which every change to memberships, roles, permissions or projects bumps."""
@@ -265,22 +264,34 @@ def project_of(record: object) -> UUID | None:
     return getattr(record, "project_id", None)
 
 
+def reaches(account: Account, record: object, permission: str) -> bool:
+    """A global record within the caller's reach: the account itself, a workspace where it holds an
+    active membership, any with `permission` in the root workspace (operators: all). Out of reach is not
+    found, whoever asks. A workspace's records are reached through the `X-Workspace` querysets."""
+    if account.is_superuser or not isinstance(record, Account | Workspace):
+        return True
+    if isinstance(record, Account) and record.pk == account.pk:
+        return True
+    if isinstance(record, Workspace) and grants(account.pk, record.pk).member:
+        return True
+    return has_global_permission(account, permission)
+
+
 def authorize(
     account: Account,
     workspace: Workspace | None,
     permission: str | None,
-    record: object | None,
+    record: object,
     *,
     project_scoped: bool = False,
     fields: Iterable[str] | None = None,
     claims: dict | None = None,
 ) -> None:
-    """Once the record is loaded (None: nothing matched, and the caller then gets the lookup's 404, so
-    whatever does not depend on the record is refused first, as `admit` would have).
+    """The decision on a record found within the caller's reach (`get_object`).
 
     - Global resources (`workspace` None): an account describes and updates itself, but not its
       `enabled`/`verified` flags; a workspace needs the permission in itself or in the root workspace,
-      and is not found by a caller who is not its member; anything else needs the root workspace.
+      after its MFA policy; anything else needs the root workspace.
     - Credentials: only operators change a secret, status, kind, provider, identity or e-mail, or delete.
     - `project_scoped`: a project-scope grant counts for the record's own project only.
 
@@ -289,7 +300,9 @@ def authorize(
     if permission is None:
         return
     if workspace is None and isinstance(record, Workspace):
-        require_in_workspace(account, record, permission, claims=claims)
+        require_mfa(claims, record)  # a member without the permission learns the policy first
+        if not has_permission(account, record, permission):
+            require_global(account, permission)
         return
     if account.is_superuser:
         return
@@ -307,23 +320,8 @@ def authorize(
         require_credential_change(account, fields)
     elif permission == "credentials:delete":
         require_credential_change(account, None)
-    if project_scoped and record is not None:
+    if project_scoped:
         require(account, workspace, permission, project_id=project_of(record))
-
-
-def require_in_workspace(
-    account: Account, workspace: Workspace, permission: str, *, claims: dict | None
-) -> None:
-    """A workspace's own endpoints (CONTRACT 4): the permission in the workspace or in the root workspace;
-    to a caller who is not a member, another workspace does not exist. Once the workspace is in reach,
-    its MFA policy, before the permission, as for an `X-Workspace` request: a member without the
-    permission learns the policy first, a stranger never."""
-    allowed = has_permission(account, workspace, permission) or has_global_permission(account, permission)
-    if not allowed and not grants(account.pk, workspace.pk).member:
-        raise ApiError(404, "workspace not found")
-    require_mfa(claims, workspace)
-    if not allowed:
-        raise ApiError(403, f"missing permission {permission}")
 
 
 # A workspace's MFA policy (`mfa_required`)
@@ -508,10 +506,14 @@ def get_object(
     **lookup: Any,
 ) -> Any:
     """The object of `queryset` (already scoped to the `X-Workspace` workspace where it belongs to one)
-    that every `lookup` key names, once the caller may act on it with `permission`. `project_scoped`: a
-    project-scope grant counts for the object's own project. `fields`: the request's fields (an update's),
-    for the rules that depend on what changes (an account's own flags, a credential's secret)."""
+    that every `lookup` key names, found first and then decided (docs/api.md#conventions): what does not
+    exist within the caller's reach (`reaches`) is 404 whoever asks, before any rule that depends on the
+    object or on what the request changes (`authorize`). `project_scoped`: a project-scope grant counts
+    for the object's own project. `fields`: the request's fields (an update's): an account's own flags,
+    a credential's secret."""
     found = queryset.filter(**lookup).first() if lookup else None
+    if found is None or not reaches(request.user, found, permission):
+        raise ApiError(404, f"{str(queryset.model._meta.verbose_name).lower()} not found")
     authorize(
         request.user,
         getattr(request, "workspace", None),
@@ -521,8 +523,6 @@ def get_object(
         fields=fields,
         claims=getattr(request, "auth", None),
     )
-    if found is None:
-        raise ApiError(404, f"{queryset.model._meta.verbose_name} not found")
     return found
 
 

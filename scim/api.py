@@ -25,6 +25,7 @@ class ScimTokenCreate(Endpoint):
     hashed. Its directory may give any role of the workspace to any member, so only a caller who holds
     every permission here (`*`) may create one (403 `cannot grant permissions you do not hold`)."""
 
+    summary = "Create a SCIM token"
     example_request = {"name": "Okta"}
 
     permission = "scim-tokens:create"
@@ -43,6 +44,7 @@ class ScimTokenCreate(Endpoint):
 class ScimTokenList(ListEndpoint):
     """The SCIM tokens of the `X-Workspace` workspace, with when each was last used; never the tokens."""
 
+    summary = "List the workspace's SCIM tokens"
     example_request = {"filter": {"fields": {"name": "Okta"}}, "options": {"limit": 10}}
 
     permission = "scim-tokens:list"
@@ -61,6 +63,7 @@ class ScimTokenDelete(Endpoint):
     """Deletes a SCIM token of the `X-Workspace` workspace by `id`: its directory is refused from now on.
     Answers its `id`."""
 
+    summary = "Delete a SCIM token"
     example_request = {"id": "2b7e4c1d-9a3f-4e6b-8d2c-5f1a7e9b3c40"}
 
     permission = "scim-tokens:delete"

@@ -53,6 +53,7 @@ class SsoCreate(Endpoint):
     this connection is not asked for its code, the provider's own second factor standing for it; its
     session then counts as two factors only for this workspace's MFA policy."""
 
+    summary = "Connect an OpenID Connect provider"
     permission = "sso:create"
     workspace_scoped = True
     request_serializer = SsoConnectionCreateRequest
@@ -80,6 +81,7 @@ class SsoDescribe(Endpoint):
     """An SSO connection of the `X-Workspace` workspace by `id`, with its domains and their verification
     state; never its client secret."""
 
+    summary = "Describe an SSO connection"
     permission = "sso:describe"
     workspace_scoped = True
     read_only = True
@@ -95,6 +97,7 @@ class SsoDescribe(Endpoint):
 class SsoList(ListEndpoint):
     """The SSO connections of the `X-Workspace` workspace, with their domains; never their secrets."""
 
+    summary = "List the workspace's SSO connections"
     permission = "sso:list"
     workspace_scoped = True
     list_key = "sso_connections"
@@ -119,6 +122,7 @@ class SsoUpdate(Endpoint):
     again, a new `client_secret` replaces the stored one, `domains` replaces the list (domains kept stay
     verified, new ones start unverified), `default_role_ids` replaces the default roles."""
 
+    summary = "Change an SSO connection"
     permission = "sso:update"
     workspace_scoped = True
     request_serializer = SsoConnectionUpdateRequest
@@ -142,6 +146,7 @@ class SsoDelete(Endpoint):
     """Deletes an SSO connection named by `id` with its domains: nobody logs in through it any more.
     Accounts that did keep their memberships. Answers its `id`."""
 
+    summary = "Delete an SSO connection"
     permission = "sso:delete"
     workspace_scoped = True
     request_serializer = SsoConnectionRef
@@ -158,6 +163,7 @@ class SsoVerifyDomain(Endpoint):
     `verification_token`, and answers the connection: the domain is `verified` when it does. A domain
     another workspace verified first cannot be claimed (409)."""
 
+    summary = "Check a domain's DNS proof now"
     permission = "sso:update"  # verifying a domain is an update of its connection
     workspace_scoped = True
     request_serializer = VerifyDomainRequest
@@ -177,6 +183,7 @@ class SsoInitiate(Endpoint):
     `error=invalid_state` or `error=sso_failed`. For an account with an authenticator (TOTP) it carries
     an `mfa_token` instead of the session: `auth/mfa/verify` completes the login with a code."""
 
+    summary = "Start a login through a workspace's SSO"
     example_request = {"email": "alice@acme.com", "redirect_url": "https://app.example.com/after-login"}
 
     public = True

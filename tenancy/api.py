@@ -32,8 +32,8 @@ from .serializers import (
 
 # Workspaces are global: their endpoints take no X-Workspace header. describe, update and delete need
 # `workspaces:<action>` in the workspace itself or in the root workspace, decided once the workspace is
-# loaded (`decided_on_object`); to a caller who is not a member, another workspace does not exist
-# (`policy.require_in_workspace`).
+# found (`decided_on_object`); to a caller who is not a member, another workspace does not exist
+# (`policy.reaches`).
 
 
 def workspace_named(request: Request, data: dict, *, permission: str) -> Workspace:
@@ -45,6 +45,7 @@ class WorkspaceCreate(Endpoint):
     """Any enabled account may create a workspace; it becomes its owner. `mfa_required` (default false):
     see `workspace/update`."""
 
+    summary = "Create a workspace"
     example_request = {
         "name": "Acme Corp",
         "slug": "acme",
@@ -66,6 +67,7 @@ class WorkspaceDescribe(Endpoint):
     """A workspace by `id` or `slug` (no `X-Workspace` header): needs `workspaces:describe` in that
     workspace or in the root workspace. To a caller who is not a member it is 404 `workspace not found`."""
 
+    summary = "Describe a workspace"
     example_request = {"slug": "acme"}
 
     permission = "workspaces:describe"
@@ -83,6 +85,7 @@ class WorkspaceList(ListEndpoint):
     A workspace that requires MFA (`mfa_required`) is listed only to a session that meets its policy:
     one that used two factors, or came through one of that workspace's own SSO connections."""
 
+    summary = "List the caller's workspaces"
     example_request = {"filter": {"tags": ["customer"]}, "options": {"limit": 20}}
 
     permission = None
@@ -107,6 +110,7 @@ class WorkspaceUpdate(Endpoint):
     else 403 `mfa required by this workspace` (operators too; after the membership check), and
     `clients/validate` of its clients answers `reason: "mfa_required"`."""
 
+    summary = "Change a workspace"
     example_request = {"slug": "acme", "name": "Acme Corporation", "tags": ["customer", "enterprise"]}
 
     permission = "workspaces:update"
@@ -124,6 +128,7 @@ class WorkspaceDelete(Endpoint):
     """Deletes a workspace with its projects, roles, permissions, memberships, credentials and clients: needs
     `workspaces:delete` in that workspace or in the root workspace, which itself cannot be deleted."""
 
+    summary = "Delete a workspace"
     example_request = {"slug": "acme"}
 
     permission = "workspaces:delete"
@@ -156,6 +161,7 @@ class ProjectCreate(Endpoint):
     """A new project of the `X-Workspace` workspace: needs `projects:create` workspace-wide (a
     project-scope grant cannot make a new project)."""
 
+    summary = "Create a project"
     example_request = {
         "name": "Billing",
         "code": "billing",
@@ -178,6 +184,7 @@ class ProjectDescribe(Endpoint):
     """A project of the `X-Workspace` workspace by `id` or `code`; a project-scope grant reaches its own
     project only."""
 
+    summary = "Describe a project"
     example_request = {"code": "billing"}
 
     permission = "projects:describe"
@@ -195,6 +202,7 @@ class ProjectList(ListEndpoint):
     """The projects of the `X-Workspace` workspace; a caller whose grant is project-scope sees its own
     projects only."""
 
+    summary = "List the workspace's projects"
     example_request = {"filter": {"tags": ["finance"]}, "options": {"limit": 20, "order_bys": "name"}}
 
     permission = "projects:list"
@@ -215,6 +223,7 @@ class ProjectUpdate(Endpoint):
     """Changes a project named by `id` or `code`; `new_code` gives it a new code. A project-scope grant of
     `projects:update` reaches its own project only."""
 
+    summary = "Change a project"
     example_request = {"code": "billing", "name": "Billing and invoicing", "new_code": "invoicing"}
 
     permission = "projects:update"
@@ -233,6 +242,7 @@ class ProjectDelete(Endpoint):
     """Deletes a project named by `id` or `code` with its project-scope memberships; answers
     its `id`, `name` and `code`."""
 
+    summary = "Delete a project"
     example_request = {"code": "billing"}
 
     permission = "projects:delete"

@@ -20,6 +20,11 @@ def _member_ids(memberships) -> list:
     return list(memberships.values_list("account_id", flat=True).distinct())
 
 
+# What a workspace holds that decides who is authorized there: a change to any of them concerns every
+# account with an active membership (`workspace.updated` names them all, docs/integration.md#push-events).
+AUTHORIZING_FIELDS = frozenset({"mfa_required"})
+
+
 @transaction.atomic
 def update_workspace(
     workspace: Workspace,
@@ -46,10 +51,12 @@ def update_workspace(
             actor=actor,
         )
     forget_workspace(workspace)
+    concerned = AUTHORIZING_FIELDS.intersection(entry)
     events.emit(
         "workspace.updated",
         resource=("workspace", workspace.pk),
-        account_ids=[],
+        # "active": rbac's `Membership.Status.ACTIVE`, through the reverse relation (tenancy is below rbac)
+        account_ids=_member_ids(workspace.memberships.filter(status="active")) if concerned else [],
         workspace_ids=[workspace.pk],
     )
     return workspace

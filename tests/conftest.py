@@ -104,7 +104,7 @@ def err(response, status: int, message: str | None = None) -> dict:
     body = body_of(response)
     assert response.status_code == status, body
     assert body["success"] is False and body["status"] == status, body
-    assert set(body) <= {"success", "status", "message", "field"}, body
+    assert set(body) <= {"success", "status", "message", "field", "hint"}, body
     if message is not None:
         assert body["message"] == message, body
     return body

@@ -5,10 +5,13 @@ import base64
 import hashlib
 import hmac
 import json
+import re
 import threading
 import time
+import uuid
 from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
 import standardwebhooks
@@ -22,7 +25,7 @@ from clients.models import Client, Delivery, DeliveryAttempt
 from clients.push import fan_out, retry_delivery
 from clients.tasks import deliver_push
 from iam import crypto, events
-from iam.models import AuditEntry, OutboxMessage
+from iam.models import AuditEntry, Event, OutboxMessage
 from tests.conftest import ok
 from tests.factories import AccountFactory, MembershipFactory, WorkspaceFactory
 
@@ -544,3 +547,30 @@ def test_a_secret_issued_before_the_whsec_form_keeps_signing_as_before(
     headers, body = receiver.requests[-1]
     assert verify_legacy(legacy, headers, body)
     assert not verify_legacy(client["secret"], headers, body)
+
+
+def documented_kinds() -> set[str]:
+    """The `type`s docs/integration.md#push-events lists (`role.updated|deleted` is two)."""
+    text = (Path(__file__).resolve().parents[2] / "docs" / "integration.md").read_text()
+    section = text.split("## Push events", 1)[1].split("\n## ", 1)[0]
+    types = section.split("- `type`:", 1)[1].split("\n- ", 1)[0]
+    found = set()
+    for name in re.findall(r"`([a-z_]+\.[a-z_|]+)`", types):
+        resource, _, actions = name.partition(".")
+        found |= {f"{resource}.{action}" for action in actions.split("|")}
+    return found
+
+
+def test_every_kind_a_client_may_receive_is_documented():
+    assert documented_kinds() == events.KINDS | events.PUSHED_ONLY
+    assert "client.test" in events.PUSHED_ONLY
+
+
+def test_a_test_event_is_never_written_to_the_event_log(workspace):
+    """`client.test` goes to one client (clients.services.send_test_event), never through `emit`, whose
+    rows every client of the workspace reads with `clients/events`."""
+    with pytest.raises(AssertionError):
+        events.emit(
+            "client.test", resource=("client", uuid.uuid4()), account_ids=[], workspace_ids=[workspace.pk]
+        )
+    assert not Event.objects.exists()
