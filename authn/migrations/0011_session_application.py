@@ -8,6 +8,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('authn', '0010_browser_sessions'),
+        ('authn', '0010_one_current_signing_key'),
     ]
 
     operations = [

@@ -36,6 +36,7 @@ class ApplicationCreate(Endpoint):
     application of the root workspace is first party: it signs in any account without asking consent.
     Any other signs in only its workspace's active members, each asked to consent once."""
 
+    summary = "Register an application (OpenID Connect relying party)"
     permission = "applications:create"
     workspace_scoped = True
     request_serializer = ApplicationCreateRequest
@@ -58,6 +59,7 @@ class ApplicationCreate(Endpoint):
 class ApplicationDescribe(Endpoint):
     """An application of the `X-Workspace` workspace by `id`; never its secret."""
 
+    summary = "Describe an application"
     permission = "applications:describe"
     workspace_scoped = True
     read_only = True
@@ -73,6 +75,7 @@ class ApplicationDescribe(Endpoint):
 class ApplicationList(ListEndpoint):
     """The applications of the `X-Workspace` workspace, without their secrets."""
 
+    summary = "List the workspace's applications"
     permission = "applications:list"
     workspace_scoped = True
     list_key = "applications"
@@ -94,6 +97,7 @@ class ApplicationUpdate(Endpoint):
     """Changes an application named by `id`: its name, redirect and post-logout redirect URIs, grant
     types, tags and meta; only what is sent changes. Its type and secret stay."""
 
+    summary = "Update an application"
     permission = "applications:update"
     workspace_scoped = True
     request_serializer = ApplicationUpdateRequest
@@ -110,6 +114,7 @@ class ApplicationDelete(Endpoint):
     """Deletes an application named by `id`: the tokens it holds stop at once, its consents go with it.
     Answers its `id`."""
 
+    summary = "Delete an application"
     permission = "applications:delete"
     workspace_scoped = True
     request_serializer = ApplicationRef
@@ -125,6 +130,7 @@ class ApplicationRegenerateSecret(Endpoint):
     """A new secret for a `web` application named by `id`, answered with the application this once; the
     old secret stops at once."""
 
+    summary = "Regenerate a web application's secret"
     permission = "applications:regenerate-secret"
     workspace_scoped = True
     request_serializer = ApplicationRef
