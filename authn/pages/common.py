@@ -64,6 +64,11 @@ def clear_pending(request: HttpRequest) -> None:
     request.session.pop(PENDING, None)
 
 
+def forget_sign_in_steps(request: HttpRequest) -> None:
+    request.session.pop(PENDING, None)
+    request.session.pop(SSO_STATES, None)
+
+
 def state_digest(state: str) -> str:
     return hashlib.sha256(state.encode()).hexdigest()
 

@@ -79,13 +79,13 @@ def _password_step(request: HttpRequest, next_url: str) -> HttpResponse:
             return _email_step(request, EmailForm(request.POST), next_url)
         return _password_page(request, form, next_url)
     try:
-        _, outcome = services.login(
+        outcome = services.login(
             email=form.cleaned_data["email"],
             password=form.cleaned_data["password"],
             ip=client_ip(request),
             user_agent=user_agent(request),
             browser=True,
-        )
+        )[1]
     except ApiError as exc:
         if exc.status == 429:
             return wait_page(request, exc.headers["Retry-After"])
@@ -162,14 +162,14 @@ def second_factor(request: HttpRequest) -> HttpResponse:
         return code_page(request, form, next_url, action="/signin/code")
     entry = form.cleaned_data[form_class.field_name]
     try:
-        _, session = mfa.verify(
+        session = mfa.verify(
             token,
             code=entry if form_class is CodeForm else None,
             recovery_code=entry if form_class is RecoveryCodeForm else None,
             ip=client_ip(request),
             user_agent=user_agent(request),
             browser=True,
-        )
+        )[1]
     except ApiError as exc:
         if exc.status == 429:
             return wait_page(request, exc.headers["Retry-After"])

@@ -8,6 +8,7 @@ from django.views.decorators.http import require_http_methods
 from iam import pages
 
 from .. import browser
+from .common import forget_sign_in_steps
 
 
 @pages.hosted_page
@@ -19,5 +20,5 @@ def signout(request: HttpRequest) -> HttpResponse:
         return pages.render(request, "authn/signout.html", {"account": account})
     response = pages.render(request, "authn/signed_out.html")
     browser.end_browser_session(request, response)
-    request.session.flush()  # a sign-in step or SSO login under way goes too
+    forget_sign_in_steps(request)  # a second step or SSO login under way goes too (the admin's sign-in stays)
     return response

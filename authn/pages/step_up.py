@@ -76,7 +76,10 @@ def _set_up(request: HttpRequest, session: Session, next_url: str) -> HttpRespon
         except ApiError:
             return go(page_url("/signin", page_url(HERE, next_url), login_hint=account.email))
     if action == "enroll":
-        enrollment = mfa.pending_enrollment(account) or mfa.enroll(account)
+        try:
+            enrollment = mfa.pending_enrollment(account) or mfa.enroll(account)
+        except ApiError:  # turned on meanwhile (another tab): this page now asks for its code
+            return go(page_url(HERE, next_url))
         return _enrollment_page(request, enrollment, CodeForm(), next_url)
     enrollment = mfa.pending_enrollment(account)
     if action != "confirm" or enrollment is None:
