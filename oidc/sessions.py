@@ -209,6 +209,7 @@ def is_current(claims: dict) -> bool:
     return True
 
 
+@transaction.atomic
 def revoke(claims: dict) -> None:
     """RFC 7009: an access or refresh token ends its session."""
     session = Session.objects.select_for_update().filter(pk=claims.get("sid")).first()
@@ -216,6 +217,7 @@ def revoke(claims: dict) -> None:
         end_session(session, actor=None)
 
 
+@transaction.atomic
 def sign_out(session_id: UUID | str) -> Session | None:
     """RP-Initiated Logout: the application session an ID token names ends, with its browser session and
     every other application session that browser session started."""
