@@ -4,8 +4,13 @@ own formats: discovery (OpenID Connect Discovery 1.0), the token endpoint (RFC 6
 (RFC 7662). Authlib answers each (oidc/server.py); the application authenticates in the body or with
 HTTP Basic, never with a cookie, so none of them takes a CSRF token."""
 
+import base64
+import binascii
+from collections.abc import Callable
+
 from authlib.integrations.django_oauth2 import ResourceProtector
 from authlib.oauth2 import OAuth2Error
+from authlib.oauth2.rfc6749.errors import InvalidClientError, InvalidRequestError
 from authlib.oauth2.rfc6750 import BearerTokenValidator, InvalidTokenError
 from django.conf import settings
 from django.db import transaction
@@ -51,26 +56,58 @@ def discovery(request: HttpRequest) -> JsonResponse:
     return response
 
 
+def _answered(request: HttpRequest, answer: Callable[[], HttpResponse]) -> HttpResponse:
+    """Authlib's answer to a request it can read. An `Authorization: Basic` header that is not base64 of
+    UTF-8 is a failed client authentication (401); a value Authlib cannot word in its error (characters
+    RFC 6749 5.2 keeps out of `error_description`, lone surrogates) is `invalid_request`: never a 500."""
+    if not readable_basic(request.headers.get("Authorization", "")):
+        return server.handle_error_response(None, InvalidClientError(status_code=401))
+    try:
+        return answer()
+    except ValueError:  # UnicodeError too; raised before any write, or rolled back with it
+        return server.handle_error_response(
+            None, InvalidRequestError("the request holds characters it may not")
+        )
+
+
+def readable_basic(header: str) -> bool:
+    scheme, _, credentials = header.partition(" ")
+    if scheme.lower() != "basic":
+        return True
+    try:
+        base64.b64decode(credentials.strip(), validate=True).decode()
+    except (ValueError, binascii.Error):
+        return False
+    return True
+
+
 @csrf_exempt
 @require_POST
 def token(request: HttpRequest) -> HttpResponse:
     """The code exchange and the refresh. Whatever it answers commits: a replayed code or refresh token
     is refused with `invalid_grant` and the sessions it ends stay ended."""
-    with transaction.atomic():
-        return server.create_token_response(request)
+
+    def exchange() -> HttpResponse:
+        with transaction.atomic():
+            return server.create_token_response(request)
+
+    return _answered(request, exchange)
 
 
 @csrf_exempt
 @require_POST
 def revoke(request: HttpRequest) -> HttpResponse:
-    with transaction.atomic():
-        return server.create_endpoint_response("revocation", request)
+    def revocation() -> HttpResponse:
+        with transaction.atomic():
+            return server.create_endpoint_response("revocation", request)
+
+    return _answered(request, revocation)
 
 
 @csrf_exempt
 @require_POST
 def introspect(request: HttpRequest) -> HttpResponse:
-    return server.create_endpoint_response("introspection", request)
+    return _answered(request, lambda: server.create_endpoint_response("introspection", request))
 
 
 class AccessTokenValidator(BearerTokenValidator):

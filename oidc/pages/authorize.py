@@ -60,6 +60,8 @@ def authorize(request: HttpRequest) -> HttpResponse:
         grant = server.get_consent_grant(request, end_user=session.account if session else None)
     except OAuth2Error as error:
         return _refused(request, error)
+    except ValueError:  # characters Authlib cannot quote back in an error (RFC 6749 4.1.2.1): a page
+        return _error_page(request, _("This sign-in request is not valid."), 400)
     try:
         return _proceed(request, grant, session)
     except OAuth2Error as error:
