@@ -113,7 +113,15 @@ class Session(models.Model):
     objects = SessionQuerySet.as_manager()
 
     class Meta:
-        indexes = [models.Index(fields=["account", "created_at", "id"], name="session_account_created")]
+        indexes = [
+            models.Index(fields=["account", "created_at", "id"], name="session_account_created"),
+            # an application's sessions, ended when it is deleted (oidc.services.delete_application)
+            models.Index(
+                fields=["application_id"],
+                condition=Q(application_id__isnull=False),
+                name="session_application",
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"session {self.pk} of {self.account_id}"

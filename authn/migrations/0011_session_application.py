@@ -22,4 +22,8 @@ class Migration(migrations.Migration):
             name='browser_session',
             field=models.ForeignKey(blank=True, editable=False, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='application_sessions', to='authn.session'),
         ),
+        migrations.AddIndex(
+            model_name='session',
+            index=models.Index(condition=models.Q(('application_id__isnull', False)), fields=['application_id'], name='session_application'),
+        ),
     ]
