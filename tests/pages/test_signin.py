@@ -256,3 +256,11 @@ def test_only_a_browser_session_goes_in_the_cookie(ada):
     api_session = Session.objects.create(account=ada, expires_at=timezone.now(), session_version=0)
     with pytest.raises(ValueError, match="only a browser session"):
         browser_module.start_browser_session(Client().get("/"), api_session)
+
+
+def test_the_page_speaks_the_first_of_the_browsers_languages_the_service_has(browser, settings):
+    assert '<html lang="en">' in text(browser.get("/signin", headers={"Accept-Language": "fr, de;q=0.8"}))
+    settings.LANGUAGES = [("en", "English"), ("de", "Deutsch")]
+    page = browser.get("/signin", headers={"Accept-Language": "fr, de;q=0.8"})
+    assert '<html lang="de">' in text(page)  # the text stays English until a German catalogue is shipped
+    assert "Accept-Language" in page["Vary"]
