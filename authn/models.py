@@ -128,8 +128,8 @@ class Session(models.Model):
 
     @property
     def auth_time(self) -> int:
-        """When the login that started this session happened, as its tokens carry it (CONTRACT 5). An
-        application session's tokens carry its browser session's instead."""
+        """When the login that started this session happened, as its tokens carry it
+        (docs/security.md#tokens). An application session's tokens carry its browser session's instead."""
         return int(self.created_at.timestamp())
 
 

@@ -1,4 +1,4 @@
-"""Admin for the OpenID Provider (CONTRACT 20): each workspace's applications (deleting one stops its
+"""Admin for the OpenID Provider (docs/oidc.md): each workspace's applications (deleting one stops its
 tokens at once) and the consents people gave other workspaces' applications (deleting one revokes it, as
 the account's own `Revoke access` does). Applications are registered through the API, which shows a web
 application's secret once."""

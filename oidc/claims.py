@@ -1,4 +1,4 @@
-"""What the OpenID Provider says about a person (CONTRACT 20): the ID token's claims, exactly those
+"""What the OpenID Provider says about a person (docs/oidc.md#tokens): the ID token's claims, exactly those
 listed, signed RS256 with the key the JWKS publishes (authn/keys.py), and the userinfo answer."""
 
 import time

@@ -11,9 +11,10 @@ from tenancy.models import InWorkspace, WorkspaceScopedQuerySet
 
 
 class Application(InWorkspace):
-    """A relying party (CONTRACT 20). A `web` application is confidential: its secret is kept as a keyed
-    digest only. `first_party`: it belongs to the root workspace, signs in any enabled account and asks
-    no consent; any other application signs in only its workspace's active members, with their consent."""
+    """A relying party (docs/oidc.md#applications). A `web` application is confidential: its secret is kept as
+    a keyed digest only. `first_party`: it belongs to the root workspace, signs in any enabled account and
+    asks no consent; any other application signs in only its workspace's active members, with their
+    consent."""
 
     class Type(models.TextChoices):
         WEB = "web"
@@ -53,7 +54,7 @@ class Application(InWorkspace):
 
 class Consent(models.Model):
     """An account's consent to another workspace's application, with the scopes granted: asked once,
-    remembered until the account revokes it (CONTRACT 20, 21)."""
+    remembered until the account revokes it (docs/oidc.md#applications)."""
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     account = models.ForeignKey("accounts.Account", on_delete=models.CASCADE, related_name="+")

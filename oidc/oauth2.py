@@ -1,8 +1,8 @@
-"""The OpenID Provider's machine endpoints (CONTRACT 20), outside the API's envelope in their standards'
-own formats: discovery (OpenID Connect Discovery 1.0), the token endpoint (RFC 6749; form-encoded,
-`Cache-Control: no-store`), userinfo (OpenID Connect Core 5.3), revocation (RFC 7009) and introspection
-(RFC 7662). Authlib answers each (oidc/server.py); the application authenticates in the body or with
-HTTP Basic, never with a cookie, so none of them takes a CSRF token."""
+"""The OpenID Provider's machine endpoints (docs/oidc.md#endpoints), outside the API's envelope in their
+standards' own formats: discovery (OpenID Connect Discovery 1.0), the token endpoint (RFC 6749; form-encoded,
+`Cache-Control: no-store`), userinfo (OpenID Connect Core 5.3), revocation (RFC 7009) and introspection (RFC
+7662). Authlib answers each (oidc/server.py); the application authenticates in the body or with HTTP Basic,
+never with a cookie, so none of them takes a CSRF token."""
 
 import base64
 import binascii
@@ -133,7 +133,7 @@ def userinfo(request: HttpRequest) -> JsonResponse:
     try:
         found = protector.acquire_token(request, ["openid"])
     except OAuth2Error:
-        error = InvalidTokenError()  # every refusal alike (CONTRACT 20)
+        error = InvalidTokenError()  # every refusal alike (docs/oidc.md#endpoints)
         response = JsonResponse(dict(error.get_body()), status=error.status_code)
         for name, value in error.get_headers():
             if name != "Content-Type":

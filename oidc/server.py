@@ -55,7 +55,7 @@ class Client(ClientMixin):
         return self.client_id
 
     def get_default_redirect_uri(self) -> None:
-        return None  # `redirect_uri` is required (CONTRACT 20)
+        return None  # `redirect_uri` is required (docs/oidc.md#the-authorization-endpoint)
 
     def get_allowed_scope(self, scope: str | None) -> str:
         """The scopes this service knows, in the order asked; others are ignored (OpenID Connect Core
@@ -78,7 +78,7 @@ class Client(ClientMixin):
 
     def check_endpoint_auth_method(self, method: str, endpoint: str) -> bool:
         """A `web` application proves itself with its secret, a public one sends its id alone; only
-        confidential applications introspect (CONTRACT 20)."""
+        confidential applications introspect (docs/oidc.md#endpoints)."""
         if self.application.confidential:
             return method in CONFIDENTIAL_AUTH
         return method == "none" and endpoint != "introspection"
@@ -147,7 +147,7 @@ class Pkce(CodeChallenge):
 
 
 class IdToken(OpenIDToken):
-    """The ID token of every token answer with `openid` (oidc/claims.py: exactly CONTRACT 20's claims,
+    """The ID token of every token answer with `openid` (oidc/claims.py: exactly docs/oidc.md's claims,
     RS256)."""
 
     def encode_id_token(self, token: dict, request) -> str:
@@ -252,7 +252,7 @@ class RefreshTokenGrant(grants.RefreshTokenGrant):
 
 class Revocation(RevocationEndpoint):
     """RFC 7009: an application's own token ends its session; any other token answers 200 and changes
-    nothing (CONTRACT 20)."""
+    nothing (RFC 7009 2.2)."""
 
     CLIENT_AUTH_METHODS = TOKEN_AUTH
 
@@ -356,15 +356,15 @@ class AuthorizationServer(DjangoAuthorizationServer):
             raise InvalidScopeError("scope must hold openid")
 
     def handle_error_response(self, request, error: OAuth2Error):
-        """Every error says what went wrong in `error_description` (CONTRACT 20), also where Authlib has
-        no words of its own."""
+        """Every error says what went wrong in `error_description` (docs/oidc.md#endpoints), also where
+        Authlib has no words of its own."""
         if not error.description:
             error.description = FALLBACK_DESCRIPTIONS.get(error.error, error.error.replace("_", " "))
         return super().handle_error_response(request, error)
 
     def authenticate_client(self, request, methods, endpoint="token"):
         """An application that does not prove itself is answered 401 with `WWW-Authenticate`, whatever
-        the method it tried (CONTRACT 20)."""
+        the method it tried (RFC 6749 5.2)."""
         try:
             return super().authenticate_client(request, methods, endpoint)
         except InvalidClientError as exc:

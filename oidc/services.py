@@ -1,5 +1,5 @@
-"""Every write to applications and consents (CONTRACT 20): the API, the admin and the hosted pages call
-these. The protocol's own writes (codes, application sessions) are in oidc/sessions.py."""
+"""Every write to applications and consents (docs/oidc.md#applications): the API, the admin and the hosted
+pages call these. The protocol's own writes (codes, application sessions) are in oidc/sessions.py."""
 
 import secrets
 from typing import Any
@@ -28,7 +28,7 @@ ONLY_WEB_HAS_A_SECRET = "only web applications have a secret"
 
 
 def get_application(workspace: Workspace, *, id: UUID) -> Application:
-    """CONTRACT 2: an application of another workspace is not found."""
+    """An application of another workspace is not found (docs/api.md#conventions)."""
     application = Application.objects.in_workspace(workspace).filter(pk=id).first()
     if application is None:
         raise ApiError(404, "application not found", "id")
@@ -50,7 +50,7 @@ def _check_grants(
     redirect: list[str],
     service_account_id: UUID | None,
 ) -> None:
-    """CONTRACT 20 and 22: `client_credentials` is for `web` applications, which then name the service
+    """docs/api.md#applications: `client_credentials` is for `web` applications, which then name the service
     account it acts as; every other grant needs a redirect URI."""
     if "client_credentials" in grant_types:
         if application_type != Application.Type.WEB:
@@ -64,7 +64,7 @@ def _check_grants(
 
 
 def _new_secret(application: Application) -> str:
-    """43 base64url characters (256 bits), kept as a keyed digest only (CONTRACT 20)."""
+    """43 base64url characters (256 bits), kept as a keyed digest only (docs/oidc.md#applications)."""
     secret = secrets.token_urlsafe(32)
     application.secret_digest = crypto.digest(secret)
     return secret
@@ -210,7 +210,7 @@ def regenerate_secret(application: Application, *, actor: Account | None) -> str
     return secret
 
 
-# Consents (CONTRACT 20, 21)
+# Consents (docs/oidc.md#applications)
 
 
 def consent_covers(account: Account, application: Application, scopes: list[str]) -> bool:

@@ -26,7 +26,7 @@ from iam import audit
 
 from .models import Application, AuthorizationCode
 
-CODE_LIFETIME = timedelta(seconds=60)  # CONTRACT 20
+CODE_LIFETIME = timedelta(seconds=60)  # docs/oidc.md#codes
 
 
 class CodeRefused(Exception):

@@ -11,7 +11,7 @@ urlpatterns = [
     path("applications/update", applications.ApplicationUpdate.as_view()),
     path("applications/delete", applications.ApplicationDelete.as_view()),
     path("applications/regenerate-secret", applications.ApplicationRegenerateSecret.as_view()),
-    # The OpenID Provider (CONTRACT 20): its standards' formats, outside the envelope.
+    # The OpenID Provider (docs/oidc.md): its standards' formats, outside the envelope.
     path(".well-known/openid-configuration", oauth2.discovery),
     path("oauth2/authorize", authorize.authorize),
     path("oauth2/token", oauth2.token),

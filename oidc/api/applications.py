@@ -1,5 +1,5 @@
-"""`applications/create|describe|list|update|delete|regenerate-secret` (CONTRACT 20): the relying parties
-of the `X-Workspace` workspace, listed by path in oidc/urls.py."""
+"""`applications/create|describe|list|update|delete|regenerate-secret` (docs/api.md#applications): the relying
+parties of the `X-Workspace` workspace, listed by path in oidc/urls.py."""
 
 from django.db.models import QuerySet
 from rest_framework.request import Request

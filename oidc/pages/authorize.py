@@ -1,4 +1,4 @@
-"""`/oauth2/authorize` (CONTRACT 20, docs/oidc.md#the-authorization-endpoint): Authlib validates the
+"""`/oauth2/authorize` (docs/oidc.md#the-authorization-endpoint): Authlib validates the
 request (the application, the exact redirect URI, `response_type`, `scope`, PKCE, `prompt=none` without
 a session); then, in this order, the browser's sign-in (`/signin`, again for `prompt=login` or a passed
 `max_age`), the workspace (named, the only one, or the chooser), that workspace's second factor
@@ -48,7 +48,8 @@ SCOPE_WORDS = {
 @pages.hosted_page
 @require_http_methods(["GET", "POST"])
 def authorize(request: HttpRequest) -> HttpResponse:
-    if request.method == "GET":  # a start (CONTRACT 13); the chooser's and consent's answers are not
+    # a start (docs/security.md#throttling-and-enumeration); the chooser's and consent's answers are not
+    if request.method == "GET":
         ip = client_ip(request)
         if retry_after := throttling.oauth_starts_by_ip.retry_after(ip):
             return _error_page(

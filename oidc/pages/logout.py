@@ -1,5 +1,5 @@
-"""`/oauth2/logout` (OpenID Connect RP-Initiated Logout 1.0, CONTRACT 20): with an `id_token_hint` this
-service signed, the browser session and every application session it started end at once, then the
+"""`/oauth2/logout` (OpenID Connect RP-Initiated Logout 1.0, docs/oidc.md#sign-out): with an `id_token_hint`
+this service signed, the browser session and every application session it started end at once, then the
 browser goes to the application's registered `post_logout_redirect_uri` (with `state`), or sees `You are
 signed out`. Without a valid hint the page asks first (a button `Sign out`): anyone could link here."""
 

@@ -1,5 +1,5 @@
-"""The admin of applications and consents (CONTRACT 20): listed, shown, deleted through the services
-(a deleted application's tokens stop; a deleted consent is a revoked one, audited)."""
+"""The admin of applications and consents (docs/oidc.md#applications): listed, shown, deleted through the
+services (a deleted application's tokens stop; a deleted consent is a revoked one, audited)."""
 
 from django.test import Client
 from django.urls import reverse

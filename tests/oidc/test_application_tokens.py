@@ -1,7 +1,7 @@
-"""Application tokens are this service's session tokens (CONTRACT 20): a first-party application's access
-token calls the API as its account; another workspace's application's token is answered 401 by the API,
-serves `clients/validate` of that workspace's clients only; `sessions/list|revoke`, `auth/revoke` and
-push events treat them as any session's; ending the browser session ends them."""
+"""Application tokens are this service's session tokens (docs/security.md#application-tokens): a first-party
+application's access token calls the API as its account; another workspace's application's token is answered
+401 by the API, serves `clients/validate` of that workspace's clients only; `sessions/list|revoke`,
+`auth/revoke` and push events treat them as any session's; ending the browser session ends them."""
 
 from django.test import Client
 

@@ -1,5 +1,5 @@
-"""`applications/*` (CONTRACT 20) over HTTP: the shape, the secret shown once, the redirect URI rules,
-first party, the quota, the audit entries, another workspace's applications out of reach."""
+"""`applications/*` (docs/api.md#applications) over HTTP: the shape, the secret shown once, the redirect URI
+rules, first party, the quota, the audit entries, another workspace's applications out of reach."""
 
 import re
 

@@ -1,8 +1,8 @@
-"""`GET /oauth2/authorize` (CONTRACT 20): what is refused and how (an error page, never a redirect, for an
-unknown application or redirect URI; a redirect with `error`, `state` and `iss` for the rest), and the
-steps of a sign-in: the browser session, `prompt`, `max_age`, the workspace chooser, the workspace's
-second factor, another workspace's consent. Each test has two accounts, two workspaces and both kinds of
-application (tests/oidc/conftest.py's world)."""
+"""`GET /oauth2/authorize` (docs/oidc.md#the-authorization-endpoint): what is refused and how (an error page,
+never a redirect, for an unknown application or redirect URI; a redirect with `error`, `state` and `iss` for
+the rest), and the steps of a sign-in: the browser session, `prompt`, `max_age`, the workspace chooser, the
+workspace's second factor, another workspace's consent. Each test has two accounts, two workspaces and both
+kinds of application (tests/oidc/conftest.py's world)."""
 
 import datetime as dt
 from urllib.parse import parse_qs, urlsplit

@@ -1,4 +1,4 @@
-"""No request to the OpenID Provider's endpoints answers 500, however malformed (CONTRACT 1): odd
+"""No request to the OpenID Provider's endpoints answers 500, however malformed (docs/api.md#conventions): odd
 characters, repeated or missing parameters, JSON where a form belongs, the wrong method, huge values."""
 
 import pytest

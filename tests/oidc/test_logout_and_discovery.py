@@ -1,5 +1,5 @@
 """`/oauth2/logout` (OpenID Connect RP-Initiated Logout 1.0) and `/.well-known/openid-configuration`
-(OpenID Connect Discovery 1.0), as CONTRACT 20 words them."""
+(OpenID Connect Discovery 1.0), as docs/oidc.md words them."""
 
 from urllib.parse import parse_qs, urlsplit
 

@@ -1,4 +1,4 @@
-"""`POST /oauth2/token` (CONTRACT 20; RFC 6749 4.1.3, 5.2 and 6, RFC 7636, RFC 9700 4.14): the code
+"""`POST /oauth2/token` (docs/oidc.md; RFC 6749 4.1.3, 5.2 and 6, RFC 7636, RFC 9700 4.14): the code
 exchange with each way an application authenticates, the ID token's claims exactly, a code's single use
 (the session of its first use ended), its 60 seconds, its binding to one application, redirect URI and
 PKCE challenge, the refresh's rotation and reuse detection, and the errors' exact form."""

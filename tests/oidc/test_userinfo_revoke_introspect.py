@@ -1,5 +1,5 @@
 """`/oauth2/userinfo` (OpenID Connect Core 5.3), `/oauth2/revoke` (RFC 7009) and `/oauth2/introspect`
-(RFC 7662), as CONTRACT 20 words them, with a first-party and a third-party application."""
+(RFC 7662), as docs/oidc.md words them, with a first-party and a third-party application."""
 
 import base64
 
