@@ -482,7 +482,9 @@ def _bench(env: dict, workdir: Path, processes: list) -> None:
     if "token" in PARTS:  # bench/token_endpoint.py: /oauth2/token beside Keycloak's published figure
         from bench.token_endpoint import token_figures
 
-        token_figures(base, rows, workspace=workspace, member=member, workers=WORKERS)
+        token_figures(
+            base, rows, workspace=workspace, member=member, workers=WORKERS, cpu=lambda: server_cpu(base)
+        )
     if "lists" in PARTS:
         _explain(token, workspace, _list_figures(api, token, workspace))
     if "neighbour" in PARTS:
