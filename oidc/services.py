@@ -106,7 +106,8 @@ def create_application(
             redirect_uris=redirect_uris,
             post_logout_redirect_uris=post_logout_redirect_uris,
             grant_types=grant_types,
-            service_account_id=service_account_id,
+            # only a client_credentials application acts as a service account
+            service_account_id=service_account_id if "client_credentials" in grant_types else None,
             first_party=workspace.slug == settings.IAM_ROOT_WORKSPACE,
             created_by=actor,
             tags=tags,
@@ -151,12 +152,15 @@ def update_application(
     _check_uris(
         changes.get("post_logout_redirect_uris", []), field="post_logout_redirect_uris", application_type=kind
     )
+    grant_types = changes.get("grant_types", application.grant_types)
     _check_grants(
         kind,
-        grant_types=changes.get("grant_types", application.grant_types),
+        grant_types=grant_types,
         redirect=changes.get("redirect_uris", application.redirect_uris),
         service_account_id=changes.get("service_account_id", application.service_account_id),
     )
+    if "client_credentials" not in grant_types and "service_account_id" in changes:
+        changes["service_account_id"] = None  # only a client_credentials application acts as one
     with transaction.atomic():
         entry = audit.diff(application, changes, AUDITED)
         fields = apply_changes(application, changes)

@@ -246,3 +246,11 @@ def test_the_list_reads_a_fixed_number_of_queries(admin):
     with CaptureQueriesContext(connection) as six:
         assert len(ok(admin.call("/applications/list", {}))["applications"]) == 6
     assert len(six.captured_queries) == len(one.captured_queries) <= 12
+
+
+def test_a_service_account_is_named_only_with_client_credentials(admin):
+    named = {"service_account_id": "00000000-0000-0000-0000-000000000001"}
+    data = create(admin, **named)
+    assert data["service_account_id"] is None
+    updated = ok(admin.call("/applications/update", {"id": data["id"], **named}))
+    assert updated["service_account_id"] is None
