@@ -20,7 +20,7 @@ class Account(Resource, AbstractBaseUser):
     email = models.EmailField(max_length=254, unique=True)
     name = models.CharField(max_length=255)
     description = models.TextField(null=True, blank=True)
-    avatar_url = models.URLField(max_length=2048, null=True, blank=True)
+    avatar_url = models.URLField("avatar URL", max_length=2048, null=True, blank=True)
     enabled = models.BooleanField(default=True)
     verified = models.BooleanField(default=False)
     is_superuser = models.BooleanField(

@@ -162,6 +162,9 @@ def credential_title(credential: Credential) -> str:
 
 
 audit_subject(
+    "session", Session.objects.select_related("account"), title=lambda s: f"session of {s.account.email}"
+)
+audit_subject(
     "credential",
     Credential.objects.select_related("account"),
     title=credential_title,

@@ -19,8 +19,9 @@ CREDENTIAL_KEYS = ("id", "account_id", "provider_id", "email")  # CredentialRef'
 
 def credential_named(request: Request, data: dict, *, permission: str, lock: bool) -> Credential:
     """The credential the body names: `id` and `account_id` together, `provider_id` and `email` when
-    sent (CONTRACT 12; `lock`: the row is held until the request commits), through the one policy: 404
-    `credential not found` outside the `X-Workspace` workspace, then what only an operator may change."""
+    sent (docs/api.md#credentials; `lock`: the row is held until the request commits), through the one
+    policy: 404 `credential not found` outside the `X-Workspace` workspace, then what only an operator
+    may change."""
     keys = {name: data[name] for name in CREDENTIAL_KEYS if data.get(name) is not None}
     if "email" in keys:
         keys["email"] = normalize_email(keys["email"])

@@ -34,7 +34,7 @@ class Credential(AccountInWorkspace):
     kind = models.CharField(max_length=16, choices=Kind.choices)
     provider = models.CharField(max_length=16, choices=Provider.choices)
     status = models.CharField(max_length=16, choices=Status.choices)
-    provider_id = models.CharField(max_length=255, null=True, blank=True)
+    provider_id = models.CharField("provider ID", max_length=255, null=True, blank=True)
     email = models.EmailField(max_length=254, null=True, blank=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
 
@@ -82,25 +82,25 @@ class Session(models.Model):
         API = "api"  # its tokens were answered to whoever signed in (`auth/login`, a callback, ...)
         BROWSER = "browser"  # the hosted pages' cookie (authn/browser.py)
 
-    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    id = models.UUIDField("ID", primary_key=True, default=uuid.uuid4, editable=False)
     kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.API, editable=False)
     secret_digest = models.CharField(max_length=64, blank=True, default="", editable=False)
     account = models.ForeignKey("accounts.Account", on_delete=models.CASCADE, related_name="+")
     created_at = models.DateTimeField(default=timezone.now)
     last_used_at = models.DateTimeField(default=timezone.now)
     expires_at = models.DateTimeField(db_index=True)
-    ip = models.GenericIPAddressField(null=True, blank=True)
+    ip = models.GenericIPAddressField("IP address", null=True, blank=True)
     user_agent = models.CharField(max_length=USER_AGENT_MAX, blank=True, default="")
-    amr = models.JSONField(default=list)
+    amr = models.JSONField("authentication methods (AMR)", default=list)
     # The workspace whose own SSO connection the login came through (its MFA policy is then met); a plain
     # id, not a relation: the session outlives nothing by it, and a deleted workspace's id matches nothing.
-    sso_workspace_id = models.UUIDField(null=True, blank=True, editable=False)
+    sso_workspace_id = models.UUIDField("SSO workspace ID", null=True, blank=True, editable=False)
     session_version = models.PositiveIntegerField()
     revoked_at = models.DateTimeField(null=True, blank=True)
     # A session an application's code exchange started (docs/security.md#application-sessions): the
     # application (a plain id, `oidc` sits above this app) and the browser session it came from, whose
     # end ends it too.
-    application_id = models.UUIDField(null=True, blank=True, editable=False)
+    application_id = models.UUIDField("application ID", null=True, blank=True, editable=False)
     browser_session = models.ForeignKey(
         "self",
         null=True,
@@ -220,9 +220,9 @@ class SigningKey(models.Model):
     is asymmetric (EdDSA or ES256); one current (not retired) key per algorithm. The private key is stored
     encrypted with `IAM_ENCRYPTION_KEY`; the public key is published in the JWKS document while tokens it
     signed may still be alive: until `IAM_REFRESH_TOKEN_DAYS` after it was retired. HS256 keys never live
-    here (CONTRACT 5: the setting `IAM_JWT_SIGNING_KEY`)."""
+    here (the setting `IAM_JWT_SIGNING_KEY`, docs/security.md#tokens)."""
 
-    kid = models.CharField(max_length=64, primary_key=True)  # RFC 7638 thumbprint of the public key
+    kid = models.CharField("key ID", max_length=64, primary_key=True)  # RFC 7638 thumbprint of the public key
     algorithm = models.CharField(max_length=16)
     public_key = models.TextField()  # PEM
     private_key_encrypted = models.TextField(editable=False)

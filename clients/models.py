@@ -50,7 +50,7 @@ class Delivery(models.Model):
         DELIVERED = "delivered"
         FAILED = "failed"
 
-    event_id = models.UUIDField()
+    event_id = models.UUIDField("event ID")
     event_type = models.CharField(max_length=64)
     # A workspace's delete takes its clients, yet owes them `workspace.deleted`: a delivery outlives both,
     # keeping the endpoint and the (encrypted) secret it had when the event happened.

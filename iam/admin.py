@@ -407,9 +407,11 @@ def change_url(record: models.Model) -> str | None:
         return None
 
 
-def subject_cell(entry: AuditEntry, resource_type: str, pk: Any, *, filter_by: str | None) -> str:
-    """The record's title, or its id when it is gone, linked to its admin page (the change page) or to
-    the list of entries filtered by it (`filter_by`, the changelist)."""
+def subject_cell(
+    entry: AuditEntry, resource_type: str, pk: Any, *, filter_by: str | None, with_id: bool = False
+) -> str:
+    """The record's title (`with_id`: and its id beneath), or its id when it is gone, linked to its admin
+    page (the change page) or to the list of entries filtered by it (`filter_by`, the changelist)."""
     if pk is None:
         return "-"
     if resource_type not in AUDIT_SUBJECTS:  # a type no admin names: its id
@@ -419,7 +421,8 @@ def subject_cell(entry: AuditEntry, resource_type: str, pk: Any, *, filter_by: s
     if filter_by is not None:
         return format_html('<a href="?{}">{}</a>', urlencode({filter_by: str(pk)}), text)
     url = change_url(record) if record is not None else None
-    return format_html('<a href="{}">{}</a>', url, text) if url else text
+    cell = format_html('<a href="{}">{}</a>', url, text) if url else text
+    return format_html("{}<br><small>{}</small>", cell, pk) if with_id and record is not None else cell
 
 
 def as_uuid(value: str | None) -> uuid.UUID | None:
@@ -475,11 +478,10 @@ class AuditChangeList(ChangeList):
 
 @admin.register(AuditEntry)
 class AuditEntryAdmin(ViewOnly, admin.ModelAdmin):
-    """Read-only (issue 16): entries are append-only; `manage.py cleanup` drops them after
-    IAM_AUDIT_RETENTION_DAYS. Actors, workspaces and resources are shown by e-mail, name and title
-    (`AUDIT_SUBJECTS`, one query per resource type on a page). The search box matches an entry's ids, an
-    actor's e-mail, the e-mail of the account an entry is about (an account, its membership or
-    credential), a workspace's name or slug."""
+    """Read-only: entries are append-only; `manage.py cleanup` drops them after IAM_AUDIT_RETENTION_DAYS.
+    Actors, workspaces and resources are shown by e-mail, name and title (`AUDIT_SUBJECTS`, one query per
+    resource type on a page), the record changed with its id too. The search box matches an entry's ids,
+    an actor's e-mail, the e-mail of the account an entry is about, a workspace's name or slug."""
 
     list_display = (
         "occurred_at",
@@ -553,7 +555,7 @@ class AuditEntryAdmin(ViewOnly, admin.ModelAdmin):
 
     @admin.display(description="resource")
     def resource_shown(self, entry: AuditEntry) -> str:
-        return subject_cell(entry, entry.resource_type, entry.resource_id, filter_by=None)
+        return subject_cell(entry, entry.resource_type, entry.resource_id, filter_by=None, with_id=True)
 
     @admin.display(description="actor")
     def actor_title(self, entry: AuditEntry) -> str:

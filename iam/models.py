@@ -7,7 +7,7 @@ from django.utils import timezone
 class Resource(models.Model):
     """What every SPEC resource has: a UUID, tags, meta and timestamps."""
 
-    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    id = models.UUIDField("ID", primary_key=True, default=uuid.uuid4, editable=False)
     tags = models.JSONField(default=list, blank=True)
     meta = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(default=timezone.now, editable=False)
@@ -27,7 +27,7 @@ class OutboxMessage(models.Model):
         DONE = "done"
         FAILED = "failed"
 
-    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    id = models.UUIDField("ID", primary_key=True, default=uuid.uuid4, editable=False)
     topic = models.CharField(max_length=64)
     payload = models.JSONField(default=dict)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
@@ -80,18 +80,18 @@ class AuditEntry(models.Model):
     updates or deletes an entry but `manage.py cleanup` after IAM_AUDIT_RETENTION_DAYS. Actor, workspace
     and resource are plain UUIDs, not foreign keys: the entry outlives them, and `iam` imports no app."""
 
-    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    id = models.UUIDField("ID", primary_key=True, default=uuid.uuid4, editable=False)
     occurred_at = models.DateTimeField(default=timezone.now, db_index=True)
-    actor_id = models.UUIDField(null=True, blank=True)
+    actor_id = models.UUIDField("actor ID", null=True, blank=True)
     actor_kind = models.CharField(max_length=16)
     action = models.CharField(max_length=64)
-    workspace_id = models.UUIDField(null=True, blank=True)
+    workspace_id = models.UUIDField("workspace ID", null=True, blank=True)
     resource_type = models.CharField(max_length=64)
-    resource_id = models.UUIDField(null=True, blank=True)
+    resource_id = models.UUIDField("resource ID", null=True, blank=True)
     changes = models.JSONField(default=dict, blank=True)
-    ip = models.GenericIPAddressField(null=True, blank=True)
+    ip = models.GenericIPAddressField("IP address", null=True, blank=True)
     user_agent = models.CharField(max_length=512, blank=True, default="")
-    request_id = models.CharField(max_length=128, blank=True, default="")
+    request_id = models.CharField("request ID", max_length=128, blank=True, default="")
 
     class Meta:
         verbose_name = "audit entry"

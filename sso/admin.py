@@ -9,7 +9,7 @@ from django.db import transaction
 from django.http import HttpRequest
 from django.utils.html import format_html_join
 
-from iam.admin import ReadOnlyInline, ServiceAdmin, ViewOnly
+from iam.admin import ReadOnlyInline, ServiceAdmin, ViewOnly, audit_subject
 from iam.errors import ApiError
 
 from . import services
@@ -134,3 +134,6 @@ class SsoDomainAdmin(ViewOnly, ServiceAdmin):
     @admin.action(description="Verify domain (operator)")
     def verify_domains(self, request: HttpRequest, queryset) -> None:
         _verify(self, request, list(queryset.select_related("connection")))
+
+
+audit_subject("ssoconnection", SsoConnection.objects.select_related("workspace"), search=("name", "issuer"))

@@ -14,16 +14,16 @@ class SsoConnection(InWorkspace):
 
     name = models.CharField(max_length=255)
     issuer = models.CharField(max_length=2048)
-    client_id = models.CharField(max_length=255)
+    client_id = models.CharField("client ID", max_length=255)
     client_secret_encrypted = models.TextField(editable=False)
     enabled = models.BooleanField(default=True)
     # The provider's own second factor stands for the account's TOTP at a login through this connection.
-    trust_provider_mfa = models.BooleanField(default=False, db_default=False)
+    trust_provider_mfa = models.BooleanField("trust the provider's MFA", default=False, db_default=False)
     default_roles = models.ManyToManyField("rbac.Role", related_name="+", blank=True)
     authorization_endpoint = models.CharField(max_length=2048, editable=False)
     token_endpoint = models.CharField(max_length=2048, editable=False)
     userinfo_endpoint = models.CharField(max_length=2048, blank=True, default="", editable=False)
-    jwks_uri = models.CharField(max_length=2048, editable=False)
+    jwks_uri = models.CharField("JWKS URI", max_length=2048, editable=False)
     token_auth_methods = models.JSONField(default=list, blank=True, editable=False)
     last_login_at = models.DateTimeField(null=True, blank=True, editable=False)
     created_by = models.ForeignKey(
@@ -31,7 +31,7 @@ class SsoConnection(InWorkspace):
     )
 
     class Meta:
-        verbose_name = "sso connection"
+        verbose_name = "SSO connection"
         constraints = [
             models.UniqueConstraint(fields=["workspace", "name"], name="sso_connection_unique_name")
         ]
@@ -62,6 +62,7 @@ class SsoDomain(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
+        verbose_name = "SSO domain"
         ordering = ["domain"]
         constraints = [
             models.UniqueConstraint(fields=["workspace", "domain"], name="sso_domain_unique_in_workspace"),

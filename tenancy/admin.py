@@ -5,12 +5,14 @@ uses against each quota. The admin is the HTTP tier: it may use the domain tier 
 
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import urlencode
 
 from django import forms
 from django.conf import settings
 from django.contrib import admin
 from django.db.models import Count, Field, ManyToManyField, Max, QuerySet
 from django.http import HttpRequest
+from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
 from iam.admin import (
@@ -108,6 +110,16 @@ class InvitationInline(ReadOnlyInline):
     ordering = ("-created_at",)
 
 
+# (label, admin changelist, the workspace's reverse relation): the workspace page links to each list,
+# filtered to the workspace; by their URL names, so this admin imports none of those apps.
+RELATED_LISTS = (
+    ("Members", "rbac_membership_changelist", "memberships"),
+    ("Clients", "clients_client_changelist", "clients"),
+    ("SSO connections", "sso_ssoconnection_changelist", "ssoconnections"),
+    ("SCIM tokens", "scim_scimtoken_changelist", "scimtokens"),
+)
+
+
 @admin.register(Workspace)
 class WorkspaceAdmin(ServiceAdmin):
     form = WorkspaceForm
@@ -125,11 +137,25 @@ class WorkspaceAdmin(ServiceAdmin):
 
     def get_fields(self, request: HttpRequest, obj=None):
         fields = super().get_fields(request, obj)
-        return fields if obj is None else (*fields, "quota_use")
+        return fields if obj is None else ("related_lists", *fields, "quota_use")
 
     def get_readonly_fields(self, request: HttpRequest, obj=None):
         readonly = super().get_readonly_fields(request, obj)
-        return readonly if obj is None else (*readonly, "quota_use")
+        return readonly if obj is None else (*readonly, "related_lists", "quota_use")
+
+    @admin.display(description="in this workspace")
+    def related_lists(self, workspace: Workspace) -> str:
+        """Links to the lists of its members, clients, SSO connections and SCIM tokens, each filtered to
+        this workspace, with how many each holds."""
+        query = urlencode({"workspace__id__exact": workspace.pk})
+        return format_html_join(
+            " · ",
+            '<a href="{}?{}">{} ({})</a>',
+            (
+                (reverse(f"admin:{changelist}"), query, label, getattr(workspace, related).count())
+                for label, changelist, related in RELATED_LISTS
+            ),
+        )
 
     def create(self, request: HttpRequest, form: ServiceForm) -> Workspace:
         # CONTRACT 4: the creator becomes the owner

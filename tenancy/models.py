@@ -11,7 +11,9 @@ class Workspace(Resource):
     config = models.JSONField(default=dict, blank=True)
     # A policy: every call naming the workspace needs a session that used two factors (or came through
     # one of the workspace's own SSO connections); see rbac.policy.require_mfa.
-    mfa_required = models.BooleanField(default=False, db_default=False)  # old processes insert without it
+    mfa_required = models.BooleanField(
+        "MFA required", default=False, db_default=False
+    )  # old processes insert without it
     # The account whose request created it (CONTRACT 16: the workspaces an account created count against its
     # quota); null for one an operator's command made, or when that account is gone.
     created_by = models.ForeignKey(

@@ -12,7 +12,7 @@ class Migration(migrations.Migration):
     initial = True
 
     dependencies = [
-        ('authn', '0011_session_application'),
+        ('authn', '0012_session_application'),
         ('tenancy', '0004_workspace_mfa_required'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
@@ -21,7 +21,7 @@ class Migration(migrations.Migration):
         migrations.CreateModel(
             name='Application',
             fields=[
-                ('id', models.UUIDField(default=uuid.uuid4, editable=False, primary_key=True, serialize=False)),
+                ('id', models.UUIDField(default=uuid.uuid4, editable=False, primary_key=True, serialize=False, verbose_name='ID')),
                 ('tags', models.JSONField(blank=True, default=list)),
                 ('meta', models.JSONField(blank=True, default=dict)),
                 ('created_at', models.DateTimeField(default=django.utils.timezone.now, editable=False)),

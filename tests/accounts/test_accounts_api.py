@@ -120,9 +120,9 @@ def test_describe_someone_else_needs_permission(account_api, root_member):
 
 
 def test_an_unknown_account_and_someone_elses_read_alike(account_api, root_member):
-    """CONTRACT 2: what is not within the caller's reach (itself, or every account with the permission
-    in the root workspace) is not found, so a caller without the permission cannot tell an unknown
-    account from someone else's."""
+    """docs/api.md#conventions: what is not within the caller's reach (itself, or every account with
+    the permission in the root workspace) is not found, so a caller without the permission cannot tell
+    an unknown account from someone else's."""
     other = AccountFactory(email="someone@example.com")
     for path in ("/accounts/describe", "/accounts/update"):
         for email in ("ghost@example.com", other.email):

@@ -116,7 +116,7 @@ def test_a_tenant_reaches_no_credential(member_of, credential):
     for theirs in (credential, mine):
         for action in ("describe", "update"):
             err(in_a.call(f"/credentials/{action}", ref(theirs, tags=[])), 404, "credential not found")
-        # not found before the operators' rule is looked at (CONTRACT 2)
+        # not found before the operators' rule is looked at (docs/api.md#credentials)
         err(in_a.call("/credentials/update", ref(theirs, secret="x" * 12)), 404, "credential not found")
         err(in_a.call("/credentials/delete", ref(theirs)), 404, "credential not found")
     err(

@@ -212,7 +212,7 @@ IN_THE_HEADER = "send the refresh token as Authorization: Bearer <token>"
 
 
 def test_a_refresh_token_in_the_body_is_a_401_that_says_where_it_goes(api, member):
-    """CONTRACT 1: a 401 keeps its fixed message and status; the teaching is in `hint`."""
+    """docs/api.md#conventions: a 401 keeps its fixed message and status; the teaching is in `hint`."""
     session = ok(login(api, member))
     body = {"refresh_token": session["refresh_token"]}
     for client, sent in (

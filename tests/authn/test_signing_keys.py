@@ -74,8 +74,9 @@ def rs256_keys(document: dict) -> list[dict]:
 
 
 def test_under_hs256_the_jwks_publishes_the_rs256_key_and_never_the_secret(api, member):
-    """CONTRACT 20: the JWKS is never empty, whatever IAM_JWT_ALGORITHM is; under the default HS256 it
-    holds the RS256 key the service always has (made at the first read), never the HS secret."""
+    """docs/security.md#tokens: the JWKS is never empty, whatever IAM_JWT_ALGORITHM is; under the
+    default HS256 it holds the RS256 key the service always has (made at the first read), never the HS
+    secret."""
     token = client_for(member).token
     assert jwt.get_unverified_header(token) == {"alg": "HS256", "typ": "JWT"}
     ok(describe_self(token, member))

@@ -61,7 +61,8 @@ def test_registering_into_an_attackers_workspace_gives_it_no_credential(api, att
     credential = Credential.objects.get(account_id=data["account"]["id"])
     assert credential.workspace == root_workspace()
     assert ok(owner.call("/credentials/list"))["credentials"] == []
-    # outside the owner's workspace: not found, before the operators' rule is looked at (CONTRACT 2)
+    # outside the owner's workspace: not found, before the operators' rule is looked at
+    # (docs/api.md#credentials)
     for change in ({"secret": ATTACKER_PASSWORD}, {"status": "active"}, {"new_provider_id": "mine"}, {}):
         response = owner.call("/credentials/update", ref(credential, **change))
         err(response, 404, "credential not found")

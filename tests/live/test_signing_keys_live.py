@@ -1,7 +1,7 @@
 """The JWKS document is never empty, and the first keys are made once however many processes race for
-them (CONTRACT 20; authn/keys.py): a fresh web tier of two gunicorn workers, switched to EdDSA, gets 24
-first reads at once on a database with no key; every answer publishes the same RS256 and EdDSA keys, and
-the database holds one key of each."""
+them (docs/security.md#tokens; authn/keys.py): a fresh web tier of two gunicorn workers, switched to
+EdDSA, gets 24 first reads at once on a database with no key; every answer publishes the same RS256 and
+EdDSA keys, and the database holds one key of each."""
 
 import threading
 

@@ -1,8 +1,8 @@
-"""CONTRACT 1's order and CONTRACT 2's "404 first" on every endpoint that names a record: one request
-fixed one mistake at a time answers the method (405), then authentication (401), the workspace (400),
-the permission (403), the body (400), and last the lookup (404). An unknown record is a 404 whoever asks,
-before any rule that depends on the record (an account's self access, a workspace's own grants, a
-project-scope grant, the operators' credential fields)."""
+"""The order of docs/api.md#conventions, "404 first" included, on every endpoint that names a record:
+one request fixed one mistake at a time answers the method (405), then authentication (401), the
+workspace (400), the permission (403), the body (400), and last the lookup (404). An unknown record is a
+404 whoever asks, before any rule that depends on the record (an account's self access, a workspace's
+own grants, a project-scope grant, the operators' credential fields)."""
 
 import uuid
 

@@ -115,7 +115,7 @@ AUTHORIZE = [
     ("wide", None, "workspaces:update", "a", None, False, missing("workspaces:update")),
     ("stranger", None, "workspaces:delete", "b", None, False, ALLOWED),
     ("root_admin", None, "workspaces:update", "a", None, False, ALLOWED),
-    # credentials (CONTRACT 12): what only an operator may change
+    # credentials (docs/api.md#credentials): what only an operator may change
     ("wide", "a", "credentials:update", "credential", {"tags": []}, False, ALLOWED),
     ("wide", "a", "credentials:update", "credential", {"secret": "x"}, False, OPERATOR_ONLY),
     ("wide", "a", "credentials:update", "credential", {"new_email": "x@example.com"}, False, OPERATOR_ONLY),
@@ -143,7 +143,8 @@ NOT_FOUND = {"account": (404, "account not found"), "workspace": (404, "workspac
 
 GET_OBJECT = [
     # (caller, X-Workspace, permission, what is named, fields, project_scoped, decision): found first,
-    # then decided (CONTRACT 2): out of reach or unknown is 404 whoever asks, before any rule on the record
+    # then decided (docs/api.md#conventions): out of reach or unknown is 404 whoever asks, before any
+    # rule on the record
     ("plain", None, "workspaces:describe", "unknown workspace", None, False, NOT_FOUND["workspace"]),
     ("root_admin", None, "workspaces:update", "unknown workspace", None, False, NOT_FOUND["workspace"]),
     ("operator", None, "workspaces:delete", "unknown workspace", None, False, NOT_FOUND["workspace"]),

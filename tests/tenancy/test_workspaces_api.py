@@ -121,9 +121,9 @@ def test_update_changes_only_what_is_sent_and_emits(member_of):
 
 
 def test_a_change_of_who_is_authorized_names_every_active_member(db, django_capture_on_commit_callbacks):
-    """CONTRACT 8: turning `mfa_required` on or off changes who is authorized in the workspace, so its
-    `workspace.updated` lists every account with an active membership there (a receiver drops what it
-    cached for them); a rename changes nobody's access and lists nobody."""
+    """docs/integration.md#push-events: turning `mfa_required` on or off changes who is authorized in
+    the workspace, so its `workspace.updated` lists every account with an active membership there (a
+    receiver drops what it cached for them); a rename changes nobody's access and lists nobody."""
     acme, globex = WorkspaceFactory(), WorkspaceFactory()
     owner = AccountFactory()
     MembershipFactory(account=owner, workspace=acme, roles=[RoleFactory(workspace=acme, permissions=["*"])])

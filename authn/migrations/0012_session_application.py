@@ -8,14 +8,14 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('authn', '0010_browser_sessions'),
-        ('authn', '0010_one_current_signing_key'),
+        ('authn', '0011_admin_labels'),
     ]
 
     operations = [
         migrations.AddField(
             model_name='session',
             name='application_id',
-            field=models.UUIDField(blank=True, editable=False, null=True),
+            field=models.UUIDField(blank=True, editable=False, null=True, verbose_name='application ID'),
         ),
         migrations.AddField(
             model_name='session',
