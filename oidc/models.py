@@ -28,7 +28,7 @@ class Application(InWorkspace):
     grant_types = models.JSONField(default=list)
     # The service account a `client_credentials` grant acts as (machine identities); a plain id until
     # service accounts are records of their own.
-    service_account_id = models.UUIDField(null=True, blank=True)
+    service_account_id = models.UUIDField("service account ID", null=True, blank=True)
     first_party = models.BooleanField(default=False, editable=False)
     secret_digest = models.CharField(max_length=64, blank=True, default="", editable=False)
     created_by = models.ForeignKey(
@@ -56,7 +56,7 @@ class Consent(models.Model):
     """An account's consent to another workspace's application, with the scopes granted: asked once,
     remembered until the account revokes it (docs/oidc.md#applications)."""
 
-    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    id = models.UUIDField("ID", primary_key=True, default=uuid.uuid4, editable=False)
     account = models.ForeignKey("accounts.Account", on_delete=models.CASCADE, related_name="+")
     application = models.ForeignKey(Application, on_delete=models.CASCADE, related_name="consents")
     scopes = models.JSONField(default=list)
@@ -86,7 +86,7 @@ class AuthorizationCode(models.Model):
     nonce = models.TextField(blank=True, default="")
     code_challenge = models.CharField(max_length=128)
     # The workspace chosen or named at sign-in (always the application's for another workspace's).
-    workspace_id = models.UUIDField(null=True, blank=True)
+    workspace_id = models.UUIDField("workspace ID", null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     expires_at = models.DateTimeField(db_index=True)
     used_at = models.DateTimeField(null=True, blank=True)
