@@ -7,6 +7,7 @@ from django.db.models import F
 
 from iam import audit, events
 from iam.errors import ApiError
+from iam.fields import is_address
 from iam.service_helpers import UNSET, apply_changes, sent
 
 from .account_cache import forget_account
@@ -43,7 +44,10 @@ def create_account(
     is_superuser: bool = False,
     actor: Account | None = None,
 ) -> Account:
-    """Creates the account row only; `authn.services.create_password_account` adds its credential."""
+    """Creates the account row only; `authn.services.create_password_account` adds its credential. The
+    address is held to the one rule (`iam.fields.is_address`) whatever door it came through."""
+    if not is_address(normalize_email(email)):
+        raise ApiError(400, "invalid email", "email")
     account = Account(
         email=normalize_email(email),
         name=name,

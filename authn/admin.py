@@ -31,9 +31,14 @@ class OperatorPasswordChangeForm(AdminPasswordChangeForm):
 
 
 admin.site.password_change_form = OperatorPasswordChangeForm
-# The sign-in asks an operator with a second factor for a code after the password (authn/admin_login.py).
+# The sign-in asks an operator with a second factor for a code after the password, and one without a
+# factor to set one up first while the root workspace requires MFA (authn/admin_login.py).
 admin.site.login_view = admin_login.OperatorLoginView
-admin.site.second_step = admin_login.login_code
+admin.site.login_steps = (
+    ("login/code/", admin_login.login_code, "login_code"),
+    ("login/second-factor/", admin_login.login_setup, "login_setup"),
+)
+admin.site.session_allowed = admin_login.session_allowed
 # Accounts carry no Django groups or model permissions: operators pass every check (CONTRACT 4).
 admin.site.unregister(Group)
 

@@ -1,9 +1,12 @@
-"""The admin's sign-in in two steps (CONTRACT 17): an operator who enrolled TOTP gives the password, then
-a code (or a recovery code) on a second page, before the admin signs it in; the admin is no way around
-the second factor. The code is checked by the same rules as `auth/mfa/verify` (`mfa.check_code`): wrong
-codes counted per account and refused with 429 past the limit, each code once. Between the steps the
-browser's session holds only which account passed the password, until when, and where to go next; it
-is not signed in."""
+"""The admin's sign-in in two steps (docs/security.md#second-factors-and-the-workspace-mfa-policy): an
+operator who enrolled TOTP gives the password, then a code (or a recovery code) on a second page, before
+the admin signs it in; the admin is no way around the second factor. The code is checked by the same
+rules as `auth/mfa/verify` (`mfa.check_code`): wrong codes counted per account and refused with 429 past
+the limit, each code once. While the root workspace requires MFA (`rbac.policy.admin_needs_second_factor`)
+an operator without a factor sets one up on the second page first (its secret, then a first code; the
+recovery codes are shown once), and a browser session signed in without a second factor may not use the
+admin (`session_allowed`). Between the steps the browser's session holds only which account passed the
+password, until when, and where to go next; it is not signed in."""
 
 import time
 
@@ -22,10 +25,19 @@ from django.views.decorators.debug import sensitive_post_parameters
 
 from accounts.models import Account
 from iam.errors import ApiError
+from rbac import policy
 
 from . import mfa
 
 PENDING = "iam_admin_second_step"
+# Set in the browser's session when its sign-in took a second factor.
+SECOND_FACTOR_USED = "iam_admin_second_factor"
+
+
+def session_allowed(request: HttpRequest) -> bool:
+    """Whether this signed-in browser session may use the admin: while the root workspace requires MFA,
+    only one whose sign-in took a second factor."""
+    return bool(request.session.get(SECOND_FACTOR_USED)) or not policy.admin_needs_second_factor()
 
 
 class CodeForm(forms.Form):
@@ -38,12 +50,17 @@ class CodeForm(forms.Form):
 
 
 class OperatorLoginView(LoginView):
-    """The password step. An account without TOTP is signed in as Django does it; one with TOTP is not
-    yet: the browser is sent on to the code step."""
+    """The password step. An account with TOTP is not signed in yet: the browser is sent on to the code
+    step; nor one without, while the policy wants a second factor: it is sent to set one up. Otherwise
+    the account is signed in as Django does it."""
 
     def form_valid(self, form) -> HttpResponse:
         account = form.get_user()
-        if not mfa.has_totp(account):
+        if mfa.has_totp(account):
+            step = "admin:login_code"
+        elif policy.admin_needs_second_factor():
+            step = "admin:login_setup"
+        else:
             return super().form_valid(form)
         self.request.session.cycle_key()  # no fixation: a new session key from the first step on
         self.request.session[PENDING] = {
@@ -53,7 +70,7 @@ class OperatorLoginView(LoginView):
             "until": time.time() + settings.IAM_MFA_TOKEN_LIFETIME.total_seconds(),
             "next": self.get_redirect_url(),
         }
-        return HttpResponseRedirect(reverse("admin:login_code"))
+        return HttpResponseRedirect(reverse(step))
 
 
 def _pending_account(pending: object) -> Account | None:
@@ -90,12 +107,7 @@ def login_code(request: HttpRequest) -> HttpResponse:
             else:
                 form.add_error("code", "Invalid code.")
         else:
-            del request.session[PENDING]
-            auth_login(request, account, backend=pending["backend"])
-            target = pending.get("next") or ""
-            if not url_has_allowed_host_and_scheme(target, {request.get_host()}, request.is_secure()):
-                target = reverse("admin:index")
-            return HttpResponseRedirect(target)
+            return HttpResponseRedirect(_sign_in(request, account, pending))
     context = {
         **admin.site.each_context(request),
         "title": "Second factor",
@@ -105,6 +117,78 @@ def login_code(request: HttpRequest) -> HttpResponse:
     }
     request.current_app = admin.site.name
     response = TemplateResponse(request, "admin/login_code.html", context, status=status)
+    if status == 429:
+        response["Retry-After"] = retry
+    return response
+
+
+def _sign_in(request: HttpRequest, account: Account, pending: dict) -> str:
+    """Signs the account in after its second factor, and answers where to go next."""
+    del request.session[PENDING]
+    auth_login(request, account, backend=pending["backend"])
+    request.session[SECOND_FACTOR_USED] = True
+    target = pending.get("next") or ""
+    if not url_has_allowed_host_and_scheme(target, {request.get_host()}, request.is_secure()):
+        target = reverse("admin:index")
+    return target
+
+
+class SetupForm(forms.Form):
+    code = forms.CharField(
+        label="Code",
+        max_length=64,
+        help_text="The 6-digit code your authenticator app shows for this account.",
+        widget=forms.TextInput(attrs={"autocomplete": "one-time-code", "autofocus": True}),
+    )
+
+
+@sensitive_post_parameters("code")
+@csrf_protect
+@never_cache
+def login_setup(request: HttpRequest) -> HttpResponse:
+    """The second step of an operator without a second factor, while the policy wants one: the pending
+    authenticator's secret (kept across reloads until a first code confirms it), then the ten recovery
+    codes, shown once, and on into the admin. Without a fresh password step: back to the sign-in page;
+    with TOTP active meanwhile: the code step."""
+    pending = request.session.get(PENDING)
+    account = _pending_account(pending)
+    if account is None:
+        request.session.pop(PENDING, None)
+        return HttpResponseRedirect(reverse("admin:login"))
+    if mfa.has_totp(account):
+        return HttpResponseRedirect(reverse("admin:login_code"))
+    form = SetupForm(request.POST if request.method == "POST" else None)
+    status, retry = 200, ""
+    request.current_app = admin.site.name
+    if request.method == "POST" and form.is_valid():
+        try:
+            codes = mfa.confirm(account, form.cleaned_data["code"])["recovery_codes"]
+        except ApiError as exc:
+            if exc.status == 429:
+                status, retry = 429, (exc.headers or {}).get("Retry-After", "")
+                form.add_error(None, f"Too many wrong codes: try again in {retry} seconds.")
+            else:
+                form.add_error("code", "Invalid code.")
+        else:
+            target = _sign_in(request, account, pending)
+            context = {
+                **admin.site.each_context(request),
+                "title": "Recovery codes",
+                "subtitle": None,
+                "codes": codes,
+                "next": target,
+            }
+            return TemplateResponse(request, "admin/login_recovery_codes.html", context)
+    enrolment = mfa.pending_enrollment(account) or mfa.enroll(account)
+    context = {
+        **admin.site.each_context(request),
+        "title": "Set up a second factor",
+        "subtitle": None,
+        "form": form,
+        "email": account.email,
+        **enrolment,
+    }
+    response = TemplateResponse(request, "admin/login_setup.html", context, status=status)
     if status == 429:
         response["Retry-After"] = retry
     return response

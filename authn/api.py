@@ -11,7 +11,7 @@ from iam.addresses import client_ip, user_agent
 from iam.api import Endpoint
 from iam.errors import AUTHENTICATION_REQUIRED, BEARER_CHALLENGE, ApiError
 
-from . import oauth, oauth_provider, oauth_state, services, sessions, throttling
+from . import email_links, oauth, oauth_provider, oauth_state, services, sessions, throttling
 from .authentication import SessionTokenAuthentication
 from .emails import CONFIRM, RESET
 from .serializers import (
@@ -49,7 +49,9 @@ def session_payload(account, session: dict) -> dict:
 class Register(Endpoint):
     """Creates an account with a password and signs it in: the answer is a session (access and refresh tokens)
     with the account. A confirmation link is e-mailed (valid 24 hours); the password credential stays
-    `pending` until `auth/confirm`."""
+    `pending` until `auth/confirm`. The address must have exactly one `@`, no quoted local part and no
+    comment (400 `invalid email`). Past 100 requests an hour from one client address
+    (`IAM_REGISTRATIONS_PER_IP_PER_HOUR`), 429 with `Retry-After`."""
 
     summary = "Create an account and sign in"
     example_request = {
@@ -168,7 +170,7 @@ class EmailLink(Endpoint):
     message: ClassVar[str]
 
     def handle(self, request: Request, data: dict) -> dict:
-        services.request_email(self.kind, email=data["email"], ip=client_ip(request))
+        email_links.request_email(self.kind, email=data["email"], ip=client_ip(request))
         return {"message": self.message}
 
 
@@ -197,7 +199,11 @@ class ResendConfirm(EmailLink):
 
 
 class UpdatePassword(Endpoint):
-    """Sets a new password with the token of a reset link, which works once; the account's sessions end."""
+    """Sets a new password with the token of a reset link, which works once; the account's sessions end.
+    The link proves the mailbox, so the password then signs in, also for an account made by a provider,
+    SSO or SCIM (it gets its password credential now); an account never verified becomes verified, and
+    whatever its earlier holder set up (passwords, other credentials, second factors and recovery codes)
+    is removed."""
 
     summary = "Set a new password with a reset link"
     example_request = {
@@ -210,7 +216,7 @@ class UpdatePassword(Endpoint):
     response_serializer = PasswordUpdated
 
     def handle(self, request: Request, data: dict) -> dict:
-        account = services.update_password(token=data["token"], password=data["password"])
+        account = email_links.update_password(token=data["token"], password=data["password"])
         return {"account_id": str(account.pk)}
 
 
@@ -226,7 +232,7 @@ class Confirm(Endpoint):
     response_serializer = Confirmed
 
     def handle(self, request: Request, data: dict) -> dict:
-        account = services.confirm_email(token=data["token"])
+        account = email_links.confirm_email(token=data["token"])
         return {"account_id": str(account.pk), "verified": True}
 
 
@@ -236,11 +242,12 @@ class Confirm(Endpoint):
 class OAuthInitiate(Endpoint):
     """Starts a login with `idp_a`: the URL to send the browser to. `redirect_url` must be on an origin of the
     `IAM_OAUTH_REDIRECT_ALLOWLIST` setting (else 400 `redirect_url not allowed`). After the provider, the
-    callback redirects the browser there with `access_token` and `refresh_token` query parameters, or with
-    `error=invalid_state` or `error=oauth_failed`; the query parameters of `redirect_url` are kept, so an app
-    can carry a nonce of its own. For an account with an authenticator (TOTP), the callback carries an
-    `mfa_token` instead of the two tokens: `auth/mfa/verify` completes the login with a code. The state
-    lives 10 minutes and works once."""
+    callback redirects the browser there with an `access_token` query parameter (never a refresh token in a
+    URL: `auth/refresh` with the access token as Bearer answers a pair), or with `error=invalid_state` or
+    `error=oauth_failed`; the query parameters of `redirect_url` are kept, so an app can carry a nonce of
+    its own. For an account with an authenticator (TOTP), the callback carries an `mfa_token` instead:
+    `auth/mfa/verify` completes the login with a code. The state lives 10 minutes and works once; one
+    client address starts at most `IAM_OAUTH_STARTS_PER_IP_PER_MINUTE` (600) logins a minute (429)."""
 
     summary = "Start a login with idp_a"
     example_request = {"redirect_url": "http://localhost:3000/after-login?nonce=5f2b9c"}
@@ -267,7 +274,8 @@ class OAuthInitiate(Endpoint):
 @require_GET
 def oauth_callback(request: HttpRequest) -> HttpResponseRedirect:
     """Not JSON: the browser comes back from the provider and goes on to the client app (SPEC 4 rule 6).
-    The tokens travel in the query (SPEC 4 rule 4), so the answer is neither cached nor sent as Referer."""
+    The access token travels in the query (SPEC 4 rule 4), so the answer is neither cached nor sent as
+    Referer."""
     response = HttpResponseRedirect(
         oauth.complete(request.GET.dict(), ip=client_ip(request), user_agent=user_agent(request))
     )

@@ -5,6 +5,8 @@ way; each code is accepted once (the account keeps the last time step used)."""
 import secrets
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pyotp
 from django.conf import settings
@@ -45,6 +47,38 @@ def has_totp(account: Account) -> bool:
     return Totp.objects.filter(account=account, confirmed_at__isnull=False).exists()
 
 
+def has_second_factor(account: Account) -> bool:
+    """Whether a door that starts a session must ask this account for a second factor first (password
+    login, the provider callbacks, accepting an invitation): every factor it can hold, TOTP today."""
+    return has_totp(account)
+
+
+# Every model that holds something an account set up as a second factor, each keyed by `account`: what
+# `remove_second_factors` deletes. A new kind of factor (a passkey) joins this list.
+SECOND_FACTOR_MODELS = (Totp, RecoveryCode, MfaChallenge)
+
+
+def remove_second_factors(account: Account, *, actor: Account | None, reason: str) -> bool:
+    """Deletes every second factor of the account, pending or active, its recovery codes and the
+    `mfa_token`s handed out for it, in the caller's transaction; recorded as `account.mfa_removed` when
+    there was any. Sessions are the caller's to end. For reclaiming an account: what its earlier holder
+    set must not stand between the mailbox's owner and the account, nor let that holder back in
+    (docs/security.md#consent-nobody-is-put-into-a-workspace)."""
+    removed = {
+        model._meta.model_name: model.objects.filter(account=account).delete()[0]
+        for model in SECOND_FACTOR_MODELS
+    }
+    if not (removed["totp"] or removed["recoverycode"]):
+        return False
+    audit.record(
+        "account.mfa_removed",
+        resource=("account", account.pk),
+        changes={"totp": removed["totp"] > 0, "recovery_codes": removed["recoverycode"], "reason": reason},
+        actor=actor,
+    )
+    return True
+
+
 # Enrolment
 
 
@@ -69,8 +103,8 @@ def enroll(account: Account) -> dict:
 
 
 def pending_enrollment(account: Account) -> dict | None:
-    """What `enroll` answered, while it waits for its first code (a page shown again: the same secret
-    as the QR code already scanned); None without a pending enrolment."""
+    """What `enroll` answered, while it waits for its first code (the admin's set-up page and the
+    sign-in's set-up page show the same secret again); None without a pending enrollment."""
     totp = Totp.objects.filter(account=account, confirmed_at__isnull=True).first()
     if totp is None:
         return None
@@ -82,14 +116,14 @@ def pending_enrollment(account: Account) -> dict | None:
 @transaction.atomic
 def confirm(account: Account, code: str) -> dict:
     """Activates a pending enrolment with a first code: answers the ten recovery codes, shown once."""
-    _refuse_when_throttled(account)
-    totp = Totp.objects.select_for_update().filter(account=account).first()
-    if totp is None:
-        raise ApiError(409, TOTP_NOT_ENROLLED)
-    if totp.confirmed_at is not None:
-        raise ApiError(409, TOTP_ALREADY_ENABLED)
-    if not _accept_code(totp, code):
-        _wrong_code(account, "code")
+    with _counted_attempt(account):
+        totp = Totp.objects.select_for_update().filter(account=account).first()
+        if totp is None:
+            raise ApiError(409, TOTP_NOT_ENROLLED)
+        if totp.confirmed_at is not None:
+            raise ApiError(409, TOTP_ALREADY_ENABLED)
+        if not _accept_code(totp, code):
+            raise _WrongCode("code")
     totp.confirmed_at = timezone.now()
     totp.save(update_fields=["confirmed_at"])
     codes = _new_recovery_codes(account)
@@ -106,11 +140,11 @@ def disable(account: Account, claims: dict, *, code: str | None, recovery_code: 
     other session of the account ends."""
     if code is None and recovery_code is None:
         raise ApiError(400, "code or recovery_code required", "code")
-    _refuse_when_throttled(account)
-    totp = Totp.objects.select_for_update().filter(account=account, confirmed_at__isnull=False).first()
-    if totp is None:
-        raise ApiError(409, TOTP_NOT_ENROLLED)
-    _check_second_factor(account, totp, code=code, recovery_code=recovery_code)
+    with _counted_attempt(account):
+        totp = Totp.objects.select_for_update().filter(account=account, confirmed_at__isnull=False).first()
+        if totp is None:
+            raise ApiError(409, TOTP_NOT_ENROLLED)
+        _check_second_factor(account, totp, code=code, recovery_code=recovery_code)
     Totp.objects.filter(account=account).delete()
     RecoveryCode.objects.filter(account=account).delete()
     audit.record(
@@ -193,14 +227,31 @@ def _use_recovery_code(account: Account, recovery_code: str) -> bool:
     return True
 
 
-def _refuse_when_throttled(account: Account) -> None:
-    if retry_after := throttling.mfa_failures_by_account.retry_after(str(account.pk)):
+class _WrongCode(ApiError):
+    """400 `invalid code`: the one refusal that keeps its attempt counted."""
+
+    def __init__(self, field: str):
+        super().__init__(400, INVALID_CODE, field)
+
+
+@contextmanager
+def _counted_attempt(account: Account) -> Iterator[None]:
+    """One try of a code. It is counted before the code is checked, and the count read after: past
+    `IAM_MFA_FAILURES_PER_ACCOUNT` it is refused with 429 and the code is not checked, so of any number of
+    tries sent at once no more than the limit are checked (docs/security.md#second-factors-and-the-
+    workspace-mfa-policy). Only a wrong code (`_WrongCode`) keeps its count: a right one, or a refusal
+    for another reason, gives it back."""
+    key = str(account.pk)
+    if retry_after := throttling.mfa_failures_by_account.take(key):
         raise ApiError(429, TOO_MANY_CODES, headers={"Retry-After": str(retry_after)})
-
-
-def _wrong_code(account: Account, field: str) -> None:
-    throttling.mfa_failures_by_account.hit(str(account.pk))
-    raise ApiError(400, INVALID_CODE, field)
+    try:
+        yield
+    except _WrongCode:
+        raise
+    except BaseException:
+        throttling.mfa_failures_by_account.give_back(key)
+        raise
+    throttling.mfa_failures_by_account.give_back(key)
 
 
 def _check_second_factor(
@@ -209,9 +260,9 @@ def _check_second_factor(
     """A TOTP code, else a recovery code: 400 `invalid code` (counted) unless it is right and unused."""
     if code is not None:
         if not _accept_code(totp, code):
-            _wrong_code(account, "code")
+            raise _WrongCode("code")
     elif not _use_recovery_code(account, recovery_code or ""):
-        _wrong_code(account, "recovery_code")
+        raise _WrongCode("recovery_code")
 
 
 @transaction.atomic
@@ -219,15 +270,15 @@ def check_code(account: Account, entry: str) -> None:
     """A second factor typed in one field (the admin's sign-in): six digits are a TOTP code, anything
     else a recovery code. The same rules as `verify`: throttled per account (429 without checking), a
     code once, a recovery code once (recorded and e-mailed); a wrong one: 400 `invalid code`."""
-    _refuse_when_throttled(account)
-    totp = Totp.objects.select_for_update().filter(account=account, confirmed_at__isnull=False).first()
-    if totp is None:
-        raise ApiError(400, INVALID_CODE, "code")
-    entry = (entry or "").strip()
-    if len(entry) == 6 and entry.isascii() and entry.isdigit():
-        _check_second_factor(account, totp, code=entry, recovery_code=None)
-    else:
-        _check_second_factor(account, totp, code=None, recovery_code=entry)
+    with _counted_attempt(account):
+        totp = Totp.objects.select_for_update().filter(account=account, confirmed_at__isnull=False).first()
+        if totp is None:
+            raise ApiError(400, INVALID_CODE, "code")
+        entry = (entry or "").strip()
+        if len(entry) == 6 and entry.isascii() and entry.isdigit():
+            _check_second_factor(account, totp, code=entry, recovery_code=None)
+        else:
+            _check_second_factor(account, totp, code=None, recovery_code=entry)
 
 
 # The second step of a login
@@ -252,6 +303,12 @@ def challenge(account: Account, *, amr: list[str], sso_workspace_id: uuid.UUID |
     return token
 
 
+def challenge_answer(account: Account, *, amr: list[str]) -> dict:
+    """What a door answers, instead of a session, to an account with a second factor (`auth/login`,
+    `invitations/accept`): the first factor is proven, `auth/mfa/verify` takes the second."""
+    return {"mfa_required": True, "mfa_token": challenge(account, amr=amr)}
+
+
 def verify(
     mfa_token: str,
     *,
@@ -273,8 +330,7 @@ def verify(
         raise ApiError(400, INVALID_MFA_TOKEN, "mfa_token")
     if code is None and recovery_code is None:
         raise ApiError(400, "code or recovery_code required", "code")
-    _refuse_when_throttled(account)
-    with transaction.atomic():
+    with _counted_attempt(account), transaction.atomic():
         open_challenge = Q(jti=claims["jti"], account=account, used_at__isnull=True)
         if not MfaChallenge.objects.filter(open_challenge).exists():
             raise ApiError(400, INVALID_MFA_TOKEN, "mfa_token")
@@ -314,8 +370,7 @@ def step_up(
     account = session.account
     if code is None and recovery_code is None:
         raise ApiError(400, "code or recovery_code required", "code")
-    _refuse_when_throttled(account)
-    with transaction.atomic():
+    with _counted_attempt(account), transaction.atomic():
         totp = Totp.objects.select_for_update().filter(account=account, confirmed_at__isnull=False).first()
         if totp is None:
             raise ApiError(409, TOTP_NOT_ENROLLED)

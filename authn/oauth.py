@@ -38,7 +38,8 @@ class Identity:
     """Who a provider says signed in, and how the credential names them: `kind`/`provider`/`provider_id`
     (`oauth`/`idp_a`/`<sub>`, or `sso`/`idp_b`/`<connection id>:<sub>`). `email_trusted`: whether the
     provider's e-mail may find or create an account at all (an SSO connection's only within its verified
-    domains); `failed` is the error the login fails with."""
+    domains); `failed` is the error the login fails with. `admits_operators`: False for a tenant's own
+    provider, which never links or signs in a platform operator (docs/security.md#enterprise-sso-linking)."""
 
     kind: str
     provider: str
@@ -46,6 +47,12 @@ class Identity:
     profile: Profile
     failed: str = OAUTH_FAILED
     email_trusted: bool = True
+    admits_operators: bool = True
+
+
+def _require_admitted(account: Account, identity: Identity) -> None:
+    if account.is_superuser and not identity.admits_operators:
+        raise OAuthFailure(identity.failed, "an operator's account is not signed in by a tenant's provider")
 
 
 def _credential(account: Account, identity: Identity) -> Credential:
@@ -88,6 +95,7 @@ def sign_in_identity(identity: Identity) -> Account:
     )
     if credential is not None:
         account = credential.account
+        _require_admitted(account, identity)
         if credential.status != Credential.Status.ACTIVE:
             raise OAuthFailure(failed, "credential not active")
     else:
@@ -97,6 +105,7 @@ def sign_in_identity(identity: Identity) -> Account:
             raise OAuthFailure(failed, "the provider may not vouch for this e-mail")
         account = Account.objects.select_for_update().filter(email=profile.email).first()
         if account is not None:
+            _require_admitted(account, identity)
             if not profile.email_verified:
                 raise OAuthFailure(failed, "unverified provider e-mail matches an account")
             credential = _link(account, identity)
@@ -139,9 +148,9 @@ class SignedIn:
     provider_mfa_trusted: bool = False
 
     def second_factor_due(self) -> bool:
-        """CONTRACT 17: the provider was the first factor, and the account's own second factor follows,
-        unless the SSO connection trusts its provider's."""
-        return mfa.has_totp(self.account) and not self.provider_mfa_trusted
+        """The provider was the first factor, and the account's own second factor follows, unless the SSO
+        connection trusts its provider's (docs/api.md#second-factor-totp)."""
+        return mfa.has_second_factor(self.account) and not self.provider_mfa_trusted
 
 
 def finish(
@@ -156,7 +165,7 @@ def finish(
 ) -> str:
     """The callback of every login through a provider: consumes the state (single use), reads the code and
     the PKCE verifier, lets `sign_in_with(state, code, verifier)` find the account, and answers the URL
-    to redirect the browser to, with the session's tokens or an `error` (SPEC 4 rules 4-5). `ip` and
+    to redirect the browser to, with the session's access token (or an `mfa_token`) or an `error`. `ip` and
     `user_agent` are the browser's, for the session record."""
     redirect_url = None
     try:
@@ -185,9 +194,12 @@ def finish(
                     "mfa_token": mfa.challenge(account, amr=["fed"], sso_workspace_id=sso_workspace_id)
                 }
             else:
-                session = start_session(  # RFC 8176: a federated login
+                tokens = start_session(  # RFC 8176: a federated login
                     account, amr=["fed"], ip=ip, user_agent=user_agent, sso_workspace_id=sso_workspace_id
                 )
+                # Never a refresh token in a URL, where browser history and logs keep it: the app gets
+                # one from `auth/refresh` with this access token (docs/api.md#auth).
+                session = {"access_token": tokens["access_token"]}
     except OAuthFailure as failure:
         logger.info("oauth %s callback failed: %s (%s)", provider, failure.reason, failure)
         target = failure.redirect_url or redirect_url or fallback_redirect()
@@ -196,8 +208,8 @@ def finish(
 
 
 def complete(params: dict[str, str], *, ip: str, user_agent: str) -> str:
-    """idp_a's callback: answers the URL to redirect the browser to, with the session's tokens or an
-    `error` (SPEC 4 rules 4-5)."""
+    """idp_a's callback: answers the URL to redirect the browser to, with the session's access token or
+    an `error`."""
 
     def sign_in_with(state: OAuthState, code: str, verifier: str) -> SignedIn:
         config = provider_config()

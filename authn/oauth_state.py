@@ -86,7 +86,9 @@ def begin(
     challenge = client.create_code_challenge(verifier, "S256")
     nonce_value = secrets.token_urlsafe(32) if nonce else None
     now = timezone.now()
-    OAuthState.objects.filter(expires_at__lt=now - STATE_LIFETIME).delete()
+    # What a start stores ends with its state: one address's starts keep at most what its rate allows in
+    # ten minutes (docs/security.md#throttling-and-enumeration).
+    OAuthState.objects.filter(expires_at__lte=now).delete()
     OAuthState.objects.create(
         state_digest=_digest(state),
         provider=provider,

@@ -3,8 +3,6 @@ from datetime import datetime
 from typing import Any
 
 from django.contrib.auth.hashers import check_password, make_password
-from django.core.exceptions import ValidationError
-from django.core.validators import validate_email
 from django.db import transaction
 from django.utils import timezone
 
@@ -19,14 +17,14 @@ from accounts.services import (
     update_account,
 )
 from iam import audit, cache, metrics
-from iam.errors import AUTHENTICATION_REQUIRED, ApiError
+from iam.errors import ApiError
+from iam.fields import is_address
 from iam.service_helpers import UNSET, apply_changes, sent, unique_conflict
 from tenancy.workspace_cache import root_workspace
 
-from . import emails, keys, mfa, throttling, tokens
+from . import emails, keys, mfa, throttling
 from .models import Credential, SigningKey
 from .sessions import open_browser_session, start_session
-from .tokens import TokenError
 
 INVALID_CREDENTIALS = "invalid credentials"  # SPEC 7
 
@@ -90,6 +88,11 @@ def _add_credential(account: Account, *, actor: Account | None, **fields: Any) -
 def register(
     *, email: str, password: str, name: str | None, ip: str, user_agent: str
 ) -> tuple[Account, dict]:
+    """A new account signed in. Past `IAM_REGISTRATIONS_PER_IP_PER_HOUR` requests from the client
+    address within the hour, 429 before anything else (counted first, so the limit holds however many
+    arrive at once)."""
+    if retry_after := throttling.registrations_by_ip.take(ip):
+        raise ApiError(429, "too many requests", headers={"Retry-After": str(retry_after)})
     with transaction.atomic():
         account = create_password_account(
             email=email,
@@ -137,8 +140,8 @@ def login(
     throttling.login_failures_by_email.reset(email)
     with transaction.atomic():
         touch_credential(credential)
-        if mfa.has_totp(account):  # CONTRACT 17: the password was the first factor; no session yet
-            return account, {"mfa_required": True, "mfa_token": mfa.challenge(account, amr=["pwd"])}
+        if mfa.has_second_factor(account):  # the password was the first factor; no session yet
+            return account, mfa.challenge_answer(account, amr=["pwd"])
         start = open_browser_session if browser else start_session  # `browser`: a Session, no tokens
         session = start(account, amr=["pwd"], ip=ip, user_agent=user_agent)
         audit.record("account.login", resource=("account", account.pk), actor=account)
@@ -156,62 +159,15 @@ def _login_refused(outcome: str, email: str, account: Account | None = None, *, 
         seen = hashlib.sha256(f"{email}|{ip}".encode()).hexdigest()[:32]
         if not cache.add(f"audit:throttled:{seen}", 1, 60):
             return
-    try:
-        validate_email(email)
-    except ValidationError:
+    if not is_address(email):
         email = "(not an e-mail address)"
     action = "account.login_throttled" if outcome == "throttled" else "account.login_failed"
     changes = {"email": email} if outcome == "throttled" else {"email": email, "reason": outcome}
     audit.record(action, resource=("account", account.pk if account else None), changes=changes)
 
 
-# E-mail flows (SPEC 4 rules 1-2, CONTRACT 5, 9, 13)
-
-
-def request_email(kind: str, *, email: str, ip: str) -> None:
-    """`reset-password` and `resend-confirm`. Past CONTRACT 13's limit of requests from one client
-    address, 429 before anything else. Otherwise known and unknown addresses take the same path: one
-    account lookup, one throttle hit and one outbox insert in one transaction, which for an unknown,
-    unmailable or throttled address is rolled back (`emails.enqueue`): no row, no task, the same time.
-    The e-mail itself goes out after commit, in the worker, so neither answer waits for SMTP. Over the
-    per-address limit nothing is sent and the answer is the same."""
-    if retry_after := throttling.email_requests_by_ip.retry_after(ip):
-        raise ApiError(429, "too many requests", headers={"Retry-After": str(retry_after)})
-    throttling.email_requests_by_ip.hit(ip)
-    email = normalize_email(email)
-    throttled = throttling.emails_by_address.retry_after(email) is not None
-    throttling.emails_by_address.hit(email)
-    with transaction.atomic():
-        account = Account.objects.filter(email=email).first()
-        wanted = not throttled and emails.should_send(kind, account)
-        emails.enqueue(kind, account.pk if wanted else None)
-
-
-def _account_for(token: str, token_type: str) -> tuple[Account, dict]:
-    """The enabled account a special-purpose token names, locked for the change it authorizes."""
-    try:
-        claims = tokens.decode(token, types={token_type})
-    except TokenError as exc:
-        raise ApiError(401, AUTHENTICATION_REQUIRED) from exc
-    account = Account.objects.select_for_update().filter(pk=claims["sub"]).first()
-    if account is None or not account.enabled:
-        raise ApiError(401, AUTHENTICATION_REQUIRED)
-    return account, claims
-
-
-@transaction.atomic
-def confirm_email(*, token: str) -> Account:
-    """Verifies the account and activates its pending password credential (CONTRACT 5). Idempotent: a
-    valid token of a verified account answers the same. The session version is not compared, so ending
-    sessions does not void a confirmation link still on its way."""
-    account, _ = _account_for(token, tokens.ACCOUNT_CONFIRM)
-    if not account.verified:
-        update_account(account, verified=True, actor=account)
-    _activate_pending_password(account)
-    return account
-
-
-def _activate_pending_password(account: Account) -> None:
+def activate_pending_password(account: Account) -> None:
+    """A registration's `pending` password credential made active: the address is proven."""
     if Credential.objects.filter(
         account=account, kind=Credential.Kind.PASSWORD, status=Credential.Status.PENDING
     ).update(status=Credential.Status.ACTIVE, updated_at=timezone.now()):
@@ -220,17 +176,27 @@ def _activate_pending_password(account: Account) -> None:
 
 @transaction.atomic
 def reclaim_account(account: Account, *, password: str | None, actor: Account | None) -> None:
-    """The pre-registration hijack defence (CONTRACT 10, 15): the owner of the mailbox has proved it (a
-    provider's verified e-mail, an invitation's link) for an account that was never verified, which anyone
-    could have registered with the address. The account becomes verified, and whatever that someone
-    holds ends: every credential (each revocation recorded), the password, and every session. `password`:
-    the owner's new one (an active password credential then), else the account is left without one."""
+    """The pre-registration hijack defence (docs/security.md#consent-nobody-is-put-into-a-workspace): the
+    owner of the mailbox has proved it (a provider's verified e-mail, an invitation's or a reset's link,
+    a workspace's SSO or SCIM within its verified domain) for an account that was never verified, which
+    anyone could have registered with the address. The account becomes verified, and whatever that
+    someone set up ends: every credential (each revocation recorded), the password, every second factor
+    with its recovery codes (`mfa.remove_second_factors`), and every session. `password`: the owner's new
+    one (an active password credential then), else the account is left without one."""
     update_account(account, verified=True, actor=None)
     revoke_credentials(account, actor=actor, keep_sessions=True)
+    mfa.remove_second_factors(account, actor=actor, reason="reclaimed")
     if password is None:
         clear_password(account, actor=actor)  # ends every session
         return
     set_password(account, password)  # ends every session
+    activate_password_credential(account, actor=actor)
+
+
+def activate_password_credential(account: Account, *, actor: Account | None) -> None:
+    """The account's password credential made active, for a password the owner of the mailbox just set
+    (a reset, a reclaim): one is added when the account had none (it came from a provider, SSO or
+    SCIM); one revoked or pending, holding a password set before, now holds the new one."""
     credential = (
         Credential.objects.select_for_update().filter(account=account, kind=Credential.Kind.PASSWORD).first()
     )
@@ -243,18 +209,18 @@ def reclaim_account(account: Account, *, password: str | None, actor: Account | 
             status=Credential.Status.ACTIVE,
             email=account.email,
         )
-    else:  # the revoked one of the password set before, now holding the owner's new password
-        changes = {"status": Credential.Status.ACTIVE}
-        entry = audit.diff(credential, changes)
-        credential.save(update_fields=apply_changes(credential, changes))
-        if entry:
-            audit.record(
-                "credential.update",
-                resource=("credential", credential.pk),
-                workspace_id=credential.workspace_id,
-                changes=entry,
-                actor=actor,
-            )
+        return
+    changes = {"status": Credential.Status.ACTIVE}
+    entry = audit.diff(credential, changes)
+    credential.save(update_fields=apply_changes(credential, changes))
+    if entry:
+        audit.record(
+            "credential.update",
+            resource=("credential", credential.pk),
+            workspace_id=credential.workspace_id,
+            changes=entry,
+            actor=actor,
+        )
 
 
 ACCOUNT_DISABLED = "account disabled"
@@ -275,8 +241,11 @@ def invited_account(
     - a verified account: as it is, no new session;
     - none: created verified, with `password` and `name`;
     - one never verified (someone may have registered the address without the mailbox): `password`
-      becomes its password and the hijack defence runs (`reclaim_account`).
-    The new session's `amr` is `pwd`: the password just set, with the mailbox the link proves."""
+      becomes its password and the hijack defence runs (`reclaim_account`: what that someone set up,
+      second factors included, is removed).
+    The new session's `amr` is `pwd`: the password just set, with the mailbox the link proves. Like every
+    door that starts a session, it asks an account that holds a second factor for it: the answer is then
+    `mfa_required` and an `mfa_token` instead of the session."""
     account = Account.objects.select_for_update().filter(email=normalize_email(email)).first()
     if account is not None:
         require_enabled(account)
@@ -288,24 +257,13 @@ def invited_account(
         if not name:
             raise ApiError(400, "name required", "name")
         account = create_password_account(email=email, password=password, name=name, verified=True)
-        _activate_pending_password(account)
+        activate_pending_password(account)
     else:
         check_password_rules(password, account)
         reclaim_account(account, password=password, actor=account)
+    if mfa.has_second_factor(account):
+        return account, mfa.challenge_answer(account, amr=["pwd"])
     return account, start_session(account, amr=["pwd"], ip=ip, user_agent=user_agent)
-
-
-@transaction.atomic
-def update_password(*, token: str, password: str) -> Account:
-    """Sets the password a reset link was sent for. The token carries the session version it was issued
-    under; setting the password bumps it, so the link works once (CONTRACT 5), and the account row lock
-    makes two concurrent uses of one link succeed at most once."""
-    account, claims = _account_for(token, tokens.PASSWORD_RESET)
-    if claims["sv"] != account.session_version:
-        raise ApiError(401, AUTHENTICATION_REQUIRED)
-    check_password_rules(password, account)
-    set_password(account, password)
-    return account
 
 
 # Credentials (SPEC 4, CONTRACT 6 and 12). No create: registration and OAuth make them.

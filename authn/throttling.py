@@ -35,6 +35,19 @@ class Window:
         cache.add(f"{key}:start", time.time(), self.seconds)
         return cache.incr(key, self.seconds)
 
+    def take(self, value: str) -> int | None:
+        """Counts an attempt before it is made, then reads the count: the seconds to wait when this
+        attempt is past the limit (it must not be made), else None. The increment is atomic in the shared
+        cache, so of any number of attempts arriving at once at most `limit` are made; `give_back` undoes
+        the count of one that turned out not to count (a right code)."""
+        count = self.hit(value)
+        if count is None or count <= self.limit:
+            return None  # within the limit, or the cache is down (fail open, logged)
+        return self.retry_after(value) or 1
+
+    def give_back(self, value: str) -> None:
+        cache.decr(_key(self.scope, value))
+
     def reset(self, value: str) -> None:
         key = _key(self.scope, value)
         cache.delete_many([key, f"{key}:start"])
@@ -55,11 +68,14 @@ emails_by_address = Window("emails", settings.IAM_EMAILS_PER_ADDRESS_PER_HOUR, t
 email_requests_by_ip = Window(
     "email-requests-ip", settings.IAM_EMAIL_REQUESTS_PER_IP_PER_HOUR, timedelta(hours=1)
 )
+# Registrations per client address, whether or not they succeed: more accounts are no way around the
+# per-account quotas.
+registrations_by_ip = Window("register-ip", settings.IAM_REGISTRATIONS_PER_IP_PER_HOUR, timedelta(hours=1))
 # Invitations are sent on a tenant's say-so: no workspace may flood an address with them.
 invitations_by_address = Window(
     "invitations", settings.IAM_INVITATIONS_PER_ADDRESS_PER_HOUR, timedelta(hours=1)
 )
-# Each OAuth start stores a state row: anonymous callers may not pile them up.
+# OAuth and SSO starts per client address; each stores a state row until the state expires.
 oauth_starts_by_ip = Window(
     "oauth-initiate", settings.IAM_OAUTH_STARTS_PER_IP_PER_MINUTE, timedelta(minutes=1)
 )

@@ -8,8 +8,6 @@ import ipaddress
 import os
 import re
 import socket
-import ssl
-import threading
 import time
 from urllib.parse import urlsplit
 
@@ -17,6 +15,8 @@ import ada_url
 import requests
 import urllib3
 from django.conf import settings
+
+from iam import upstream
 
 
 class EndpointRefused(Exception):
@@ -170,8 +170,12 @@ _resolved = _Resolved()
 
 
 def _resolve(host: str, port: int) -> list[str]:
+    """The host's addresses, within the call under way (a lookup that does not end in time: TimeoutError,
+    worth retrying)."""
     try:
-        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        infos = upstream.getaddrinfo(host, port)
+    except TimeoutError:
+        raise
     except (OSError, UnicodeError) as exc:
         raise EndpointRefused(f"cannot resolve {host}") from exc
     return [info[4][0] for info in infos]
@@ -212,48 +216,7 @@ def is_allowed(url: str) -> bool:
     return True
 
 
-class _Deadline:
-    """Socket calls that first cut the socket's timeout to what is left of the deadline of the request
-    under way in this thread: a timeout bounds one call only, and http.client reads a status line,
-    headers and a body in as many calls as the peer spreads them over, so a receiver that drips bytes
-    would otherwise hold the worker as long as it likes."""
-
-    def _cut(self) -> None:
-        deadline = getattr(_request, "deadline", None)
-        if deadline is not None:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise TimeoutError("deadline passed")
-            self.settimeout(left)
-
-    def recv_into(self, *args, **kwargs):
-        self._cut()
-        return super().recv_into(*args, **kwargs)
-
-    def send(self, *args, **kwargs):
-        self._cut()
-        return super().send(*args, **kwargs)
-
-    def sendall(self, *args, **kwargs):
-        self._cut()
-        return super().sendall(*args, **kwargs)
-
-    def do_handshake(self, *args, **kwargs):  # TLS
-        self._cut()
-        return super().do_handshake(*args, **kwargs)
-
-
-class _Socket(_Deadline, socket.socket):
-    pass
-
-
-class _TLSSocket(_Deadline, ssl.SSLSocket):
-    pass
-
-
-_request = threading.local()  # `deadline`: the monotonic time the request under way must end by
-_tls = ssl.create_default_context()  # the system's trust store, the certificate checked for the host name
-_tls.sslsocket_class = _TLSSocket
+_tls = upstream.tls_context()  # the system's trust store, the certificate checked for the host name
 
 
 def _connect(address: str, port: int, timeout: float) -> socket.socket:
@@ -261,7 +224,7 @@ def _connect(address: str, port: int, timeout: float) -> socket.socket:
     a request on a kept-alive connection waits for the receiver's delayed ACK (40 ms on Linux)."""
     sock = socket.create_connection((address, port), timeout)
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    return _Socket(fileno=sock.detach())
+    return upstream.keeping_to_the_call(sock)
 
 
 class _HTTPConnection(urllib3.connection.HTTPConnection):
@@ -306,29 +269,28 @@ os.register_at_fork(after_in_child=lambda: _adapter.init_poolmanager(64, 10))  #
 
 
 def _exchange(method: str, url: str, body, headers: dict, timeout: float, limit: int, *, cached: bool):
-    """One request to the address `vet` answers, ended by `timeout` whatever the peer does: the status
-    and at most `limit` + 1 bytes of the body (the connection is kept for the next request only when
-    the whole body was read)."""
-    scheme, host, port, address = vet(url, cached=cached)
-    name = f"[{host}]" if ":" in host else host  # the Host header urllib3 would write for the URL
-    if port != (443 if scheme == "https" else 80):
-        name = f"{name}:{port}"
-    request = requests.Request(method, url, data=body, headers={"Host": name, **headers}).prepare()
-    request.pinned = (scheme, host, port, address)
-    _request.deadline = time.monotonic() + timeout
-    try:
-        with _adapter.send(request, stream=True, timeout=timeout) as response:
-            content = bytearray()
-            for chunk in response.iter_content(16 * 1024):
-                content += chunk
-                if len(content) > limit:
-                    break
-    except OSError as exc:  # requests' exceptions are OSErrors
-        if isinstance(exc, requests.Timeout) or time.monotonic() >= _request.deadline:
-            raise TimeoutError(f"timed out after {timeout}s") from None
-        raise
-    finally:
-        _request.deadline = None
+    """One request to the address `vet` answers, ended by `timeout` (or by what is left of the request's
+    network budget, `iam.upstream`) whatever the resolver and the peer do: the status and at most
+    `limit` + 1 bytes of the body (the connection is kept for the next request only when the whole body
+    was read)."""
+    with upstream.call(timeout) as seconds:
+        try:
+            scheme, host, port, address = vet(url, cached=cached)
+            name = f"[{host}]" if ":" in host else host  # the Host header urllib3 would write for the URL
+            if port != (443 if scheme == "https" else 80):
+                name = f"{name}:{port}"
+            request = requests.Request(method, url, data=body, headers={"Host": name, **headers}).prepare()
+            request.pinned = (scheme, host, port, address)
+            with _adapter.send(request, stream=True, timeout=seconds) as response:
+                content = bytearray()
+                for chunk in response.iter_content(16 * 1024):
+                    content += chunk
+                    if len(content) > limit:
+                        break
+        except OSError as exc:  # requests' exceptions are OSErrors
+            if isinstance(exc, requests.Timeout) or upstream.call_ended():
+                raise TimeoutError(f"timed out after {seconds:.1f}s") from None
+            raise
     return response.status_code, bytes(content)
 
 

@@ -123,6 +123,18 @@ def incr(key: str, timeout: int) -> int | None:
         return None
 
 
+def decr(key: str) -> None:
+    """Takes one back from a counter of `incr` (an attempt that turned out not to count); quiet when the
+    counter is gone or the cache is down."""
+    try:
+        cache.decr(key)
+    except ValueError:
+        pass
+    except Exception:
+        logger.warning("cache unavailable: decr", exc_info=True)
+        metrics.CACHE_ERRORS.labels("decr").inc()
+
+
 def around_commit(purge: Callable[[], None]) -> None:
     """Runs a purge now and again after commit: the first keeps this request from reading what it just
     changed, the second drops what a concurrent request cached from the old rows before the commit."""

@@ -312,10 +312,15 @@ IAM_MFA_TOKEN_LIFETIME = timedelta(minutes=5)
 IAM_EMAILS_PER_ADDRESS_PER_HOUR = env("IAM_EMAILS_PER_ADDRESS_PER_HOUR", 3, int)
 # reset-password and resend-confirm requests one client address may make per hour (CONTRACT 13); past it, 429.
 IAM_EMAIL_REQUESTS_PER_IP_PER_HOUR = env("IAM_EMAIL_REQUESTS_PER_IP_PER_HOUR", 20, int)
+# `auth/register` requests one client address may make per hour (docs/security.md#throttling-and-
+# enumeration): the per-account workspace quota is not bypassed by registering more accounts.
+IAM_REGISTRATIONS_PER_IP_PER_HOUR = env("IAM_REGISTRATIONS_PER_IP_PER_HOUR", 100, int)
 # Invitation e-mails (CONTRACT 15) one address receives per hour, whoever invites; past it the invitation
 # still stands (the account sees it signed in, `memberships/accept` with Bearer and id), unmailed.
 IAM_INVITATIONS_PER_ADDRESS_PER_HOUR = env("IAM_INVITATIONS_PER_ADDRESS_PER_HOUR", 10, int)
-IAM_OAUTH_STARTS_PER_IP_PER_MINUTE = env("IAM_OAUTH_STARTS_PER_IP_PER_MINUTE", 30, int)
+# OAuth and SSO logins one client address may start per minute: a whole office behind one address signs
+# in at nine (docs/security.md#throttling-and-enumeration).
+IAM_OAUTH_STARTS_PER_IP_PER_MINUTE = env("IAM_OAUTH_STARTS_PER_IP_PER_MINUTE", 600, int)
 IAM_WEBHOOK_ALLOW_PRIVATE = env("IAM_WEBHOOK_ALLOW_PRIVATE", DEBUG or TESTING, bool)
 IAM_WEBHOOK_TIMEOUT_SECONDS = 5
 IAM_WEBHOOK_RETRY_HOURS = 24
@@ -370,6 +375,14 @@ IAM_OAUTH_REDIRECT_ALLOWLIST = env("IAM_OAUTH_REDIRECT_ALLOWLIST", [], list)
 # Enterprise SSO per workspace (CONTRACT 18): the nameservers that answer the DNS TXT proof of a domain
 # (`address` or `address:port`, comma-separated; the system's when empty).
 IAM_DNS_NAMESERVERS = env("IAM_DNS_NAMESERVERS", [], list)
+# A request waits on the network (DNS, an OpenID provider) this long at most in all; at most this many
+# requests of one workspace wait at once, across every web process, and of one web process, which keeps a
+# thread of the Procfile's WEB_THREADS for the rest (docs/api.md#waiting-on-the-network).
+IAM_NETWORK_BUDGET_SECONDS = env("IAM_NETWORK_BUDGET_SECONDS", 5.0, float)
+IAM_NETWORK_REQUESTS_PER_WORKSPACE = env("IAM_NETWORK_REQUESTS_PER_WORKSPACE", 2, int)
+IAM_NETWORK_REQUESTS_PER_PROCESS = env(
+    "IAM_NETWORK_REQUESTS_PER_PROCESS", max(1, env("WEB_THREADS", 2, int) - 1), int
+)
 
 LOGGING = {
     "version": 1,

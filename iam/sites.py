@@ -20,9 +20,17 @@ class IamAdminSite(admin.AdminSite):
     # `accounts.services.set_password`, which ends every other session of the account (CONTRACT 5).
     password_change_form: type[forms.Form] = AdminPasswordChangeForm
     # The sign-in. `authn/admin.py` sets a view whose password step asks an operator with a second factor
-    # for a code (`login/code/`, `second_step`) before signing it in: the admin is no way around MFA.
+    # for a code before signing it in, or one without a factor to set one up first while the policy says
+    # so (`login_steps`: each step's path, view and URL name): the admin is no way around MFA.
     login_view: type[LoginView] = LoginView
-    second_step: Callable[[HttpRequest], HttpResponse] | None = None
+    login_steps: tuple[tuple[str, Callable[[HttpRequest], HttpResponse], str], ...] = ()
+    # Whether the signed-in browser session may use the admin at all (`authn/admin.py` sets the policy's
+    # answer: a session that skipped the second factor may not while the root workspace requires one).
+    session_allowed: Callable[[HttpRequest], bool] | None = None
+
+    def has_permission(self, request: HttpRequest) -> bool:
+        allowed = self.session_allowed
+        return super().has_permission(request) and (allowed is None or allowed(request))
 
     def login(self, request: HttpRequest, extra_context=None) -> HttpResponse:
         """Django's `AdminSite.login`, answered by `login_view`."""
@@ -49,9 +57,9 @@ class IamAdminSite(admin.AdminSite):
 
     def get_urls(self):
         urls = super().get_urls()
-        if self.second_step is not None:
+        for route, view, name in self.login_steps:
             # Reached before sign-in, like `login/` itself (not wrapped in `admin_view`).
-            urls.insert(0, path("login/code/", self.second_step, name="login_code"))
+            urls.insert(0, path(route, view, name=name))
         return urls
 
     def password_change(self, request: HttpRequest, extra_context=None) -> HttpResponse:

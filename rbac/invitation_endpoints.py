@@ -89,8 +89,9 @@ class MembershipAccept(MembershipInvitationEndpoint):
     """Accepts an invitation: with its `token` (no Bearer), or with Bearer and the `id` of the caller's
     own invited membership, which becomes `active`. Anything else is 404. A disabled account accepts
     nothing (403). An account that was never verified accepting by its link also sends a new `password`:
-    the account becomes verified, its earlier password and other credentials are revoked and every
-    session it had ends (whoever registered the address without its mailbox is shut out)."""
+    the account becomes verified, its earlier password and other credentials are revoked, its second
+    factors and recovery codes removed and every session it had ends (whoever registered the address
+    without its mailbox is shut out)."""
 
     summary = "Accept a membership one was invited to"
     example_request = {"token": "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJlNGI4ZDJmNiJ9.c2lnbmF0dXJl"}
@@ -144,12 +145,15 @@ def _addressed_to(account: Account) -> QuerySet:
 
 class InvitationAccepted(serializers.Serializer):
     """Documentation only: `access_token` and `refresh_token` come when the account was created or
-    reclaimed by the acceptance."""
+    reclaimed by the acceptance; `mfa_required` and `mfa_token` instead of them when that account holds
+    a second factor (`auth/mfa/verify` completes the sign-in)."""
 
     invitation = InvitationSerializer()
     membership = MembershipSerializer()
     access_token = serializers.CharField(required=False)
     refresh_token = serializers.CharField(required=False)
+    mfa_required = serializers.BooleanField(required=False)
+    mfa_token = serializers.CharField(required=False)
 
 
 class EmailInvitationEndpoint(InviteeEndpoint):
@@ -195,9 +199,10 @@ class InvitationAccept(EmailInvitationEndpoint):
     holds it, the body also carries `password` and `name`, and the account is created verified; when an
     account holds it that was never verified (anyone can register an address they do not own), the body
     carries a new `password`: the account becomes verified, its earlier password and other credentials
-    are revoked and every session it had ends. In these two cases the answer also carries the
-    `access_token` and `refresh_token` of a new session. A disabled account accepts nothing (403).
-    Answers the invitation and the membership."""
+    are revoked, its second factors and recovery codes removed, and every session it had ends. In these
+    two cases the answer also carries the `access_token` and `refresh_token` of a new session (or, for an
+    account holding a second factor, `mfa_required` and an `mfa_token` for `auth/mfa/verify`). A
+    disabled account accepts nothing (403). Answers the invitation and the membership."""
 
     summary = "Accept an invitation"
     example_request = {

@@ -5,8 +5,9 @@ endpoint's declared permission, asked by `EndpointPermission`, the DRF permissio
 module), and `authorize` once `get_object` (below) has found the object the request names within the
 caller's reach (`reaches`; else 404). Every rule reads here: wildcards (`matches`), project scope
 (`Grants.allows`), self access on accounts and root-workspace rights for global resources (`authorize`),
-no escalation (`require_grantable`), consent (`require_activation`) and the operators' credential fields
-(`require_credential_change`); tests/rbac/test_policy_table.py holds them in one table. `clients/validate`
+no escalation (`require_grantable`), consent (`require_activation`), the operators' credential fields
+(`require_credential_change`) and what an SSO connection trusts (`require_provider_change`);
+tests/rbac/test_policy_table.py holds them in one table. `clients/validate`
 reads the same grants. The grants of an (account, workspace) pair are cached under the workspace's
 authorization generation, which every change to memberships, roles, permissions or projects bumps."""
 
@@ -201,28 +202,50 @@ def require_credential_change(account: Account, fields: Iterable[str] | None) ->
         raise ApiError(403, OPERATOR_ONLY_CREDENTIAL)
 
 
+# SSO connections: whoever points one at a provider, or names the domains it vouches for, can sign in as
+# their people (docs/security.md#enterprise-sso-linking).
+
+SSO_PROVIDER_FIELDS = frozenset({"issuer", "client_id", "client_secret", "domains", "trust_provider_mfa"})
+
+
+def require_provider_change(account: Account, workspace: Workspace, fields: Iterable[str]) -> None:
+    """Changing what a connection trusts needs `*` in the workspace (operators pass)."""
+    if SSO_PROVIDER_FIELDS.intersection(fields):
+        require_grantable(account, workspace, ["*"])
+
+
 # Consent (CONTRACT 15)
 
 ONLY_INVITED_CAN_ACCEPT = "only the invited account can accept"
 
 
-def require_activation(account: Account | None, membership: Membership) -> None:
-    """A membership that was never accepted becomes active only by its own account (or an operator):
-    `memberships/update` cannot make someone a member without consent."""
-    if membership.accepted_at is not None or account is None or account.is_superuser:
+def require_activation(account: Account | None, membership: Membership, *, vouched: bool = False) -> None:
+    """A membership that was never accepted becomes active only by its own account or an operator:
+    `memberships/update` cannot make someone a member without consent. The system (`account=None`)
+    activates one only for an account it vouches for (`vouched`: a workspace's directory, for an account
+    of a domain the workspace has verified or one it created, docs/scim.md#what-maps-to-what)."""
+    if membership.accepted_at is not None or (account is None and vouched):
         return
-    if account.pk != membership.account_id:
+    if account is None or (not account.is_superuser and account.pk != membership.account_id):
         raise ApiError(403, ONLY_INVITED_CAN_ACCEPT)
 
 
-def has_global_permission(account: Account, permission: str) -> bool:
-    """Permissions on global resources are granted by roles in the root workspace (CONTRACT 3)."""
-    return has_permission(account, root_workspace(), permission)
+def has_global_permission(account: Account, permission: str, *, claims: dict | None) -> bool:
+    """Permissions on global resources are granted by roles in the root workspace (docs/api.md#accounts),
+    and the root workspace's MFA policy covers them (docs/security.md#second-factors-and-the-workspace-mfa-
+    policy): while it requires MFA, a session of `claims` that does not meet it holds none of them,
+    operators included."""
+    root = root_workspace()
+    return has_permission(account, root, permission) and not mfa_unmet(claims, root)
 
 
-def require_global(account: Account, permission: str) -> None:
-    if not has_global_permission(account, permission):
+def require_global(account: Account, permission: str, *, claims: dict | None) -> None:
+    """A global permission: 403 `missing permission` without it, then 403 `mfa required by this
+    workspace` (the root workspace's) for a session that does not meet the root's MFA policy."""
+    root = root_workspace()
+    if not has_permission(account, root, permission):
         raise ApiError(403, f"missing permission {permission}")
+    require_mfa(claims, root)
 
 
 # The two decisions every endpoint goes through
@@ -235,15 +258,17 @@ def admit(
     *,
     project_scoped: bool = False,
     decided_on_object: bool = False,
+    claims: dict | None = None,
 ) -> None:
     """Before the body (CONTRACT 1's order): the endpoint's declared `permission`, in the `X-Workspace`
-    workspace, or in the root workspace for a global resource (CONTRACT 3). `project_scoped`: a grant in
-    some project admits, and `authorize` checks the record's project. `decided_on_object`: the permission
+    workspace, or in the root workspace for a global resource (docs/api.md#accounts), with the root's
+    MFA policy (`require_global`: `claims` are the caller's token's). `project_scoped`: a grant in some
+    project admits, and `authorize` checks the record's project. `decided_on_object`: the permission
     depends on the object alone (self access, a workspace's own grants), so `authorize` decides it."""
     if permission is None or decided_on_object:
         return
     if workspace is None:
-        require_global(account, permission)
+        require_global(account, permission, claims=claims)
         return
     if account.is_superuser:
         return
@@ -274,7 +299,8 @@ def reaches(account: Account, record: object, permission: str) -> bool:
         return True
     if isinstance(record, Workspace) and grants(account.pk, record.pk).member:
         return True
-    return has_global_permission(account, permission)
+    # Reach is existence, not the right to act: the root's MFA policy is decided after (`authorize`).
+    return has_permission(account, root_workspace(), permission)
 
 
 def authorize(
@@ -293,6 +319,7 @@ def authorize(
       `enabled`/`verified` flags; a workspace needs the permission in itself or in the root workspace,
       after its MFA policy; anything else needs the root workspace.
     - Credentials: only operators change a secret, status, kind, provider, identity or e-mail, or delete.
+    - SSO connections: their provider, secret, domains and trust in the provider's MFA need `*`.
     - `project_scoped`: a project-scope grant counts for the record's own project only.
 
     `fields`: the request's fields (an update's changes); `claims`: the caller's token's, which a
@@ -302,25 +329,28 @@ def authorize(
     if workspace is None and isinstance(record, Workspace):
         require_mfa(claims, record)  # a member without the permission learns the policy first
         if not has_permission(account, record, permission):
-            require_global(account, permission)
-        return
-    if account.is_superuser:
+            require_global(account, permission, claims=claims)  # under the root's MFA policy too
         return
     fields = frozenset(fields or ())
     if workspace is None:
+        # An account's own record is no right the root workspace grants: its MFA policy does not cover it.
         if not (
             permission in SELF_SERVICE
             and isinstance(record, Account)
             and record.pk == account.pk
             and not fields & ACCOUNT_FLAGS
         ):
-            require_global(account, permission)
+            require_global(account, permission, claims=claims)
+        return
+    if account.is_superuser:
         return
     if permission == "credentials:update":
         require_credential_change(account, fields)
     elif permission == "credentials:delete":
         require_credential_change(account, None)
-    if project_scoped:
+    elif permission == "sso:update" and record is not None:
+        require_provider_change(account, workspace, fields)
+    if project_scoped and record is not None:
         require(account, workspace, permission, project_id=project_of(record))
 
 
@@ -342,11 +372,38 @@ def mfa_satisfied(claims: dict | None, workspace_id: UUID | str) -> bool:
     return "mfa" in amr or claims.get(SSO_WORKSPACE_CLAIM) == str(workspace_id)
 
 
+def mfa_unmet(claims: dict | None, workspace: Workspace) -> bool:
+    """Whether the workspace requires MFA and the session of `claims` does not meet it."""
+    return workspace.mfa_required and not mfa_satisfied(claims, workspace.pk)
+
+
 def require_mfa(claims: dict | None, workspace: Workspace) -> None:
     """A call naming a workspace that requires MFA, with a session that does not meet it: 403, whoever
     the caller is (operators too). Runs once the workspace is known and the caller is in it."""
-    if workspace.mfa_required and not mfa_satisfied(claims, workspace.pk):
+    if mfa_unmet(claims, workspace):
         raise ApiError(403, MFA_REQUIRED)
+
+
+def admin_needs_second_factor() -> bool:
+    """The Django admin holds every operator's power over every workspace: while the root workspace
+    requires MFA, an operator signs in to it with a second factor (and one without a factor sets one up
+    first), and a browser session signed in without one may not use it."""
+    return root_workspace().mfa_required
+
+
+USE_A_SECOND_FACTOR_FIRST = "use a second factor in this session before requiring one"
+
+
+def require_mfa_to_require(
+    account: Account, claims: dict | None, workspace: Workspace | None, *, mfa_required: bool | None
+) -> None:
+    """Turning a workspace's `mfa_required` on (`workspace/create` with it, `workspace/update` from off to
+    on; `workspace` None: one being created) needs a session that would meet it, so nobody locks
+    themselves out of their own workspace. Operators are exempt: the admin can turn it off again."""
+    if not mfa_required or account.is_superuser or (workspace is not None and workspace.mfa_required):
+        return
+    if not mfa_satisfied(claims, workspace.pk if workspace is not None else ""):
+        raise ApiError(403, USE_A_SECOND_FACTOR_FIRST)
 
 
 def without_unmet_mfa(workspaces: QuerySet, claims: dict | None) -> QuerySet:
@@ -479,6 +536,7 @@ class EndpointPermission(BasePermission):
             getattr(view, "permission", None),
             project_scoped=getattr(view, "project_scoped", False),
             decided_on_object=getattr(view, "decided_on_object", False),
+            claims=request.auth,
         )
         return True
 

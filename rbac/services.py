@@ -485,8 +485,11 @@ def update_membership(
     tags: list[str] = UNSET,
     meta: dict[str, Any] = UNSET,
     roles: list[Role] | None = None,
+    vouched: bool = False,
 ) -> Membership:
-    """`roles` replaces the assigned roles (CONTRACT 6). Moving to workspace scope drops the project."""
+    """`roles` replaces the assigned roles (CONTRACT 6). Moving to workspace scope drops the project.
+    `vouched`: the system (`actor=None`) acts for a directory that vouches for the account, so it may
+    make a never-accepted membership active (`policy.require_activation`)."""
     changes = sent(scope=scope, status=status, project=project, tags=tags, meta=meta)
     scope = changes.get("scope", membership.scope)
     if scope == Membership.Scope.WORKSPACE and "scope" in changes and "project" not in changes:
@@ -497,7 +500,7 @@ def update_membership(
         changes.get("status") == Membership.Status.ACTIVE and membership.status != Membership.Status.ACTIVE
     )
     if activating:
-        policy.require_activation(actor, membership)
+        policy.require_activation(actor, membership, vouched=vouched)
         if membership.accepted_at is None:  # an operator, or the account itself, acts for it
             changes["accepted_at"] = timezone.now()
     widening = {"scope", "project"} & changes.keys() or activating

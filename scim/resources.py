@@ -3,10 +3,12 @@ membership, a Group a role of the workspace. The models and their JSON come from
 filter grammar too (`ScimFilter`, `Path`), and this module turns its syntax tree into a query over the
 few attributes the service filters on."""
 
+import json
 import uuid
 from collections.abc import Iterable
 from typing import Any
 
+from django.conf import settings
 from django.db.models import Q
 from scim2_models import (
     Context,
@@ -24,7 +26,7 @@ from accounts.models import normalize_email
 from rbac.models import Membership, Role
 
 from .models import ScimGroup, ScimUser
-from .services import ScimError, group_external_id, member_ids
+from .services import ScimError
 
 USER_SCHEMA = "urn:ietf:params:scim:schemas:core:2.0:User"
 GROUP_SCHEMA = "urn:ietf:params:scim:schemas:core:2.0:Group"
@@ -233,10 +235,12 @@ def display_name(fields: dict) -> str | None:
 # Groups
 
 
-def group_resource(role: Role, base: str, *, members: bool = True) -> dict:
+def group_resource(role: Role, base: str, external_id: str | None, members: list[str] | None) -> dict:
+    """`members`: the ids of those shown (`member_ids(role, limit=members_shown(base))`), or None when
+    the answer leaves them out."""
     group = Group(
         id=str(role.pk),
-        external_id=group_external_id(role),
+        external_id=external_id,
         display_name=role.name,
         meta=Meta(
             resource_type="Group",
@@ -246,13 +250,26 @@ def group_resource(role: Role, base: str, *, members: bool = True) -> dict:
         ),
     )
     resource = dump(group)
-    if members:
-        # Plain dicts, and at most MAX_MEMBERS_SHOWN: a role's holders are not bounded by a quota, and
-        # one request must stay within its memory budget. Directories read large groups without
-        # members (`excludedAttributes=members`) and change them by PATCH.
-        ids = member_ids(role, limit=MAX_MEMBERS_SHOWN)
-        resource["members"] = [{"value": pk, "$ref": f"{base}/Users/{pk}"} for pk in ids]
+    if members is not None:
+        resource["members"] = [{"value": pk, "$ref": f"{base}/Users/{pk}"} for pk in members]
     return resource
+
+
+def members_shown(base: str) -> int:
+    """How many members a Group answers: at most MAX_MEMBERS_SHOWN, and no more than keep one Group within
+    a page's byte budget (docs/api.md#lists). A role's holders are not bounded by a quota: directories
+    read large groups without members (`excludedAttributes=members`) and change them by PATCH."""
+    entry = len(json.dumps({"value": str(uuid.UUID(int=0)), "$ref": f"{base}/Users/{uuid.UUID(int=0)}"}))
+    room = settings.IAM_PAGE_MAX_BYTES - GROUP_WITHOUT_MEMBERS - len(base)
+    return max(0, min(MAX_MEMBERS_SHOWN, room // (entry + 1)))
+
+
+GROUP_WITHOUT_MEMBERS = 2048  # bytes: a Group's other attributes (a name and an externalId of 255 at most)
+
+
+def external_group_ids(role_ids: Iterable[Any]) -> dict[Any, str | None]:
+    rows = ScimGroup.objects.filter(role_id__in=list(role_ids)).values_list("role_id", "external_id")
+    return dict(rows)
 
 
 def project(resource: dict, attributes: str | list | None, excluded: str | list | None) -> dict:

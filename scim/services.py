@@ -1,20 +1,21 @@
-"""Every write of SCIM provisioning: the tokens (the API and the admin call these), and what a workspace's
-directory asks of its SCIM service, mapped onto the services of the API so that the same audit entries,
-push events, cache invalidation and quotas follow.
+"""Every write of SCIM provisioning but the Groups' (`scim.groups`): the tokens (the API and the admin
+call these), and the Users a workspace's directory asks for, mapped onto the services of the API so that
+the same audit entries, push events, cache invalidation and quotas follow.
 
 A SCIM request acts as no account: the services are called with `actor=None` inside an `iam.context`
 of kind `scim` whose actor id is the token's, so their audit entries name the token, and the quotas
-hold (`tenancy.quotas.exempt`). The directory vouches for the people it provisions: a membership it
-makes is active without an invitation, as an operator's would be. What it may grant is bounded where its
-token is issued: only a caller who could grant every permission of the workspace (`*`) issues one, since
-the directory can attach any role (Group) of the workspace to any member."""
+hold (`tenancy.quotas.exempt`). The directory vouches only for its own people: the accounts of the domains
+the workspace has verified, and those it created (`vouched_for`). It sees no one else, creates and links
+no one else, and makes a membership active without the account's own consent only for them; it never
+reaches an operator. What it may grant is bounded where its token is issued: only a caller who could
+grant every permission of the workspace (`*`) issues one, since the directory can attach any role
+(Group) of the workspace to any of its Users."""
 
 import secrets
-from collections.abc import Iterable
 from uuid import UUID
 
 from django.db import transaction
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from accounts.models import Account, normalize_email
@@ -24,19 +25,16 @@ from iam import audit, crypto
 from iam.errors import ApiError
 from iam.service_helpers import save_unique
 from rbac import policy
-from rbac.models import Membership, Role
+from rbac.models import Membership
 from rbac.services import (
     create_membership,
-    create_role,
     delete_membership,
-    delete_role,
     update_membership,
-    update_role,
 )
 from sso.models import SsoDomain
 from tenancy.models import Workspace
 
-from .models import ScimGroup, ScimToken, ScimUser
+from .models import ScimToken, ScimUser
 
 TOKEN_PREFIX = "scim_"
 USED_EVERY_SECONDS = 60  # `last_used_at` is written at most this often per token
@@ -118,26 +116,8 @@ def authenticate(workspace_id: UUID, raw: str) -> ScimToken | None:
 # Users: an account with a workspace membership
 
 
-def user_memberships(workspace: Workspace) -> QuerySet:
-    """The memberships that make the workspace's Users: one workspace-scope membership per account."""
-    return Membership.objects.in_workspace(workspace).filter(scope=Membership.Scope.WORKSPACE)
-
-
-def find_user(workspace: Workspace, account_id: str) -> Membership:
-    """The User `account_id` names in this workspace (its workspace membership), else 404: an account
-    with no membership here, or of another workspace only, is not found."""
-    try:
-        UUID(str(account_id))
-    except ValueError:
-        raise ScimError(404, "user not found") from None
-    membership = user_memberships(workspace).select_related("account").filter(account_id=account_id).first()
-    if membership is None:
-        raise ScimError(404, "user not found")
-    return membership
-
-
-def verified_domains(workspace: Workspace) -> set[str]:
-    return set(
+def verified_domains(workspace: Workspace) -> list[str]:
+    return sorted(
         SsoDomain.objects.filter(workspace=workspace, verified_at__isnull=False).values_list(
             "domain", flat=True
         )
@@ -148,47 +128,100 @@ def domain_of(email: str) -> str:
     return email.rpartition("@")[2].lower()
 
 
+def vouched_for(workspace: Workspace) -> Q:
+    """The accounts the workspace's directory vouches for, as a condition on memberships: an address in a
+    domain the workspace has verified for its SSO connection, or an account its SCIM created. Never an
+    operator's: no tenant's directory reaches an account that administers the platform."""
+    created = ScimUser.objects.filter(workspace=workspace, created_account=True).values("account_id")
+    vouched = Q(account_id__in=created)
+    for domain in verified_domains(workspace):
+        vouched |= Q(account__email__endswith=f"@{domain}")  # addresses are stored lower-cased
+    return vouched & Q(account__is_superuser=False)
+
+
+USER_STATUSES = (Membership.Status.ACTIVE, Membership.Status.SUSPENDED)
+
+
+def user_memberships(workspace: Workspace) -> QuerySet:
+    """The memberships that make the workspace's Users: one workspace-scope membership per account, active
+    or suspended (an invitation not yet accepted is the account's to accept, not the directory's), of an
+    account the directory vouches for. Any other account is invisible to SCIM."""
+    return (
+        Membership.objects.in_workspace(workspace)
+        .filter(scope=Membership.Scope.WORKSPACE, status__in=USER_STATUSES)
+        .filter(vouched_for(workspace))
+    )
+
+
+def find_user(workspace: Workspace, account_id: str) -> Membership:
+    """The User `account_id` names in this workspace (its workspace membership), else 404: an account
+    that is no User here (no membership, an invited one, another workspace's, an address outside the
+    workspace's domains, an operator) is not found."""
+    try:
+        UUID(str(account_id))
+    except ValueError:
+        raise ScimError(404, "user not found") from None
+    membership = user_memberships(workspace).select_related("account").filter(account_id=account_id).first()
+    if membership is None:
+        raise ScimError(404, "user not found")
+    return membership
+
+
 EXISTS = "userName already exists"
+OUTSIDE_DOMAINS = "userName must be in a verified domain of this workspace"
 
 
 @transaction.atomic
 def provision_user(
     workspace: Workspace, *, email: str, name: str | None, external_id: str | None, active: bool
 ) -> Membership:
-    """`POST /Users`: a new account (verified: the workspace's directory vouches for the address), or an
-    existing one whose address is in a domain this workspace has verified (one never verified is
-    reclaimed, as an SSO login reclaims it: its passwords and sessions end). Any other existing address,
-    or a member already: 409 uniqueness. The account's workspace membership is made active (or suspended,
-    for `active: false`) with no roles."""
+    """`POST /Users`, for an address in a domain the workspace has verified only (else 400, whether or not
+    an account has the address: no oracle). A new account is created verified (the directory vouches
+    for its own domain); an existing one is linked (one never verified is reclaimed, as an SSO login
+    reclaims it: whatever its earlier holder set ends). Its workspace membership is made active (or
+    suspended, for `active: false`) with no roles, an invited one included. A User already, or an
+    operator's account: 409 uniqueness."""
     email = normalize_email(email)
+    if domain_of(email) not in verified_domains(workspace):
+        raise ScimError(400, OUTSIDE_DOMAINS, "invalidValue")
+    status = Membership.Status.ACTIVE if active else Membership.Status.SUSPENDED
     account = Account.objects.select_for_update().filter(email=email).first()
-    created = account is None
+    link, created = None, account is None
     if account is None:
         account = create_account(
             email=email, name=name or email.partition("@")[0], password=None, verified=True
         )
+        membership = None
     else:
-        if user_memberships(workspace).filter(account=account).exists():
+        if account.is_superuser:
             raise ScimError(409, EXISTS, "uniqueness")
-        if domain_of(email) not in verified_domains(workspace):
+        link = ScimUser.objects.filter(workspace=workspace, account=account).first()
+        membership = (
+            Membership.objects.select_for_update()
+            .in_workspace(workspace)
+            .filter(account=account, scope=Membership.Scope.WORKSPACE)
+            .first()
+        )
+        if membership is not None and membership.status != Membership.Status.INVITED:
             raise ScimError(409, EXISTS, "uniqueness")
         if not account.verified:
             reclaim_account(account, password=None, actor=None)
-    membership = create_membership(
-        workspace,
-        account=account,
-        scope=Membership.Scope.WORKSPACE,
-        status=Membership.Status.ACTIVE if active else Membership.Status.SUSPENDED,
-        roles=[],
-        tags=[],
-        meta={"schema_version": "1"},
-        actor=None,
-    )
-    ScimUser.objects.update_or_create(
-        workspace=workspace,
-        account=account,
-        defaults={"external_id": external_id, "created_account": created},
-    )
+    if membership is None:
+        membership = create_membership(
+            workspace,
+            account=account,
+            scope=Membership.Scope.WORKSPACE,
+            status=status,
+            roles=[],
+            tags=[],
+            meta={"schema_version": "1"},
+            actor=None,
+        )
+    else:  # invited: the directory vouches for its own domain
+        update_membership(membership, status=status, actor=None, vouched=True)
+    created = created or (link is not None and link.created_account)  # it stays the directory's
+    defaults = {"external_id": external_id, "created_account": created}
+    ScimUser.objects.update_or_create(workspace=workspace, account=account, defaults=defaults)
     return membership
 
 
@@ -233,7 +266,8 @@ def update_user(
 def set_active(membership: Membership, active: bool) -> None:
     """`active: false` suspends every membership of the account in the workspace (its grants there end
     at once: the services drop the cached grants and push `membership.updated`); `true` makes the
-    workspace membership active and resumes the suspended ones."""
+    workspace membership active and resumes the suspended ones. The account is a User of the workspace
+    (`find_user`), one its directory vouches for, so a membership it never accepted may become active."""
     memberships = (
         Membership.objects.select_for_update()
         .filter(workspace_id=membership.workspace_id, account_id=membership.account_id)
@@ -243,7 +277,7 @@ def set_active(membership: Membership, active: bool) -> None:
         if active:
             resume = each.pk == membership.pk or each.status == Membership.Status.SUSPENDED
             if resume and each.status != Membership.Status.ACTIVE:
-                update_membership(each, status=Membership.Status.ACTIVE, actor=None)
+                update_membership(each, status=Membership.Status.ACTIVE, actor=None, vouched=True)
         elif each.status == Membership.Status.ACTIVE:
             update_membership(each, status=Membership.Status.SUSPENDED, actor=None)
 
@@ -257,118 +291,10 @@ def deprovision_user(membership: Membership) -> None:
     )
     for each in memberships:
         delete_membership(each, actor=None)
-    ScimUser.objects.filter(workspace_id=membership.workspace_id, account_id=membership.account_id).delete()
-
-
-# Groups: the workspace's roles
-
-
-def find_group(workspace: Workspace, role_id: str) -> Role:
-    try:
-        UUID(str(role_id))
-    except ValueError:
-        raise ScimError(404, "group not found") from None
-    role = Role.objects.in_workspace(workspace).filter(pk=role_id).first()
-    if role is None:
-        raise ScimError(404, "group not found")
-    return role
-
-
-def member_ids(role: Role, *, limit: int | None = None) -> list[str]:
-    """The accounts holding the role on their workspace membership: the Group's members (the first
-    `limit` of them)."""
-    holders = (
-        role.memberships.filter(scope=Membership.Scope.WORKSPACE)
-        .order_by("created_at", "pk")
-        .values_list("account_id", flat=True)
-    )
-    return [str(pk) for pk in (holders if limit is None else holders[:limit])]
-
-
-def group_external_id(role: Role) -> str | None:
-    return ScimGroup.objects.filter(role=role).values_list("external_id", flat=True).first()
-
-
-def set_group_external_id(role: Role, external_id: str | None) -> None:
-    ScimGroup.objects.update_or_create(role=role, defaults={"external_id": external_id})
-
-
-@transaction.atomic
-def create_group(
-    workspace: Workspace, *, name: str, members: Iterable[str], external_id: str | None = None
-) -> Role:
-    """`POST /Groups`: a new role (no permissions: those are the workspace's admins' to attach) with
-    these members. A role of that name already: 409 uniqueness. The roles quota holds."""
-    if Role.objects.in_workspace(workspace).filter(name=name).exists():
-        raise ScimError(409, "displayName already exists", "uniqueness")
-    role = create_role(
-        workspace, permissions=[], actor=None, name=name, tags=[], meta={"schema_version": "1"}
-    )
-    if external_id is not None:
-        set_group_external_id(role, external_id)
-    add_members(role, members)
-    return role
-
-
-@transaction.atomic
-def rename_group(role: Role, name: str) -> Role:
-    if name != role.name:
-        if Role.objects.in_workspace(role.workspace_id).filter(name=name).exclude(pk=role.pk).exists():
-            raise ScimError(409, "displayName already exists", "uniqueness")
-        update_role(role, actor=None, name=name)
-    return role
-
-
-def _members(role: Role, account_ids: Iterable[str]) -> list[Membership]:
-    """The workspace memberships of the accounts named, locked; an id that names no User of the
-    workspace: 400 invalidValue."""
-    ids = list(dict.fromkeys(str(pk) for pk in account_ids))
-    for pk in ids:
-        try:
-            UUID(pk)
-        except ValueError:
-            raise ScimError(400, "members must name users of this workspace", "invalidValue") from None
-    found = list(
-        Membership.objects.select_for_update()
-        .in_workspace(role.workspace_id)
-        .filter(scope=Membership.Scope.WORKSPACE, account_id__in=ids)
-        .order_by("created_at", "pk")
-    )
-    if len(found) != len(ids):
-        raise ScimError(400, "members must name users of this workspace", "invalidValue")
-    return found
-
-
-@transaction.atomic
-def add_members(role: Role, account_ids: Iterable[str]) -> None:
-    for membership in _members(role, account_ids):
-        held = list(membership.roles.all())
-        if role not in held:
-            update_membership(membership, roles=[*held, role], actor=None)
-
-
-@transaction.atomic
-def remove_members(role: Role, account_ids: Iterable[str] | None) -> None:
-    """`None`: every member."""
-    ids = member_ids(role) if account_ids is None else list(account_ids)
-    holders = set(member_ids(role))
-    for membership in _members(role, [pk for pk in ids if pk in holders]):
-        update_membership(
-            membership, roles=[held for held in membership.roles.all() if held != role], actor=None
-        )
-
-
-@transaction.atomic
-def set_members(role: Role, account_ids: Iterable[str]) -> None:
-    wanted = list(dict.fromkeys(str(pk) for pk in account_ids))
-    current = member_ids(role)
-    remove_members(role, [pk for pk in current if pk not in wanted])
-    add_members(role, [pk for pk in wanted if pk not in current])
-
-
-@transaction.atomic
-def delete_group(role: Role) -> None:
-    delete_role(role, actor=None)
+    # An account the directory created stays its own (`vouched_for`), its `externalId` forgotten.
+    links = ScimUser.objects.filter(workspace_id=membership.workspace_id, account_id=membership.account_id)
+    links.filter(created_account=False).delete()
+    links.update(external_id=None)
 
 
 def refuse(error: ApiError) -> ScimError:

@@ -8,6 +8,7 @@ import json
 import logging
 import time
 import uuid
+from collections.abc import Iterable
 from typing import Any, ClassVar
 
 from django.core.exceptions import ValidationError
@@ -17,40 +18,21 @@ from django.http import HttpRequest, HttpResponse
 from django.utils.decorators import method_decorator
 from django.views import View
 from django.views.decorators.csrf import csrf_exempt
-from scim2_models import (
-    AuthenticationScheme,
-    Bulk,
-    ChangePassword,
-    ETag,
-    Filter,
-    Group,
-    Meta,
-    Mutability,
-    Patch,
-    ResourceType,
-    ServiceProviderConfig,
-    Sort,
-    User,
-)
 from scim2_models import Error as ScimErrorModel
 
 from iam import context, parsers
 from iam.errors import ApiError
 from iam.timeouts import timed_out
 from rbac.models import Role
-from tenancy.models import Workspace
 
-from . import resources, services
+from . import groups, messages, resources, services
 from .models import ScimRequest, ScimToken
 from .services import ScimError
 
 logger = logging.getLogger(__name__)
 
 MEDIA_TYPE = "application/scim+json"
-DEFAULT_COUNT = 100
-MAX_COUNT = 1000
 UNAUTHORIZED = "a SCIM token of this workspace is required"
-PATCH_OPS = ("add", "replace", "remove")
 
 
 def scim_response(payload: Any, status: int = 200, headers: dict | None = None) -> HttpResponse:
@@ -124,9 +106,10 @@ class ScimView(View):
         response: HttpResponse,
         started: float,
     ) -> None:
-        """One row per request to an existing workspace's service, kept for its admin's eyes; a log that
-        cannot be written costs the request nothing."""
-        if workspace_id is None or (token is None and not Workspace.objects.filter(pk=workspace_id).exists()):
+        """One row per authenticated request, kept for its workspace's admin's eyes: what arrives without
+        its token writes nothing (anyone can send it). A log that cannot be written costs the request
+        nothing."""
+        if workspace_id is None or token is None:
             return
         scim_type, detail = "", ""
         if response.status_code >= 400 and response.content:
@@ -173,50 +156,11 @@ class ScimView(View):
         return {key: value for key, value in body.items() if key != "schemas"}
 
     @staticmethod
-    def page(query: dict) -> tuple[int, int]:
-        """RFC 7644 3.4.2.4: `startIndex` (1-based; below 1 counts as 1) and `count` (at most 1000;
-        below 0 counts as 0)."""
-        try:
-            start = int(query.get("startIndex", 1))
-            count = int(query.get("count", DEFAULT_COUNT))
-        except (ValueError, TypeError):
-            raise ScimError(400, "startIndex and count must be integers", "invalidValue") from None
-        return max(start, 1), min(max(count, 0), MAX_COUNT)
-
-    @staticmethod
-    def filter_text(query: dict) -> str | None:
-        text = query.get("filter")
-        if text is not None and not isinstance(text, str):
-            raise ScimError(400, "filter must be a string", "invalidFilter")
-        return text or None
-
-    @staticmethod
     def shown(resource: dict, query: dict) -> dict:
         return resources.project(resource, query.get("attributes"), query.get("excludedAttributes"))
 
     def operations(self, request: HttpRequest) -> list[tuple[str, Any, Any]]:
-        """A PatchOp's operations as (op, parsed path or None, value): `op` in any case (Entra sends
-        `Replace`, `Add`)."""
-        body = self.body(request)
-        operations = next((value for key, value in body.items() if key.lower() == "operations"), None)
-        if not isinstance(operations, list) or not operations:
-            raise ScimError(400, "Operations must be a non-empty array", "invalidSyntax")
-        parsed = []
-        for operation in operations:
-            if not isinstance(operation, dict):
-                raise ScimError(400, "each operation must be an object", "invalidSyntax")
-            fields = {str(key).lower(): value for key, value in operation.items()}
-            op = fields.get("op")
-            if not isinstance(op, str) or op.lower() not in PATCH_OPS:
-                raise ScimError(400, "op must be add, replace or remove", "invalidSyntax")
-            path = fields.get("path")
-            path = resources.parse_path(path) if path not in (None, "") else None
-            if path is None and op.lower() != "remove" and not isinstance(fields.get("value"), dict):
-                raise ScimError(400, "an operation without a path needs an object value", "invalidValue")
-            if path is None and op.lower() == "remove":
-                raise ScimError(400, "remove needs a path", "noTarget")
-            parsed.append((op.lower(), path, fields.get("value")))
-        return parsed
+        return messages.operations(self.body(request))
 
 
 def _uuid(value: str) -> uuid.UUID | None:
@@ -230,14 +174,8 @@ def _base_url(request: HttpRequest, workspace_id: uuid.UUID) -> str:
     return request.build_absolute_uri(f"/scim/v2/{workspace_id}")
 
 
-def list_response(total: int, start: int, items: list[dict]) -> dict:
-    return {
-        "schemas": ["urn:ietf:params:scim:api:messages:2.0:ListResponse"],
-        "totalResults": total,
-        "startIndex": start,
-        "itemsPerPage": len(items),
-        "Resources": items,
-    }
+def list_response(total: int, start: int, items: Iterable[dict]) -> HttpResponse:
+    return HttpResponse(messages.list_body(total, start, items), content_type=MEDIA_TYPE)
 
 
 # Users
@@ -249,18 +187,18 @@ class Users(ScimView):
 
     def get(self, request: HttpRequest) -> HttpResponse:
         query = self.query(request)
-        start, count = self.page(query)
+        start, count = messages.page(query)
         memberships = services.user_memberships(self.workspace).select_related("account")
-        if text := self.filter_text(query):
+        if text := messages.filter_text(query):
             memberships = memberships.filter(resources.user_filter(self.workspace.pk, text))
         total = memberships.count()
         page = list(memberships.order_by("created_at", "pk")[start - 1 : start - 1 + count]) if count else []
         ids = resources.external_ids(self.workspace.pk, [each.account_id for each in page])
-        items = [
+        items = (
             self.shown(resources.user_resource(each, ids.get(str(each.account_id)), self.base), query)
             for each in page
-        ]
-        return scim_response(list_response(total, start, items))
+        )
+        return list_response(total, start, items)
 
     def post(self, request: HttpRequest) -> HttpResponse:
         if self.search:
@@ -282,6 +220,10 @@ class Users(ScimView):
 
 
 def _is_email(value: str) -> bool:
+    """An address with exactly one `@` and no quoted local part (docs/scim.md#what-maps-to-what): a
+    service that reads the domain after the first `@` reads the one that was checked."""
+    if value.count("@") != 1 or '"' in value:
+        return False
     try:
         validate_email(value)
     except ValidationError:
@@ -380,17 +322,23 @@ class Groups(ScimView):
 
     def get(self, request: HttpRequest) -> HttpResponse:
         query = self.query(request)
-        start, count = self.page(query)
+        start, count = messages.page(query)
         roles = Role.objects.in_workspace(self.workspace)
-        if text := self.filter_text(query):
+        if text := messages.filter_text(query):
             roles = roles.filter(resources.group_filter(text))
-        members = _wants_members(query)
         total = roles.count()
         page = list(roles.order_by("created_at", "pk")[start - 1 : start - 1 + count]) if count else []
-        items = [
-            self.shown(resources.group_resource(role, self.base, members=members), query) for role in page
-        ]
-        return scim_response(list_response(total, start, items))
+        external_ids = resources.external_group_ids(role.pk for role in page)
+        if _wants_members(query):
+            limit = resources.members_shown(self.base)
+            found = groups.members_of(self.workspace, page, limit=limit)
+        else:
+            found = ((role, None) for role in page)
+        items = (
+            self.shown(resources.group_resource(role, self.base, external_ids.get(role.pk), ids), query)
+            for role, ids in found
+        )
+        return list_response(total, start, items)
 
     def post(self, request: HttpRequest) -> HttpResponse:
         if self.search:
@@ -399,165 +347,109 @@ class Groups(ScimView):
         name = resources.as_text(body.get("displayname"), "displayName", required=True)
         members = resources.member_values(body["members"]) if body.get("members") else []
         external_id = resources.as_text(body.get("externalid"), "externalId")
-        role = services.create_group(
+        role = groups.create_group(
             self.workspace, name=name.strip(), members=members, external_id=external_id
         )
-        resource = resources.group_resource(role, self.base)
-        return scim_response(resource, 201, {"Location": resource["meta"]["location"]})
+        response = group_response(role, self.base, {})
+        response.status_code = 201
+        response["Location"] = f"{self.base}/Groups/{role.pk}"
+        return response
+
+
+def group_response(role: Role, base: str, query: dict) -> HttpResponse:
+    """One Group, with at most `members_shown` members (fewer than its byte budget holds)."""
+    role.refresh_from_db()
+    ids = groups.member_ids(role, limit=resources.members_shown(base)) if _wants_members(query) else None
+    resource = resources.group_resource(role, base, groups.group_external_id(role), ids)
+    return scim_response(
+        resources.project(resource, query.get("attributes"), query.get("excludedAttributes"))
+    )
 
 
 class GroupDetail(ScimView):
     http_method_names: ClassVar[list[str]] = ["get", "put", "patch", "delete"]
 
     def answer(self, request: HttpRequest, role) -> HttpResponse:
-        role.refresh_from_db()
-        query = self.query(request) if request.method == "GET" else {}
-        resource = resources.group_resource(role, self.base, members=_wants_members(query))
-        return scim_response(self.shown(resource, query))
+        return group_response(role, self.base, self.query(request) if request.method == "GET" else {})
 
     def get(self, request: HttpRequest, resource_id: str) -> HttpResponse:
-        return self.answer(request, services.find_group(self.workspace, resource_id))
+        return self.answer(request, groups.find_group(self.workspace, resource_id))
 
     def put(self, request: HttpRequest, resource_id: str) -> HttpResponse:
-        role = services.find_group(self.workspace, resource_id)
+        role = groups.find_group(self.workspace, resource_id)
         body = {key.lower(): value for key, value in self.body(request).items()}
         name = resources.as_text(body.get("displayname"), "displayName", required=True)
-        services.rename_group(role, name.strip())
+        groups.rename_group(role, name.strip())
         if "externalid" in body:
-            services.set_group_external_id(role, resources.as_text(body["externalid"], "externalId"))
+            groups.set_group_external_id(role, resources.as_text(body["externalid"], "externalId"))
         if "members" in body:
-            services.set_members(role, resources.member_values(body["members"] or []))
+            changes = groups.MemberChanges()
+            changes.set(resources.member_values(body["members"] or []))
+            groups.change_members(role, changes)
         return self.answer(request, role)
 
     def patch(self, request: HttpRequest, resource_id: str) -> HttpResponse:
-        """RFC 7644 3.5.2: `displayName` and `members`, with a path (`members[value eq "<id>"]` to remove
-        one) or without one (an object of attributes)."""
-        role = services.find_group(self.workspace, resource_id)
+        """RFC 7644 3.5.2: `displayName`, `externalId` and `members`, with a path (`members[value eq
+        "<id>"]` to remove one) or without one (an object of attributes). The operations are folded in
+        their order and applied once: the last name, the last externalId, and each membership that gains
+        or loses the role changed once."""
+        role = groups.find_group(self.workspace, resource_id)
+        changes, edits = groups.MemberChanges(), {}
         for op, path, value in self.operations(request):
             if path is None:
                 for key, item in value.items():
-                    self._apply(role, op, resources.parse_path(key), item)
+                    self._apply(changes, edits, op, resources.parse_path(key), item)
             else:
-                self._apply(role, op, path, value)
+                self._apply(changes, edits, op, path, value)
+        if "name" in edits:
+            groups.rename_group(role, edits["name"])
+        if "external_id" in edits:
+            groups.set_group_external_id(role, edits["external_id"])
+        groups.change_members(role, changes)
         return self.answer(request, role)
 
-    def _apply(self, role, op: str, path: Any, value: Any) -> None:
+    @staticmethod
+    def _apply(changes: groups.MemberChanges, edits: dict, op: str, path: Any, value: Any) -> None:
         if not hasattr(path, "attr"):  # members[value eq "<id>"]
             if path.attr_path.attr.lower() != "members" or op != "remove":
                 raise ScimError(400, f"unsupported path: {path}", "invalidPath")
-            services.remove_members(role, resources.filtered_values(path.val_filter))
+            changes.remove(resources.filtered_values(path.val_filter))
             return
         name = resources.attribute(path.attr, path.uri, resources.GROUP_SCHEMA)
         if name == "displayname" and path.sub_attr is None:
             if op == "remove":
                 raise ScimError(400, "displayName is required", "mutability")
-            services.rename_group(role, resources.as_text(value, "displayName", required=True).strip())
+            edits["name"] = resources.as_text(value, "displayName", required=True).strip()
         elif name == "members" and path.sub_attr is None:
             if op == "remove":
-                services.remove_members(role, None if value is None else resources.member_values(value))
+                changes.remove(None if value is None else resources.member_values(value))
             elif op == "add":
-                services.add_members(role, resources.member_values(value or []))
+                changes.add(resources.member_values(value or []))
             else:
-                services.set_members(role, resources.member_values(value or []))
+                changes.set(resources.member_values(value or []))
         elif name == "externalid" and path.sub_attr is None:
-            kept = None if op == "remove" else resources.as_text(value, "externalId")
-            services.set_group_external_id(role, kept)
+            edits["external_id"] = None if op == "remove" else resources.as_text(value, "externalId")
         else:
             raise ScimError(400, f"unsupported path: {path}", "invalidPath")
 
     def delete(self, request: HttpRequest, resource_id: str) -> HttpResponse:
-        services.delete_group(services.find_group(self.workspace, resource_id))
+        groups.delete_group(groups.find_group(self.workspace, resource_id))
         return scim_response(None, 204)
 
 
 # Discovery (RFC 7644 section 4)
 
-# What the service keeps of a User and a Group, and so what its schemas publish: a directory (or a
-# checker) learns from them which attributes come back. Others are accepted on writes and not kept.
-# attribute -> (its sub-attributes kept or None, its mutability, required): what the service keeps of a
-# User and a Group, as its schemas publish it. The name is the account's one name (`displayName`,
-# which `name.formatted` repeats); the address is `userName`, set once, which `emails` repeats.
-USER_ATTRIBUTES = {
-    "userName": (None, Mutability.immutable, True),
-    "name": (("formatted",), Mutability.read_only, False),
-    "displayName": (None, Mutability.read_write, True),
-    "active": (None, Mutability.read_write, True),
-    "emails": (("value", "type", "primary"), Mutability.read_only, False),
-}
-GROUP_ATTRIBUTES = {
-    "displayName": (None, Mutability.read_write, True),
-    "members": (("value", "$ref"), Mutability.read_write, False),
-}
-READ_ONLY_SUB_ATTRIBUTES: set[tuple[str, str]] = set()
-
-
-def _schema(model: type, kept: dict) -> Any:
-    """`model`'s RFC 7643 schema (from scim2-models) with only the attributes kept, as they are kept."""
-    schema = model.to_schema()
-    attributes = []
-    for item in schema.attributes:
-        if item.name not in kept:
-            continue
-        subs, item.mutability, item.required = kept[item.name]
-        if subs is not None:
-            item.sub_attributes = [sub for sub in item.sub_attributes if sub.name in subs]
-            for sub in item.sub_attributes:
-                if (
-                    item.mutability == Mutability.read_only
-                    or (item.name, sub.name) in READ_ONLY_SUB_ATTRIBUTES
-                ):
-                    sub.mutability = Mutability.read_only
-        attributes.append(item)
-    schema.attributes = attributes
-    return schema
-
 
 class ServiceProviderConfigView(ScimView):
     def get(self, request: HttpRequest) -> HttpResponse:
-        config = ServiceProviderConfig(
-            documentation_uri=None,
-            patch=Patch(supported=True),
-            bulk=Bulk(supported=False, max_operations=0, max_payload_size=0),
-            filter=Filter(supported=True, max_results=MAX_COUNT),
-            change_password=ChangePassword(supported=False),
-            sort=Sort(supported=False),
-            etag=ETag(supported=False),
-            authentication_schemes=[
-                AuthenticationScheme(
-                    type="oauthbearertoken",
-                    name="Bearer token",
-                    description="A SCIM token of this workspace (POST /scim-tokens/create)",
-                    primary=True,
-                )
-            ],
-            meta=Meta(resource_type="ServiceProviderConfig", location=f"{self.base}/ServiceProviderConfig"),
-        )
-        return scim_response(resources.dump(config))
-
-
-def _resource_types(base: str) -> list[dict]:
-    types = []
-    for model, name in ((User, "User"), (Group, "Group")):
-        resource_type = ResourceType.from_resource(model)
-        resource_type.meta = Meta(resource_type="ResourceType", location=f"{base}/ResourceTypes/{name}")
-        types.append(resources.dump(resource_type))
-    return types
-
-
-def _schemas(base: str) -> list[dict]:
-    schemas = []
-    for model, kept in ((User, USER_ATTRIBUTES), (Group, GROUP_ATTRIBUTES)):
-        schema = _schema(model, kept)
-        schema.meta = Meta(resource_type="Schema", location=f"{base}/Schemas/{schema.id}")
-        schemas.append(resources.dump(schema))
-    return schemas
+        return scim_response(messages.service_provider_config(self.base))
 
 
 class ResourceTypes(ScimView):
     def get(self, request: HttpRequest, name: str | None = None) -> HttpResponse:
-        found = _resource_types(self.base)
+        found = messages.resource_types(self.base)
         if name is None:
-            return scim_response(list_response(len(found), 1, found))
+            return list_response(len(found), 1, found)
         for item in found:
             if item["id"] == name:
                 return scim_response(item)
@@ -566,9 +458,9 @@ class ResourceTypes(ScimView):
 
 class Schemas(ScimView):
     def get(self, request: HttpRequest, urn: str | None = None) -> HttpResponse:
-        found = _schemas(self.base)
+        found = messages.schemas(self.base)
         if urn is None:
-            return scim_response(list_response(len(found), 1, found))
+            return list_response(len(found), 1, found)
         for item in found:
             if item["id"] == urn:
                 return scim_response(item)

@@ -51,7 +51,8 @@ class SsoCreate(Endpoint):
     an active member with `default_role_ids`, which must be roles of this workspace whose permissions
     the caller holds. `trust_provider_mfa` (default false): an account with TOTP that logs in through
     this connection is not asked for its code, the provider's own second factor standing for it; its
-    session then counts as two factors only for this workspace's MFA policy."""
+    session then counts as two factors only for this workspace's MFA policy. The discovery waits 5
+    seconds at most, and while two requests of the workspace wait on the network, a third answers 429."""
 
     summary = "Connect an OpenID Connect provider"
     permission = "sso:create"
@@ -120,7 +121,11 @@ class SsoList(ListEndpoint):
 class SsoUpdate(Endpoint):
     """Changes an SSO connection named by `id`; only what is sent changes. A new `issuer` is discovered
     again, a new `client_secret` replaces the stored one, `domains` replaces the list (domains kept stay
-    verified, new ones start unverified), `default_role_ids` replaces the default roles."""
+    verified, new ones start unverified), `default_role_ids` replaces the default roles. Sending
+    `issuer`, `client_id`, `client_secret`, `domains` or `trust_provider_mfa` needs `*` in the workspace
+    (else 403 `cannot grant permissions you do not hold`). A new `issuer` or `client_id` revokes the
+    credentials of those who signed in through the connection: their next login links them again by
+    their verified domain only."""
 
     summary = "Change an SSO connection"
     permission = "sso:update"
@@ -134,7 +139,9 @@ class SsoUpdate(Endpoint):
     }
 
     def handle(self, request: Request, data: dict) -> EncodedJson:
-        connection = get_object(request, connections_in(request), permission=self.permission, pk=data["id"])
+        connection = get_object(
+            request, connections_in(request), permission=self.permission, fields=data, pk=data["id"]
+        )
         changes = changes_of(data, "id", "default_role_ids")
         if "default_role_ids" in data:
             changes["default_roles"] = default_roles_named(request, data["default_role_ids"])
@@ -161,7 +168,9 @@ class SsoDelete(Endpoint):
 class SsoVerifyDomain(Endpoint):
     """Checks now that the DNS TXT record `_iam-verification.<domain>` holds the domain's
     `verification_token`, and answers the connection: the domain is `verified` when it does. A domain
-    another workspace verified first cannot be claimed (409)."""
+    another workspace verified first cannot be claimed (409). The lookup waits 5 seconds at most (503
+    when no nameserver answers), and while two requests of the workspace wait on the network, a third
+    answers 429."""
 
     summary = "Check a domain's DNS proof now"
     permission = "sso:update"  # verifying a domain is an update of its connection
@@ -179,9 +188,10 @@ class SsoVerifyDomain(Endpoint):
 class SsoInitiate(Endpoint):
     """Starts a login through a workspace's own OpenID provider: by `email` (the enabled connection
     holding that address's verified domain) or by `connection_id`. Answers the URL to send the browser
-    to; the callback goes on to `redirect_url` (an allowed client URL) with the session, or with
+    to; the callback goes on to `redirect_url` (an allowed client URL) with the session's `access_token`
+    (`auth/refresh` with it as Bearer answers a refresh token: none travels in a URL), or with
     `error=invalid_state` or `error=sso_failed`. For an account with an authenticator (TOTP) it carries
-    an `mfa_token` instead of the session: `auth/mfa/verify` completes the login with a code."""
+    an `mfa_token` instead: `auth/mfa/verify` completes the login with a code."""
 
     summary = "Start a login through a workspace's SSO"
     example_request = {"email": "alice@acme.com", "redirect_url": "https://app.example.com/after-login"}
@@ -211,8 +221,8 @@ class SsoInitiate(Endpoint):
 
 @require_GET
 def sso_callback(request: HttpRequest) -> HttpResponse:
-    """Not JSON: the browser comes back from the provider and goes on to the client app. The tokens travel
-    in the query, so the answer is neither cached nor sent as Referer."""
+    """Not JSON: the browser comes back from the provider and goes on to the client app. The access token
+    travels in the query, so the answer is neither cached nor sent as Referer."""
     # A login the hosted sign-in page started finishes in the browser session (docs/pages.md): no token
     # in any URL.
     if oauth_state.started_from_signin(request.GET.get("state"), login.PROVIDER):

@@ -1,6 +1,7 @@
 """The DNS proof of a domain (CONTRACT 18): a TXT record `_iam-verification.<domain>` holding the domain's
 verification token, read with dnspython from `IAM_DNS_NAMESERVERS` (`address` or `address:port`,
-comma-separated) when set, else from the system's resolvers."""
+comma-separated) when set, else from the system's resolvers, within what is left of the request's network
+budget (`iam.upstream`)."""
 
 import ipaddress
 
@@ -9,6 +10,8 @@ import dns.nameserver
 import dns.resolver
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
+
+from iam import upstream
 
 RECORD_PREFIX = "_iam-verification."
 LIFETIME_SECONDS = 5.0
@@ -50,9 +53,12 @@ def txt_values(domain: str) -> list[str]:
     """The TXT strings of `_iam-verification.<domain>` (each record's strings joined, RFC 7208 3.3); none
     when the name or the record does not exist."""
     try:
-        answer = resolver().resolve(RECORD_PREFIX + domain, "TXT", lifetime=LIFETIME_SECONDS, search=False)
+        lifetime = upstream.remaining(LIFETIME_SECONDS)
+        answer = resolver().resolve(RECORD_PREFIX + domain, "TXT", lifetime=lifetime, search=False)
     except (dns.resolver.NXDOMAIN, dns.resolver.NoAnswer):
         return []
+    except TimeoutError as exc:  # the budget was spent before the lookup
+        raise LookupUnavailable("budget spent") from exc
     except (dns.resolver.NoNameservers, dns.exception.Timeout) as exc:
         raise LookupUnavailable(type(exc).__name__) from exc
     except dns.exception.DNSException as exc:  # a malformed name or answer: no proof

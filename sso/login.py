@@ -3,6 +3,7 @@ the callback, which shares the state, the callback steps and the account rules o
 (`authn.oauth_state`, `authn.oauth`) and adds the ID token's checks, the verified-domain rule and the
 just-in-time membership."""
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -11,9 +12,11 @@ from authn.models import Credential, OAuthState
 from authn.oauth import Identity, SignedIn, SigninOutcome, finish, finish_for_signin, sign_in_identity
 from authn.oauth_provider import OAuthFailure
 from authn.oauth_state import begin, secret_of
+from iam import upstream
 from iam.errors import ApiError
 from rbac.models import Membership
 from rbac.services import accept_invitation, create_membership
+from tenancy.quotas import check_quota
 
 from . import provider, services
 from .models import SsoConnection
@@ -40,7 +43,9 @@ def initiate(connection: SsoConnection, *, redirect_url: str, signin_next: str =
 def ensure_membership(connection: SsoConnection, account: Account) -> None:
     """Just in time: the account gets an active workspace membership with the connection's default roles
     (logging in through the workspace's own provider is its consent); an invitation it had is accepted
-    with them. A membership an admin suspended stays suspended, and one already active keeps its roles."""
+    with them, recorded as its acceptance. A membership an admin suspended stays suspended, and one
+    already active keeps its roles. The roles count against the workspace's roles-per-membership quota
+    as if the account had asked for them: past it, the login fails."""
     workspace = connection.workspace
     membership = (
         Membership.objects.in_workspace(workspace)
@@ -49,6 +54,17 @@ def ensure_membership(connection: SsoConnection, account: Account) -> None:
         .first()
     )
     roles = list(connection.default_roles.all())
+    if membership is None or membership.status == Membership.Status.INVITED:
+        held = set() if membership is None else set(membership.roles.values_list("pk", flat=True))
+        try:
+            check_quota(
+                "roles per membership",
+                settings.IAM_QUOTA_ROLES_PER_MEMBERSHIP,
+                actor=account,
+                size=len(held | {role.pk for role in roles}),
+            )
+        except ApiError as exc:
+            raise OAuthFailure(SSO_FAILED, exc.message) from exc
     if membership is None:
         create_membership(
             workspace,
@@ -61,8 +77,7 @@ def ensure_membership(connection: SsoConnection, account: Account) -> None:
             actor=None,
         )
     elif membership.status == Membership.Status.INVITED:
-        accept_invitation(membership)
-        membership.roles.add(*roles)
+        accept_invitation(membership, roles=roles)
 
 
 def _sign_in_with(state: OAuthState, code: str, verifier: str) -> SignedIn:
@@ -76,7 +91,11 @@ def _sign_in_with(state: OAuthState, code: str, verifier: str) -> SignedIn:
         config = services.provider_config(connection)
     except Exception as exc:
         raise OAuthFailure(SSO_FAILED, "connection secret unreadable") from exc
-    profile = provider.fetch_profile(config, code=code, code_verifier=verifier, nonce=nonce)
+    try:  # the token, JWKS and user-info calls share the request's network budget
+        with upstream.waiting(connection.workspace_id):
+            profile = provider.fetch_profile(config, code=code, code_verifier=verifier, nonce=nonce)
+    except upstream.Busy as exc:
+        raise OAuthFailure(SSO_FAILED, "too many logins of this workspace waiting on its provider") from exc
     verified_domains = set(
         connection.domain_rows.filter(verified_at__isnull=False).values_list("domain", flat=True)
     )
@@ -88,6 +107,7 @@ def _sign_in_with(state: OAuthState, code: str, verifier: str) -> SignedIn:
         profile=profile,
         failed=SSO_FAILED,
         email_trusted=within and profile.email_verified,
+        admits_operators=False,
     )
     if len(identity.provider_id) > 255:
         raise OAuthFailure(SSO_FAILED, "sub too long")

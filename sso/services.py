@@ -11,7 +11,8 @@ from django.db.models import Q
 from django.utils import timezone
 
 from accounts.models import Account
-from iam import audit, crypto
+from authn.models import Credential
+from iam import audit, crypto, upstream
 from iam.errors import ApiError
 from iam.service_helpers import UNSET, apply_changes, save_unique, sent
 from rbac import policy
@@ -54,10 +55,12 @@ def get_connection(workspace: Workspace, *, id: UUID) -> SsoConnection:
     return found
 
 
-def _discover(connection: SsoConnection) -> None:
-    """Reads the issuer's discovery document into the connection's endpoints, or 400 naming `issuer`."""
+def _discover(connection: SsoConnection, workspace_id: UUID) -> None:
+    """Reads the issuer's discovery document into the connection's endpoints, or 400 naming `issuer`. The
+    workspace's requests waiting on the network are bounded (docs/api.md#waiting-on-the-network)."""
     try:
-        found = provider.discover(connection.issuer)
+        with upstream.waiting(workspace_id):
+            found = provider.discover(connection.issuer)
     except provider.DiscoveryFailed as exc:
         raise ApiError(400, f"issuer discovery failed: {exc}", "issuer") from exc
     connection.authorization_endpoint = found.authorization_endpoint
@@ -169,7 +172,7 @@ def create_connection(
     )
     if SsoConnection.objects.in_workspace(workspace).filter(name=name).exists():
         raise ApiError(409, "name already exists", "name")  # before the provider is asked
-    _discover(connection)  # before the quota's lock: no lock is held while the provider answers
+    _discover(connection, workspace.pk)  # before the quota's lock: no lock is held while the provider answers
     check_quota(
         "sso connections",
         settings.IAM_QUOTA_SSO_CONNECTIONS,
@@ -223,10 +226,14 @@ def update_connection(
         also |= _roles_change(connection, default_roles)
     if "issuer" in changes:  # every update of `issuer` is discovered again, even to the same value
         probe = SsoConnection(issuer=issuer)
-        _discover(probe)
+        _discover(probe, connection.workspace_id)
         changes |= {field: getattr(probe, field) for field in DISCOVERED}
     if domains is not None:
         also |= _set_domains(connection, domains)
+    if any(
+        field in changes and changes[field] != getattr(connection, field) for field in ("issuer", "client_id")
+    ):
+        also |= _unbind_credentials(connection)
     entry = audit.diff(connection, changes, AUDITED) | also
     fields = apply_changes(connection, changes)
     peers = SsoConnection.objects.in_workspace(connection.workspace_id)
@@ -236,6 +243,20 @@ def update_connection(
     if default_roles is not None:
         connection.default_roles.set(default_roles)
     return connection
+
+
+def _unbind_credentials(connection: SsoConnection) -> dict:
+    """A credential of kind `sso` names a subject of the issuer (and client) that asserted it; another may
+    reuse the subject for someone else. The connection's credentials are revoked and lose their
+    `provider_id`, so that the next logins link again by the verified-domain rule only. Sessions already
+    begun go on. Answers the audit change."""
+    bound = Credential.objects.filter(
+        kind=Credential.Kind.SSO,
+        provider=Credential.Provider.IDP_B,
+        provider_id__startswith=f"{connection.pk}:",
+    )
+    revoked = bound.update(status=Credential.Status.REVOKED, provider_id=None, updated_at=timezone.now())
+    return {"credentials_revoked": revoked} if revoked else {}
 
 
 @transaction.atomic
@@ -270,7 +291,8 @@ def verify_domain(
         raise ApiError(409, CLAIMED, "domain")
     if by == BY_DNS:
         try:
-            proven = dns_proof.holds(domain, row.verification_token)
+            with upstream.waiting(connection.workspace_id):
+                proven = dns_proof.holds(domain, row.verification_token)
         except dns_proof.LookupUnavailable as exc:
             raise ApiError(503, "domain verification unavailable") from exc
         if not proven:

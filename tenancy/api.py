@@ -43,7 +43,8 @@ def workspace_named(request: Request, data: dict, *, permission: str) -> Workspa
 
 class WorkspaceCreate(Endpoint):
     """Any enabled account may create a workspace; it becomes its owner. `mfa_required` (default false):
-    see `workspace/update`."""
+    see `workspace/update`; creating it on needs a session that used two factors (else 403 `use a second
+    factor in this session before requiring one`)."""
 
     summary = "Create a workspace"
     example_request = {
@@ -60,6 +61,7 @@ class WorkspaceCreate(Endpoint):
     response_serializer = WorkspaceSerializer
 
     def handle(self, request: Request, data: dict) -> dict:
+        policy.require_mfa_to_require(request.user, request.auth, None, mfa_required=data.get("mfa_required"))
         return self.serialize(create_workspace(owner=request.user, actor=request.user, **data))
 
 
@@ -81,9 +83,10 @@ class WorkspaceDescribe(Endpoint):
 
 
 class WorkspaceList(ListEndpoint):
-    """The caller's workspaces; every workspace for holders of `workspaces:list` in the root workspace.
-    A workspace that requires MFA (`mfa_required`) is listed only to a session that meets its policy:
-    one that used two factors, or came through one of that workspace's own SSO connections."""
+    """The caller's workspaces; every workspace for holders of `workspaces:list` in the root workspace
+    (while the root workspace requires MFA, only with a session that meets it). A workspace that requires
+    MFA (`mfa_required`) is listed only to a session that meets its policy: one that used two factors,
+    or came through one of that workspace's own SSO connections."""
 
     summary = "List the caller's workspaces"
     example_request = {"filter": {"tags": ["customer"]}, "options": {"limit": 20}}
@@ -94,7 +97,7 @@ class WorkspaceList(ListEndpoint):
     filter_fields = {name: name for name in ("id", "name", "slug", "description", "mfa_required")}
 
     def get_queryset(self, request: Request) -> QuerySet:
-        if policy.has_global_permission(request.user, "workspaces:list"):
+        if policy.has_global_permission(request.user, "workspaces:list", claims=request.auth):
             workspaces = Workspace.objects.all()
         else:
             mine = Membership.objects.filter(account=request.user, status=Membership.Status.ACTIVE)
@@ -108,7 +111,9 @@ class WorkspaceUpdate(Endpoint):
     `mfa_required: true`: every call naming the workspace (`X-Workspace`, or `workspace/*` on it) then
     needs a session that used two factors or came through one of the workspace's own SSO connections,
     else 403 `mfa required by this workspace` (operators too; after the membership check), and
-    `clients/validate` of its clients answers `reason: "mfa_required"`."""
+    `clients/validate` of its clients answers `reason: "mfa_required"`. Turning it on needs a session
+    that meets it already (else 403 `use a second factor in this session before requiring one`), so
+    nobody locks themselves out; operators are exempt."""
 
     summary = "Change a workspace"
     example_request = {"slug": "acme", "name": "Acme Corporation", "tags": ["customer", "enterprise"]}
@@ -120,6 +125,9 @@ class WorkspaceUpdate(Endpoint):
 
     def handle(self, request: Request, data: dict) -> dict:
         workspace = workspace_named(request, data, permission=self.permission)
+        policy.require_mfa_to_require(
+            request.user, request.auth, workspace, mfa_required=data.get("mfa_required")
+        )
         changes = changes_of(data, "id", "slug")
         return self.serialize(services.update_workspace(workspace, **changes, actor=request.user))
 

@@ -1,10 +1,15 @@
 import pytest
 from django.test import Client
 
+from tenancy.workspace_cache import root_workspace
+
 
 @pytest.fixture
-def admin_web(operator) -> Client:
-    """A browser session of an operator signed in to the admin."""
+def admin_web(operator, root) -> Client:
+    """A browser session of an operator signed in to the admin (with a password alone: while the root
+    workspace requires MFA, the admin refuses it). The root workspace is there and cached, as in a running
+    service: every admin page reads its policy."""
+    root_workspace()
     client = Client()
     client.force_login(operator)
     return client

@@ -109,7 +109,7 @@ def start(api, forwarded: str | None = None, remote: str = ATTACKER):
 
 
 def test_oauth_starts_with_a_varied_forwarded_header_are_limited(api, oauth_configured, monkeypatch):
-    monkeypatch.setattr(throttling.oauth_starts_by_ip, "limit", 3)  # 30 a minute in production
+    monkeypatch.setattr(throttling.oauth_starts_by_ip, "limit", 3)  # 600 a minute in production
     for n in range(3):
         ok(start(api, f"192.0.2.{n}"))
     for n in range(3, 6):

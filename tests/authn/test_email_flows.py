@@ -264,7 +264,7 @@ def test_requests_for_known_and_unknown_addresses_do_the_same_database_work(memb
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    from authn import services
+    from authn import email_links
 
     def shape(context):
         return [
@@ -276,9 +276,9 @@ def test_requests_for_known_and_unknown_addresses_do_the_same_database_work(memb
         ]
 
     with CaptureQueriesContext(connection) as known:
-        services.request_email("reset", email=member.email, ip="203.0.113.1")
+        email_links.request_email("reset", email=member.email, ip="203.0.113.1")
     with CaptureQueriesContext(connection) as unknown:
-        services.request_email("reset", email="ghost@example.com", ip="203.0.113.1")
+        email_links.request_email("reset", email="ghost@example.com", ip="203.0.113.1")
     assert shape(known) == shape(unknown)
     assert any(query.startswith("INSERT") for query in shape(known))
     assert any(query["sql"].startswith("ROLLBACK TO SAVEPOINT") for query in unknown.captured_queries)

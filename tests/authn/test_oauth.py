@@ -13,6 +13,7 @@ from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, parse_qsl, urlencode, urlsplit
 
+import jwt
 import pytest
 import requests
 from django.test import Client, override_settings
@@ -36,7 +37,9 @@ CALLBACK = "/auth/oauth/idp_a/callback"
 
 class StandInProvider:
     """A minimal OpenID Connect provider: authorization code with PKCE S256, client_secret_basic or
-    client_secret_post, Bearer user-info. Tests set `claims`, `token_error`, `userinfo_body`, `delay`."""
+    client_secret_post, Bearer user-info. Tests set `claims`, `token_error`, `userinfo_body`, `delay`
+    (before the token answer), `userinfo_delay`, `drip` (seconds between the bytes of the user-info
+    answer)."""
 
     def __init__(self):
         self.claims = {
@@ -49,6 +52,8 @@ class StandInProvider:
         self.token_error: str | None = None
         self.userinfo_body: bytes | None = None
         self.delay = 0.0
+        self.userinfo_delay = 0.0
+        self.drip = 0.0
         self.granted_scope: str | None = None
         self.codes: dict[str, dict] = {}
         self.access_tokens: set[str] = set()
@@ -88,7 +93,7 @@ class StandInProvider:
         self.server.server_close()
 
     @staticmethod
-    def answer(handler, status: int, body, headers: dict | None = None):
+    def answer(handler, status: int, body, headers: dict | None = None, drip: float = 0.0):
         raw = body if isinstance(body, bytes) else json.dumps(body).encode()
         handler.send_response(status)
         handler.send_header("Content-Type", "application/json")
@@ -96,7 +101,14 @@ class StandInProvider:
         for name, value in (headers or {}).items():
             handler.send_header(name, value)
         handler.end_headers()
-        handler.wfile.write(raw)
+        if not drip:
+            handler.wfile.write(raw)
+            return
+        handler.wfile.flush()
+        for index in range(len(raw)):
+            handler.wfile.write(raw[index : index + 1])
+            handler.wfile.flush()
+            time.sleep(drip)
 
     def authorize(self, handler, query: dict):
         if (
@@ -148,12 +160,13 @@ class StandInProvider:
         self.answer(handler, 200, body, {"Cache-Control": "no-store"})
 
     def userinfo(self, handler):
+        time.sleep(self.userinfo_delay)
         header = handler.headers.get("Authorization", "")
         if not header.startswith("Bearer ") or header[7:] not in self.access_tokens:
             return self.answer(handler, 401, {"error": "invalid_token"})
         if self.userinfo_body is not None:
             return self.answer(handler, 200, self.userinfo_body)
-        self.answer(handler, 200, self.claims)
+        self.answer(handler, 200, self.claims, drip=self.drip)
 
 
 @pytest.fixture
@@ -209,6 +222,10 @@ def sign_in(api, redirect_url: str = APP, **headers) -> dict:
     return query
 
 
+def claims_of(token: str) -> dict:
+    return jwt.decode(token, options={"verify_signature": False})
+
+
 def describe(token: str, account_id) -> dict:
     return ok(ApiClient(token).call("/accounts/describe", {"id": str(account_id)}))
 
@@ -232,7 +249,7 @@ def test_new_account_is_created_and_signed_in(api, configured, root, caplog):
     target, tokens = callback(api, callback_path)
 
     assert target == APP
-    assert set(tokens) == {"access_token", "refresh_token"}
+    assert set(tokens) == {"access_token"}
     account = Account.objects.get(email="alice@example.com")
     assert (
         describe(tokens["access_token"], account.pk).items()
@@ -254,12 +271,16 @@ def test_new_account_is_created_and_signed_in(api, configured, root, caplog):
     )
     assert credential.workspace == root and credential.email == "alice@example.com"
     assert credential.last_used_at is not None
-    # the refresh token is a real one
-    refreshed = ok(ApiClient(tokens["refresh_token"]).call("/auth/refresh"))
+    # No refresh token in the URL: the app trades the access token for a pair of the same session, and
+    # that refresh token is a real one.
+    paired = ok(ApiClient(tokens["access_token"]).call("/auth/refresh"))
+    assert set(paired) == {"access_token", "refresh_token"}
+    assert claims_of(paired["refresh_token"])["sid"] == claims_of(tokens["access_token"])["sid"]
+    refreshed = ok(ApiClient(paired["refresh_token"]).call("/auth/refresh"))
     describe(refreshed["access_token"], account.pk)
     # neither the code, the state, the verifier nor any token reaches the log
     code, state = (parse_qs(urlsplit(callback_path).query)[k][0] for k in ("code", "state"))
-    for secret in (code, state, tokens["access_token"], tokens["refresh_token"], *configured.access_tokens):
+    for secret in (code, state, tokens["access_token"], *configured.access_tokens):
         assert secret not in caplog.text
 
 
@@ -315,7 +336,7 @@ def test_redirect_url_with_a_query_and_fragment_keeps_them(api, configured):
     assert target.fragment == "top"
     query = dict(parse_qsl(target.query))
     assert query["next"] == "/home" and query["lang"] == "en"
-    assert {"access_token", "refresh_token"} <= set(query)
+    assert {"access_token"} <= set(query)
     assert response["Cache-Control"] == "no-store" and response["Referrer-Policy"] == "no-referrer"
 
 
@@ -339,7 +360,7 @@ def test_verified_provider_email_links_to_the_existing_verified_account(api, con
 
 def test_provider_granting_another_scope_still_signs_in(api, configured):
     configured.granted_scope = "openid https://www.example.com/auth/userinfo.email"
-    assert set(sign_in(api)) == {"access_token", "refresh_token"}
+    assert set(sign_in(api)) == {"access_token"}
 
 
 def test_unverified_provider_email_never_links(api, configured, root):
@@ -491,6 +512,24 @@ def test_provider_too_slow(api, configured, monkeypatch):
     assert sign_in(api) == {"error": "oauth_failed"}
 
 
+def test_the_providers_two_calls_share_one_budget(api, configured, settings):
+    """The token and the user-info answer each well within a call's own timeout; together, past the
+    request's network budget (docs/api.md#waiting-on-the-network)."""
+    configured.delay = configured.userinfo_delay = 0.8
+    settings.IAM_NETWORK_BUDGET_SECONDS = 1.2
+    assert sign_in(api) == {"error": "oauth_failed"}
+    settings.IAM_NETWORK_BUDGET_SECONDS = 5
+    assert set(sign_in(api)) == {"access_token"}
+
+
+def test_a_provider_dripping_its_answer_is_cut_at_the_budget(api, configured, settings):
+    """Each byte comes well within a socket's timeout, the whole answer well past the budget: the
+    budget bounds the call, not each read."""
+    configured.drip = 0.02  # about 150 bytes: 3 s
+    settings.IAM_NETWORK_BUDGET_SECONDS = 1
+    assert sign_in(api) == {"error": "oauth_failed"}
+
+
 @pytest.mark.parametrize(
     "body",
     [b"not json", b"[1, 2]", b'{"email": "a@example.com"}', b'{"sub": 7, "email": "a@example.com"}'],
@@ -592,13 +631,29 @@ def test_initiate_is_throttled_per_ip(api, configured, monkeypatch):
     assert ok(other)["auth_url"]
 
 
+def test_an_office_behind_one_address_starts_many_logins(api, configured):
+    """600 starts a minute per address by default (docs/security.md#throttling-and-enumeration): a whole
+    office signing in at nine through one NAT address is not refused at the thirty-first."""
+    for _ in range(40):
+        initiate(api)
+    assert OAuthState.objects.count() == 40
+
+
+def test_a_start_removes_the_states_that_expired(api, configured):
+    """What a start stores ends with its state, so anonymous starts cannot pile rows up."""
+    initiate(api)
+    OAuthState.objects.update(expires_at=timezone.now() - timedelta(seconds=1))
+    initiate(api)
+    assert OAuthState.objects.count() == 1 and OAuthState.objects.get().expires_at > timezone.now()
+
+
 # last_login
 
 
 def test_the_callback_sets_last_login_of_a_new_account(api, configured):
     before = timezone.now()
     tokens = sign_in(api)
-    assert set(tokens) == {"access_token", "refresh_token"}
+    assert set(tokens) == {"access_token"}
     assert before <= Account.objects.get(email="alice@example.com").last_login <= timezone.now()
 
 

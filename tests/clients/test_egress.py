@@ -20,6 +20,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from clients import egress
+from iam import upstream
 from tests.clients.test_push import kept_connections
 
 OK = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Type: application/json\r\n\r\n{}"
@@ -166,7 +167,7 @@ def test_tls_names_and_checks_the_urls_host_on_the_connection_to_the_address(
     server_tls.load_cert_chain(tmp_path / "cert.pem", tmp_path / "key.pem")
     server = serve(tls=server_tls)
     trusting = ssl.create_default_context(cadata=certificate.decode())
-    trusting.sslsocket_class = egress._TLSSocket
+    trusting.sslsocket_class = upstream.TLSSocket
     monkeypatch.setattr(egress, "_tls", trusting)
     names, _ = dns
     for name in ("hooks.example.test", "alias.example.test", "other.example.test"):

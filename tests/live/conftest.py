@@ -223,6 +223,8 @@ class LiveService:
             "IAM_IDP_A_TOKEN_URL": "http://127.0.0.1:9/token",
             "IAM_IDP_A_USERINFO_URL": "http://127.0.0.1:9/userinfo",
             "IAM_OAUTH_REDIRECT_ALLOWLIST": "http://localhost:3000",
+            # The whole layer registers its accounts from one address within the hour.
+            "IAM_REGISTRATIONS_PER_IP_PER_HOUR": "100000",
         }
         self.redis: Process | None = None
         self.worker: Process | None = None

@@ -10,6 +10,7 @@ from tests.live.api import create_client, create_workspace, err, ok
 from tests.live.conftest import PASSWORD
 
 MFA = "mfa required by this workspace"
+FIRST = "use a second factor in this session before requiring one"
 CALLS = 12  # spread over both workers
 
 
@@ -36,7 +37,11 @@ def test_turning_the_policy_on_holds_at_once_in_every_worker(live):
         ok(live.post("/projects/list", {}, token=one_factor, workspace=acme))
         assert validate(one_factor)["authorized"] is True
 
-    ok(live.post("/workspace/update", {"id": acme, "mfa_required": True}, token=one_factor))
+    turn_on = {"id": acme, "mfa_required": True}
+    err(
+        live.post("/workspace/update", turn_on, token=one_factor), 403, FIRST
+    )  # no owner locks themselves out
+    ok(live.post("/workspace/update", turn_on, token=two_factors))
     for _ in range(CALLS):
         err(live.post("/projects/list", {}, token=one_factor, workspace=acme), 403, MFA)
         assert validate(one_factor)["reason"] == "mfa_required"

@@ -1,6 +1,7 @@
 """TOTP's single use under concurrency (CONTRACT 17): one `mfa_token` sent by many requests at once
 starts one session, and one code sent with many `mfa_token`s at once is accepted once, across every web
-worker (the rows are locked; nothing is decided in one process's memory)."""
+worker (the rows are locked; nothing is decided in one process's memory); and 16 wrong codes sent at once
+get no more checks than the limit of 5 (each is counted in Redis before it is checked)."""
 
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -57,3 +58,16 @@ def test_one_code_sent_with_many_mfa_tokens_at_once_is_accepted_once(live):
     )
     # the others: `invalid code`, or 429 once 5 of them counted as wrong codes for the account
     assert statuses[0] == 200 and set(statuses[1:]) <= {400, 429}, statuses
+
+
+def test_sixteen_wrong_codes_at_once_get_five_checks(live):
+    """The limit of 5 wrong codes per account is counted before a code is checked: of 16 sent at once to
+    every web worker, 5 are checked (400) and the others refused unchecked (429)."""
+    email, _ = enrolled(live)
+    token = mfa_token(live, email)
+    wrong = {"mfa_token": token, "code": "000000"}
+    with ThreadPoolExecutor(16) as pool:
+        responses = list(pool.map(lambda _: live.post("/auth/mfa/verify", wrong), range(16)))
+    statuses = sorted(response.status_code for response in responses)
+    assert statuses == [400] * 5 + [429] * 11, statuses
+    assert all(response.headers.get("Retry-After") for response in responses if response.status_code == 429)

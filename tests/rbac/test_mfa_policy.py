@@ -171,7 +171,7 @@ def test_turning_it_on_refuses_at_once_audited_and_pushed(ada, bob, beta, django
     one = session_of(ada, ONE_FACTOR, beta)
     ok(one.call("/projects/list", {}))  # the workspace is cached now
     with django_capture_on_commit_callbacks(execute=True):
-        ok(session_of(bob, ONE_FACTOR).call("/workspace/update", {"slug": "beta", "mfa_required": True}))
+        ok(session_of(bob, TWO_FACTORS).call("/workspace/update", {"slug": "beta", "mfa_required": True}))
     err(one.call("/projects/list", {}), 403, MFA)
     err(session_of(bob, ONE_FACTOR, beta).call("/projects/list", {}), 403, MFA)  # its author too
     entry = AuditEntry.objects.filter(action="workspace.update", workspace_id=beta.pk).latest("occurred_at")
@@ -183,9 +183,46 @@ def test_turning_it_on_refuses_at_once_audited_and_pushed(ada, bob, beta, django
 
 def test_creating_it_on_is_audited(ada):
     body = {"name": "Delta", "slug": "delta", "config": META, "tags": [], "meta": META, "mfa_required": True}
-    created = ok(session_of(ada, ONE_FACTOR).call("/workspace/create", body))
+    created = ok(session_of(ada, TWO_FACTORS).call("/workspace/create", body))
     entry = AuditEntry.objects.get(action="workspace.create", resource_id=created["id"])
     assert entry.changes["mfa_required"] == {"before": None, "after": True}
+
+
+FIRST = "use a second factor in this session before requiring one"
+
+
+def test_turning_it_on_needs_a_session_that_meets_it(ada, bob, acme, beta, operator):
+    """Nobody locks themselves out: a one-factor session cannot turn the policy on, by update or at
+    create; a two-factor one can, and the operator (who can turn it off again in the admin) is exempt.
+    Sending it while it is on already, or turning it off, needs nothing more."""
+    body = {"name": "Delta", "slug": "delta", "config": META, "tags": [], "meta": META, "mfa_required": True}
+    err(session_of(bob, ONE_FACTOR).call("/workspace/create", body), 403, FIRST)
+    err(
+        session_of(bob, ONE_FACTOR).call("/workspace/update", {"slug": "beta", "mfa_required": True}),
+        403,
+        FIRST,
+    )
+    assert not Workspace.objects.filter(slug="delta").exists()
+    assert not Workspace.objects.get(pk=beta.pk).mfa_required
+    ok(session_of(bob, ONE_FACTOR).call("/workspace/update", {"slug": "beta", "mfa_required": False}))
+    ok(session_of(bob, ONE_FACTOR).call("/workspace/create", {**body, "mfa_required": False}))
+    # bob is no member of acme: its policy is not his to learn, with one factor or two
+    err(session_of(bob, TWO_FACTORS).call("/workspace/update", {"slug": "acme", "mfa_required": True}), 404)
+    ok(session_of(ada, TWO_FACTORS).call("/workspace/update", {"slug": "acme", "mfa_required": True}))
+    ok(session_of(bob, TWO_FACTORS).call("/workspace/update", {"slug": "beta", "mfa_required": True}))
+    ok(session_of(bob, TWO_FACTORS).call("/workspace/update", {"slug": "beta", "mfa_required": True}))
+    ok(session_of(bob, TWO_FACTORS).call("/workspace/update", {"slug": "beta", "mfa_required": False}))
+    ok(session_of(operator, ONE_FACTOR).call("/workspace/update", {"slug": "beta", "mfa_required": True}))
+    ok(session_of(operator, ONE_FACTOR).call("/workspace/create", {**body, "slug": "epsilon"}))
+
+
+def test_a_login_through_the_workspaces_own_sso_may_turn_it_on(bob, beta):
+    """Such a session meets the policy of that workspace only."""
+    gamma = WorkspaceFactory(slug="gamma")
+    MembershipFactory(account=bob, workspace=gamma, roles=[RoleFactory(workspace=gamma, permissions=["*"])])
+    token = issue_session(bob, amr=["fed"], sso_workspace_id=beta.pk)["access_token"]
+    err(ApiClient(token).call("/workspace/update", {"slug": "gamma", "mfa_required": True}), 403, FIRST)
+    ok(ApiClient(token).call("/workspace/update", {"slug": "beta", "mfa_required": True}))
 
 
 def test_an_admin_of_one_workspace_cannot_touch_the_other(bob, acme, beta):
@@ -238,7 +275,7 @@ def test_validate_stays_at_zero_queries_and_sees_the_change_at_once(
     with django_assert_num_queries(0):
         assert validate(client, one)["authorized"] is True
     with django_capture_on_commit_callbacks(execute=True):
-        ok(session_of(bob, ONE_FACTOR).call("/workspace/update", {"slug": "beta", "mfa_required": True}))
+        ok(session_of(bob, TWO_FACTORS).call("/workspace/update", {"slug": "beta", "mfa_required": True}))
     assert validate(client, one)["reason"] == "mfa_required"
     validate(client, two)
     with django_assert_num_queries(0):

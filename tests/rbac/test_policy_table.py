@@ -14,6 +14,7 @@ from authn.models import Credential
 from iam.errors import ApiError
 from rbac import policy
 from rbac.models import Membership
+from sso.models import SsoConnection
 from tenancy.models import Project, Workspace
 from tests.factories import (
     AccountFactory,
@@ -38,7 +39,8 @@ def w(db, root):
     """Workspace `a` with projects `p1`, `p2`; workspace `b`. `wide` holds projects, memberships,
     credentials:update and workspaces:describe across `a`; `p1` holds projects and memberships in project
     `p1` only; `stranger` holds `*` in `b`; `root_admin` holds accounts and workspaces in the root
-    workspace; `plain` belongs nowhere; `invited` is invited to `a`."""
+    workspace; `plain` belongs nowhere; `invited` is invited to `a`; `sso_admin` holds `sso:*` in `a`,
+    which has an SSO `connection`."""
     a, b = WorkspaceFactory(), WorkspaceFactory()
     p1, p2 = ProjectFactory(workspace=a), ProjectFactory(workspace=a)
     world = SimpleNamespace(a=a, b=b, p1=p1, p2=p2, root=root)
@@ -58,6 +60,10 @@ def w(db, root):
     world.invited = AccountFactory()
     world.invitation = MembershipFactory(account=world.invited, workspace=a, status=Membership.Status.INVITED)
     world.credential = CredentialFactory(account=world.plain)
+    world.sso_admin = member(a, "sso:*")
+    world.connection = SsoConnection.objects.create(
+        workspace=a, name="Okta", issuer="https://idp.test", client_id="c"
+    )
     return world
 
 
@@ -121,6 +127,14 @@ AUTHORIZE = [
     ("wide", "a", "credentials:update", "credential", {"new_email": "x@example.com"}, False, OPERATOR_ONLY),
     ("wide", "a", "credentials:delete", "credential", None, False, OPERATOR_ONLY),
     ("operator", "a", "credentials:delete", "credential", None, False, ALLOWED),
+    # SSO connections: what a connection trusts needs `*` (who points it at a provider signs in as its
+    # people); refused once the connection is found, so another workspace's is a 404
+    ("sso_admin", "a", "sso:update", "connection", {"name": "x", "enabled": False}, False, ALLOWED),
+    ("sso_admin", "a", "sso:update", "connection", {"issuer": "https://x.test"}, False, CANNOT_GRANT),
+    ("sso_admin", "a", "sso:update", "connection", {"domains": []}, False, CANNOT_GRANT),
+    ("sso_admin", "a", "sso:update", "connection", {"trust_provider_mfa": True}, False, CANNOT_GRANT),
+    ("sso_admin", "a", "sso:update", None, {"client_id": "x"}, False, ALLOWED),  # the lookup's 404 follows
+    ("operator", "a", "sso:update", "connection", {"client_secret": "x"}, False, ALLOWED),
 ]
 
 
@@ -224,18 +238,22 @@ def test_require_grantable(w, caller, names, project, decision):
 
 
 @pytest.mark.parametrize(
-    ("caller", "decision"),
+    ("caller", "vouched", "decision"),
     [
-        ("invited", ALLOWED),
-        ("wide", (403, "only the invited account can accept")),
-        ("operator", ALLOWED),
-        (None, ALLOWED),
+        ("invited", False, ALLOWED),
+        ("wide", False, (403, "only the invited account can accept")),
+        ("wide", True, (403, "only the invited account can accept")),  # only the system vouches
+        ("stranger", False, (403, "only the invited account can accept")),
+        ("operator", False, ALLOWED),
+        (None, False, (403, "only the invited account can accept")),
+        (None, True, ALLOWED),  # a workspace's directory, for an account of its own domain
     ],
 )
-def test_require_activation(w, caller, decision):
-    """CONTRACT 15: an invitation becomes active only by its own account (or an operator, or the system)."""
+def test_require_activation(w, caller, vouched, decision):
+    """An invitation becomes active only by its own account or an operator; the system only
+    for an account it vouches for (SCIM within the workspace's verified domains)."""
     account = getattr(w, caller) if caller else None
-    assert decide(lambda: policy.require_activation(account, w.invitation)) == decision
+    assert decide(lambda: policy.require_activation(account, w.invitation, vouched=vouched)) == decision
 
 
 def test_visible_projects(w):

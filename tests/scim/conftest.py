@@ -79,6 +79,8 @@ def new_token(workspace, name="Okta") -> str:
 
 @pytest.fixture
 def scim(workspace) -> Scim:
+    """The directory of `workspace`, which has verified `acme.test` for its SSO connection."""
+    verify_domain(workspace, "acme.test")
     return Scim(workspace.pk, new_token(workspace))
 
 
@@ -89,10 +91,14 @@ def other_workspace(db):
 
 @pytest.fixture
 def other_scim(other_workspace) -> Scim:
+    """The directory of `other_workspace`, which has verified `other.test`."""
+    verify_domain(other_workspace, "other.test")
     return Scim(other_workspace.pk, new_token(other_workspace))
 
 
 def verify_domain(workspace, domain: str) -> None:
+    if SsoDomain.objects.filter(workspace=workspace, domain=domain, verified_at__isnull=False).exists():
+        return
     connection = SsoConnection.objects.create(
         workspace=workspace,
         name=f"idp-{domain}",

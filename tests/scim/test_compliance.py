@@ -13,23 +13,24 @@ from scim2_client.engines.wsgi import WSGISCIMClient
 from scim2_models import Mutability, Required, ScimProvider, Uniqueness
 from scim2_tester import Status, check_server
 
-from .conftest import new_token
+from .conftest import new_token, verify_domain
 
-# A User's `userName` is its e-mail address here. The checker fills attributes with random strings, or
-# with one of the examples a model's field gives: these.
-ADDRESSES = [f"{uuid.uuid4().hex}@checker.example.com" for _ in range(20_000)]
+# A User's `userName` is its e-mail address here, in a domain the workspace has verified. The checker
+# fills attributes with random strings, or with one of the examples a model's field gives: these.
+DOMAIN = "checker.example.com"
 
 
-def directory_models(client) -> ScimProvider:
+def directory_models(client, domain: str = DOMAIN) -> ScimProvider:
     """The models the service publishes (its /Schemas and /ResourceTypes), as the checker would build
-    them, with e-mail addresses as the examples of `userName`."""
+    them, with e-mail addresses of `domain` as the examples of `userName`."""
+    addresses = [f"{uuid.uuid4().hex}@{domain}" for _ in range(20_000)]
     client.discover()
     discovered = client.provider
     user = next(model for model in discovered.models if model.__name__ == "User")
 
     class DirectoryUser(user):
         user_name: Annotated[str | None, Uniqueness.server, Required.true, Mutability.immutable] = Field(
-            None, examples=ADDRESSES
+            None, examples=addresses
         )
 
     DirectoryUser.__name__ = "User"
@@ -39,7 +40,7 @@ def directory_models(client) -> ScimProvider:
 
 def checker(app, base_url: str, token: str):
     client = WSGISCIMClient(app, base_url=base_url, headers={"Authorization": f"Bearer {token}"})
-    client.provider = directory_models(client)
+    client.provider = directory_models(client, DOMAIN)
     return client
 
 
@@ -53,6 +54,7 @@ def failures(results) -> list[tuple[str, str]]:
 
 @pytest.mark.django_db(transaction=True)
 def test_scim2_tester_finds_nothing_wrong(workspace):
+    verify_domain(workspace, DOMAIN)
     client = checker(
         get_wsgi_application(), f"http://testserver/scim/v2/{workspace.pk}", new_token(workspace)
     )

@@ -2,6 +2,8 @@
 on their workspace membership. PATCH with and without paths, member value filters, Entra ID's forms,
 the quotas, and another workspace's roles and accounts out of reach."""
 
+import json
+
 import pytest
 
 from iam.models import AuditEntry, Event
@@ -224,3 +226,206 @@ def test_a_group_answers_at_most_so_many_members(scim, workspace, users, monkeyp
     group = scim_ok(scim.post("/Groups", body), 201)
     assert len(group["members"]) == 2
     assert len(Role.objects.get(pk=group["id"]).memberships.all()) == 3
+
+
+# Bounds: operations per PATCH, the byte budget of every answer, members per Group
+
+
+def add_ops(account_ids, n: int) -> list[dict]:
+    """`n` operations that add and remove the same few members in turn, ending with each added."""
+    ops = []
+    for i in range(n):
+        pk = account_ids[i % len(account_ids)]
+        op = "remove" if (i // len(account_ids)) % 2 and i < n - len(account_ids) else "add"
+        ops.append(
+            {"op": op, "path": f'members[value eq "{pk}"]'}
+            if op == "remove"
+            else {"op": "add", "path": "members", "value": [{"value": pk}]}
+        )
+    return ops
+
+
+def test_a_patch_holds_at_most_a_thousand_operations(scim, workspace, users, other_scim):
+    group = scim_ok(scim.post("/Groups", {"displayName": "Many"}), 201)
+    body = scim_err(scim.patch(f"/Groups/{group['id']}", add_ops(users, 1001)), 400, "tooMany")
+    assert body["detail"] == "a PATCH holds at most 1000 operations"
+    assert members(scim_ok(scim.get(f"/Groups/{group['id']}"))) == []
+    scim_err(
+        scim.patch(f"/Users/{users[0]}", [{"op": "replace", "path": "active", "value": False}] * 1001),
+        400,
+        "tooMany",
+    )
+    assert roles_of(workspace, users[0]) == set()
+    assert members(scim_ok(scim.patch(f"/Groups/{group['id']}", add_ops(users, 1000)))) == sorted(users)
+    scim_err(other_scim.patch(f"/Groups/{group['id']}", add_ops(users, 3)), 404)
+
+
+def test_operations_are_folded_in_order_and_each_membership_changes_once(scim, workspace, users, other_scim):
+    group = scim_ok(scim.post("/Groups", {"displayName": "Folded", "members": [{"value": users[2]}]}), 201)
+    path = f"/Groups/{group['id']}"
+    operations = [
+        {"op": "add", "path": "members", "value": [{"value": users[0]}, {"value": users[1]}]},
+        {"op": "remove", "path": f'members[value eq "{users[0]}"]'},
+        {"op": "replace", "path": "displayName", "value": "Middle"},
+        {"op": "add", "path": "members", "value": [{"value": users[0]}]},
+        {"op": "remove", "path": "members", "value": [{"value": users[1]}]},
+        {"op": "replace", "path": "displayName", "value": "Folded Twice"},
+        {"op": "add", "path": "externalId", "value": "e-1"},
+    ]
+    before = AuditEntry.objects.filter(action="membership.update").count()
+    patched = scim_ok(scim.patch(path, operations))
+    assert members(patched) == sorted([users[0], users[2]])
+    assert patched["displayName"] == "Folded Twice" and patched["externalId"] == "e-1"
+    # users[0] gained the role once; users[1] gained and lost it in one request: unchanged, unaudited.
+    assert AuditEntry.objects.filter(action="membership.update").count() == before + 1
+    assert AuditEntry.objects.filter(action="role.update").count() == 1
+    assert roles_of(workspace, users[1]) == set()
+    replace_then_add = [
+        {"op": "remove", "path": "members"},
+        {"op": "add", "path": "members", "value": [{"value": users[1]}]},
+        {"op": "replace", "path": "members", "value": [{"value": users[2]}, {"value": users[1]}]},
+        {"op": "remove", "path": f'members[value eq "{users[2]}"]'},
+    ]
+    assert members(scim_ok(scim.patch(path, replace_then_add))) == [users[1]]
+    # An id that is no User is refused even when a later operation removes it again.
+    theirs = scim_ok(other_scim.post("/Users", user_body("x@other.test")), 201)["id"]
+    named_then_removed = [
+        {"op": "add", "path": "members", "value": [{"value": theirs}]},
+        {"op": "remove", "path": f'members[value eq "{theirs}"]'},
+    ]
+    scim_err(scim.patch(path, named_then_removed), 400, "invalidValue")
+    assert members(scim_ok(scim.get(path))) == [users[1]]
+
+
+def test_a_thousand_operations_cost_the_queries_of_ten(scim, workspace, users):
+    """Each membership changes once however many operations name it: the work grows with the people
+    changed, not with the operations."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    scim_ok(scim.get("/Groups"))  # the token's first use of the minute is written once
+    counts = []
+    for n in (10, 1000):
+        group = scim_ok(scim.post("/Groups", {"displayName": f"n{n}"}), 201)
+        with CaptureQueriesContext(connection) as queries:
+            assert members(scim_ok(scim.patch(f"/Groups/{group['id']}", add_ops(users, n)))) == sorted(users)
+        counts.append(len(queries))
+    assert counts[0] == counts[1], counts
+
+
+def big_group(workspace, name: str, size: int) -> Role:
+    """A role held by `size` Users of the workspace (made directly: what a directory built over time)."""
+    role = RoleFactory(workspace=workspace, name=name)
+    for n in range(size):
+        account = AccountFactory(email=f"{name}-{n}@acme.test")
+        MembershipFactory(account=account, workspace=workspace, roles=[role])
+    return role
+
+
+def test_a_page_of_groups_stays_within_the_byte_budget(scim, workspace, settings, other_scim):
+    """`GET /Groups?count=50` once answered 4.97 MB whole: a page ends before the Group that would pass the
+    budget (holding at least one), `itemsPerPage` says how many it holds, and the next page goes on."""
+    roles = [big_group(workspace, f"g{n}", 20) for n in range(3)]
+    whole = scim_ok(scim.get("/Groups", count=50))
+    sizes = [len(json.dumps(item, separators=(",", ":"))) for item in whole["Resources"]]
+    assert whole["itemsPerPage"] == 3 and all(len(item["members"]) == 20 for item in whole["Resources"])
+    settings.IAM_PAGE_MAX_BYTES = sizes[0] + sizes[1] + 10  # the first two fit, not the third
+    seen, start = [], 1
+    while start <= 3:
+        response = scim.get("/Groups", count=50, startIndex=start)
+        page = scim_ok(response)
+        assert page["totalResults"] == 3 and page["itemsPerPage"] == len(page["Resources"]) >= 1
+        assert len(response.content) < settings.IAM_PAGE_MAX_BYTES + 200
+        seen += [item["id"] for item in page["Resources"]]
+        start += page["itemsPerPage"]
+    assert seen == [str(role.pk) for role in roles]
+    assert scim_ok(scim.get("/Groups", count=50))["itemsPerPage"] == 2
+    settings.IAM_PAGE_MAX_BYTES = 10  # one Group alone passes it: the page is that one
+    assert scim_ok(scim.get("/Groups", count=50))["itemsPerPage"] == 1
+    assert scim_ok(other_scim.get("/Groups"))["totalResults"] == 0
+
+
+def test_a_page_of_users_stays_within_the_byte_budget(scim, workspace, settings, other_scim):
+    for n in range(5):
+        scim_ok(scim.post("/Users", user_body(f"p{n}@acme.test")), 201)
+    one = len(json.dumps(scim_ok(scim.get("/Users", count=1))["Resources"][0], separators=(",", ":")))
+    settings.IAM_PAGE_MAX_BYTES = 2 * one + 50
+    page = scim_ok(scim.get("/Users", count=100))
+    assert page["totalResults"] == 5 and page["itemsPerPage"] == len(page["Resources"]) == 2
+    assert scim_ok(scim.get("/Users", startIndex=5))["itemsPerPage"] == 1
+    assert scim_ok(other_scim.get("/Users"))["totalResults"] == 0
+
+
+def test_a_group_answers_no_more_members_than_its_budget_holds(scim, workspace, settings):
+    role = big_group(workspace, "wide", 12)
+    assert len(scim_ok(scim.get(f"/Groups/{role.pk}"))["members"]) == 12
+    settings.IAM_PAGE_MAX_BYTES = 3000
+    for response in (scim.get(f"/Groups/{role.pk}"), scim.get("/Groups")):
+        assert len(response.content) <= 3000
+    shown = scim_ok(scim.get(f"/Groups/{role.pk}"))["members"]
+    assert 0 < len(shown) < 12
+    assert role.memberships.count() == 12
+
+
+def test_a_page_of_groups_reads_members_in_a_few_queries(scim, workspace):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    scim_ok(scim.get("/Groups"))  # the token's first use of the minute is written once
+    counts = []
+    for n in (2, 12):
+        while Role.objects.filter(workspace=workspace).count() < n:
+            big_group(workspace, f"q{Role.objects.filter(workspace=workspace).count()}", 2)
+        with CaptureQueriesContext(connection) as queries:
+            page = scim_ok(scim.get("/Groups", count=100))
+        assert page["itemsPerPage"] == n and all(len(item["members"]) == 2 for item in page["Resources"])
+        counts.append(len(queries))
+    assert counts[0] == counts[1], counts
+
+
+def test_a_request_names_at_most_ten_thousand_members(scim, workspace, users):
+    group = scim_ok(scim.post("/Groups", {"displayName": "Capped"}), 201)
+    many = [{"value": users[n % 3]} for n in range(10_001)]
+    for response in (
+        scim.patch(f"/Groups/{group['id']}", [{"op": "add", "path": "members", "value": many}]),
+        scim.patch(
+            f"/Groups/{group['id']}",
+            [
+                {"op": "add", "path": "members", "value": many[:5000]},
+                {"op": "remove", "path": "members", "value": many[:5001]},
+            ],
+        ),
+        scim.put(f"/Groups/{group['id']}", {"displayName": "Capped", "members": many}),
+        scim.post("/Groups", {"displayName": "Other", "members": many}),
+    ):
+        assert scim_err(response, 400, "tooMany")["detail"] == "a request names at most 10000 members"
+    assert members(scim_ok(scim.get(f"/Groups/{group['id']}"))) == []
+    assert not Role.objects.filter(workspace=workspace, name="Other").exists()
+    assert members(
+        scim_ok(scim.put(f"/Groups/{group['id']}", {"displayName": "C", "members": many[:10_000]}))
+    )
+
+
+def test_a_group_change_pushes_one_event_per_membership_changed(scim, workspace, users, other_workspace):
+    from clients.models import Delivery
+    from tests.factories import ClientFactory
+
+    ours = ClientFactory(workspace=workspace, endpoint="https://hooks.example.com/ours")
+    theirs = ClientFactory(workspace=other_workspace, endpoint="https://hooks.example.com/theirs")
+    group = scim_ok(scim.post("/Groups", {"displayName": "Pushed"}), 201)
+    Event.objects.all().delete()
+    add = [{"op": "add", "path": "members", "value": [{"value": pk} for pk in users]}]
+    scim_ok(scim.patch(f"/Groups/{group['id']}", add))
+    events = Event.objects.filter(workspace_id=workspace.pk, payload__type="membership.updated")
+    assert sorted(event.payload["data"]["account_ids"][0] for event in events) == sorted(users)
+    held = {str(m.pk) for m in Membership.objects.filter(workspace=workspace, account_id__in=users)}
+    assert {event.payload["data"]["resource"]["id"] for event in events} == held
+    assert set(Delivery.objects.filter(client=ours).values_list("event_id", flat=True)) == {
+        event.event_id for event in events
+    }
+    assert not Delivery.objects.filter(client=theirs).exists()
+    assert not Event.objects.filter(workspace_id=other_workspace.pk).exists()
+    entries = AuditEntry.objects.filter(action="membership.update", workspace_id=workspace.pk)
+    assert {str(entry.resource_id) for entry in entries} == held
+    assert all(entry.changes["role_ids"]["after"] == [group["id"]] for entry in entries)
+    assert all(entry.actor_kind == "scim" for entry in entries)

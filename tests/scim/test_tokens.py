@@ -103,3 +103,13 @@ def test_an_unknown_or_malformed_workspace_is_refused_as_unauthenticated(scim):
 def test_an_operator_creates_tokens_anywhere(operator, workspace):
     created = ok(client_for(operator, workspace).call("/scim-tokens/create", {"name": "ops"}))
     scim_ok(Scim(workspace.pk, created["token"]).get("/ServiceProviderConfig"))
+
+
+def test_everything_in_another_workspace_issues_no_token_here(member_of, workspace, other_workspace):
+    """`*` counts in its own workspace only: a holder of `*` elsewhere and `scim-tokens:*` here still cannot
+    grant this workspace's roles, so issues no token here."""
+    account, _ = member_of(other_workspace, "*")
+    _, holder = member_of(workspace, "scim-tokens:*", account=account)
+    err(holder.call("/scim-tokens/create", {"name": "x"}), 403, "cannot grant permissions you do not hold")
+    assert ok(client_for(account, other_workspace).call("/scim-tokens/create", {"name": "x"}))["token"]
+    assert not ScimToken.objects.filter(workspace=workspace).exists()

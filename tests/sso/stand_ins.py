@@ -28,7 +28,8 @@ def new_key():
 class OpenIdProvider:
     """Tests change `claims` (what the next login's ID token says), `id_token_overrides` (claims forced
     into the ID token: a wrong `aud`, `nonce`, `iss`), `signing_key` (a key the JWKS does not publish),
-    `discovery` (the document answered), `email_in_id_token` (False: the e-mail only at user-info)."""
+    `discovery` (the document answered), `email_in_id_token` (False: the e-mail only at user-info),
+    `delays` (a route, such as `/token`, -> seconds to wait before answering it)."""
 
     def __init__(self, *, client_id="iam-sso", client_secret="sso-secret", path=""):
         self.client_id = client_id
@@ -43,6 +44,7 @@ class OpenIdProvider:
         self.access: dict[str, dict] = {}
         self.requests: list[str] = []
         self.token_auth: list[str] = []
+        self.delays: dict[str, float] = {}
         provider = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -53,6 +55,7 @@ class OpenIdProvider:
                 parts = urlsplit(self.path)
                 provider.requests.append(parts.path)
                 route = parts.path.removeprefix(path)
+                time.sleep(provider.delays.get(route, 0))
                 if route == "/.well-known/openid-configuration":
                     document = provider.discovery
                     if isinstance(document, int):
@@ -72,6 +75,7 @@ class OpenIdProvider:
                 length = int(self.headers.get("Content-Length") or 0)
                 form = dict(parse_qsl(self.rfile.read(length).decode()))
                 if urlsplit(self.path).path.removeprefix(path) == "/token":
+                    time.sleep(provider.delays.get("/token", 0))
                     provider.token(self, form)
                 else:
                     provider.answer(self, 404, {"error": "not_found"})

@@ -83,7 +83,7 @@ def test_login_by_email_creates_a_verified_member_with_the_default_roles(api, ad
     viewer = RoleFactory(workspace=workspace, name="viewer", permissions=["projects:list"])
     connection = connect(admin, idp, roles=[viewer])
     tokens = sso_login(api, email="Alice@ACME.test")
-    assert set(tokens) == {"access_token", "refresh_token"}
+    assert set(tokens) == {"access_token"}
     account = Account.objects.get(email="alice@acme.test")
     assert account.verified and account.name == "Alice" and not account.has_usable_password()
     credential = Credential.objects.get(account=account)
@@ -110,7 +110,7 @@ def test_login_by_connection_and_a_returning_sub(api, admin, idp):
     first = sso_login(api, connection_id=str(connection.pk))
     idp.claims = {**idp.claims, "email": "alice.renamed@acme.test"}  # the same sub, a new address
     second = sso_login(api, connection_id=str(connection.pk))
-    assert set(first) == set(second) == {"access_token", "refresh_token"}
+    assert set(first) == set(second) == {"access_token"}
     assert Account.objects.count() == 2  # the admin and Alice, once
     assert not Account.objects.filter(email="alice.renamed@acme.test").exists()
 
@@ -185,7 +185,7 @@ def test_a_squatter_account_loses_its_password_and_sessions(api, admin, idp, wor
     assert ok(api.call("/auth/login", {"email": "alice@acme.test", "password": PASSWORD}))
     connect(admin, idp)
     tokens = sso_login(api, email="alice@acme.test")
-    assert set(tokens) == {"access_token", "refresh_token"}
+    assert set(tokens) == {"access_token"}
     squatter.refresh_from_db()
     assert squatter.verified and not squatter.has_usable_password()
     err(
@@ -202,7 +202,7 @@ def test_a_verified_account_is_linked_and_keeps_its_password(api, admin, idp):
     owner = AccountFactory(email="alice@acme.test", verified=True)
     CredentialFactory(account=owner)
     connect(admin, idp)
-    assert set(sso_login(api, email="alice@acme.test")) == {"access_token", "refresh_token"}
+    assert set(sso_login(api, email="alice@acme.test")) == {"access_token"}
     assert ok(api.call("/auth/login", {"email": "alice@acme.test", "password": PASSWORD}))
     assert Credential.objects.filter(account=owner, kind="sso").count() == 1
 
@@ -210,7 +210,7 @@ def test_a_verified_account_is_linked_and_keeps_its_password(api, admin, idp):
 def test_a_state_works_once(api, admin, idp):
     connect(admin, idp)
     callback = to_provider(api, email="alice@acme.test")
-    assert set(back_from_provider(api, callback)) == {"access_token", "refresh_token"}
+    assert set(back_from_provider(api, callback)) == {"access_token"}
     assert back_from_provider(api, callback) == {"error": "invalid_state"}
 
 
@@ -307,14 +307,14 @@ def test_a_disabled_account_fails(api, admin, idp):
 def test_the_email_may_come_from_userinfo(api, admin, idp):
     connect(admin, idp)
     idp.email_in_id_token = False
-    assert set(sso_login(api, email="alice@acme.test")) == {"access_token", "refresh_token"}
+    assert set(sso_login(api, email="alice@acme.test")) == {"access_token"}
     assert Account.objects.get(email="alice@acme.test").verified
 
 
 def test_client_secret_post_when_the_provider_takes_only_that(api, admin, idp):
     idp.discovery = {**idp.discovery, "token_endpoint_auth_methods_supported": ["client_secret_post"]}
     connect(admin, idp)
-    assert set(sso_login(api, email="alice@acme.test")) == {"access_token", "refresh_token"}
+    assert set(sso_login(api, email="alice@acme.test")) == {"access_token"}
     assert idp.token_auth == ["post"]
 
 
@@ -323,14 +323,14 @@ def test_memberships_kept_accepted_or_left_suspended(api, admin, idp, workspace)
     connect(admin, idp, roles=[viewer])
     invited = AccountFactory(email="alice@acme.test", verified=True)
     membership = MembershipFactory(account=invited, workspace=workspace, status="invited", roles=[])
-    assert set(sso_login(api, email="alice@acme.test")) == {"access_token", "refresh_token"}
+    assert set(sso_login(api, email="alice@acme.test")) == {"access_token"}
     membership.refresh_from_db()
     assert membership.status == "active" and membership.accepted_at is not None
     assert list(membership.roles.all()) == [viewer]
     suspended = AccountFactory(email="bob@acme.test", verified=True)
     kept = MembershipFactory(account=suspended, workspace=workspace, status="suspended", roles=[])
     idp.claims = {"sub": "user-2", "email": "bob@acme.test", "email_verified": True}
-    assert set(sso_login(api, email="bob@acme.test")) == {"access_token", "refresh_token"}
+    assert set(sso_login(api, email="bob@acme.test")) == {"access_token"}
     kept.refresh_from_db()
     assert kept.status == "suspended" and list(kept.roles.all()) == []
 
@@ -342,9 +342,9 @@ def test_two_workspaces_with_their_own_connections_and_domains(
     _, beta_admin = member_of(beta, "*")
     acme = connect(admin, idp)
     beta_connection = connect(beta_admin, other_idp, verified=("beta.test",))
-    assert set(sso_login(api, email="alice@acme.test")) == {"access_token", "refresh_token"}
+    assert set(sso_login(api, email="alice@acme.test")) == {"access_token"}
     other_idp.claims = {"sub": "b-1", "email": "bob@beta.test", "email_verified": True}
-    assert set(sso_login(api, email="bob@beta.test")) == {"access_token", "refresh_token"}
+    assert set(sso_login(api, email="bob@beta.test")) == {"access_token"}
     alice = Account.objects.get(email="alice@acme.test")
     bob = Account.objects.get(email="bob@beta.test")
     assert list(Membership.objects.filter(account=alice).values_list("workspace_id", flat=True)) == [
@@ -359,7 +359,7 @@ def test_two_workspaces_with_their_own_connections_and_domains(
     ]
     # The same sub at two connections is two identities.
     other_idp.claims = {"sub": "user-1", "email": "carol@beta.test", "email_verified": True}
-    assert set(sso_login(api, email="carol@beta.test")) == {"access_token", "refresh_token"}
+    assert set(sso_login(api, email="carol@beta.test")) == {"access_token"}
     assert (
         Credential.objects.get(provider_id=f"{beta_connection.pk}:user-1").account.email == "carol@beta.test"
     )
@@ -410,7 +410,7 @@ def test_a_connection_that_trusts_its_providers_mfa_skips_the_totp_step_only_thr
     )
     assert entry.changes["trust_provider_mfa"] == {"before": False, "after": True}
     query = sso_login(api, connection_id=str(connection.pk))
-    assert set(query) == {"access_token", "refresh_token"}
+    assert set(query) == {"access_token"}
     assert jwt.decode(query["access_token"], options={"verify_signature": False})["amr"] == ["fed"]
 
     # Beta's connection still asks the same account for its code.

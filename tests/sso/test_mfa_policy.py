@@ -41,7 +41,9 @@ def test_the_workspaces_own_sso_meets_its_policy_and_no_other(api, admin, idp, w
     listed = ok(ApiClient(tokens["access_token"]).call("/workspace/list", {}))["workspaces"]
     assert [item["id"] for item in listed] == [str(workspace.pk)]
     # A refresh keeps where the session came from.
-    refreshed = ok(ApiClient(tokens["refresh_token"]).call("/auth/refresh"))
+    refreshed = ok(ApiClient(tokens["access_token"]).call("/auth/refresh"))
+    assert claims_of(refreshed["refresh_token"])[SSO_WORKSPACE_CLAIM] == str(workspace.pk)
+    refreshed = ok(ApiClient(refreshed["refresh_token"]).call("/auth/refresh"))
     assert claims_of(refreshed["access_token"])[SSO_WORKSPACE_CLAIM] == str(workspace.pk)
     ok(ApiClient(refreshed["access_token"], str(workspace.pk)).call("/projects/list", {}))
     err(ApiClient(refreshed["access_token"], str(beta.pk)).call("/projects/list", {}), 403, MFA)
