@@ -12,7 +12,7 @@ class Migration(migrations.Migration):
     initial = True
 
     dependencies = [
-        ('authn', '0012_session_application'),
+        ('authn', '0013_session_application'),
         ('tenancy', '0005_admin_labels'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]

@@ -7,8 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('authn', '0010_browser_sessions'),
-        ('authn', '0011_admin_labels'),
+        ('authn', '0012_merge_0010_browser_sessions_0011_admin_labels'),
     ]
 
     operations = [
