@@ -13,9 +13,11 @@ from django.utils import timezone
 
 from accounts import services as accounts
 from accounts.models import Account
-from iam.admin import ReadOnlyInline, ServiceAdmin, ViewOnly, api_fields, audit_subject
+from iam.admin import audit_subject
+from iam.http.admin import ReadOnlyInline, ServiceAdmin, ViewOnly, api_fields
 
 from . import admin_login, keys, services, sessions
+from .credentials import delete_credential, update_credential
 from .models import Credential, Session, SigningKey
 from .serializers import CredentialSerializer
 
@@ -39,7 +41,8 @@ admin.site.login_steps = (
     ("login/second-factor/", admin_login.login_setup, "login_setup"),
 )
 admin.site.session_allowed = admin_login.session_allowed
-# Accounts carry no Django groups or model permissions: operators pass every check (CONTRACT 4).
+# Accounts carry no Django groups or model permissions: operators pass every check
+# (docs/api.md#authorization).
 admin.site.unregister(Group)
 
 
@@ -53,7 +56,7 @@ class CredentialInline(ReadOnlyInline):
 
 
 class SessionInline(ReadOnlyInline):
-    """The account's sessions (CONTRACT 17), newest first; each links to its page, and the sessions
+    """The account's sessions (docs/api.md#sessions), newest first; each links to its page, and the sessions
     page ends the ones selected."""
 
     model = Session
@@ -80,7 +83,7 @@ def _is_live(session: Session) -> bool:
 @admin.register(Credential)
 class CredentialAdmin(ServiceAdmin):
     """Credentials are created by registration, `accounts/create` and OAuth; here an operator only
-    changes the status (a `revoked` password logs in nowhere, CONTRACT 4)."""
+    changes the status (a `revoked` password logs in nowhere, docs/api.md#authorization)."""
 
     list_display = ("account", "kind", "provider", "status", "workspace", "last_used_at", "created_at")
     list_filter = ("kind", "provider", "status", "workspace")
@@ -94,17 +97,17 @@ class CredentialAdmin(ServiceAdmin):
 
     def update(self, request: HttpRequest, current: Credential, form: forms.ModelForm) -> Credential:
         # Through the service, as over the API: recorded, and a revoke ends the account's sessions.
-        return services.update_credential(current, status=form.cleaned_data["status"])
+        return update_credential(current, status=form.cleaned_data["status"])
 
     def remove(self, request: HttpRequest, obj: Credential) -> None:
-        services.delete_credential(obj)
+        delete_credential(obj)
 
 
 @admin.register(Session)
 class SessionAdmin(ViewOnly, admin.ModelAdmin):
-    """Every session (CONTRACT 17): where and when it began, when it was last refreshed, how the account
-    signed in. The one change is the action that ends the selected sessions, through the service the API's
-    `sessions/revoke` calls (recorded, pushed, refused at once everywhere)."""
+    """Every session (docs/api.md#sessions): where and when it began, when it was last refreshed, how the
+    account signed in. The one change is the action that ends the selected sessions, through the service the
+    API's `sessions/revoke` calls (recorded, pushed, refused at once everywhere)."""
 
     list_display = ("id", "account", "created_at", "last_used_at", "expires_at", "ip", "amr", "live")
     list_select_related = ("account",)

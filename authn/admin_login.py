@@ -24,7 +24,7 @@ from django.views.decorators.csrf import csrf_protect
 from django.views.decorators.debug import sensitive_post_parameters
 
 from accounts.models import Account
-from iam.errors import ApiError
+from iam.http.errors import ApiError
 from rbac import policy
 
 from . import mfa

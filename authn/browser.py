@@ -1,7 +1,7 @@
 """The browser session of the hosted pages (docs/pages.md#the-browser-session): one cookie,
-`iam_session`, holding a session record of kind `browser` (CONTRACT 17: `sid`, `amr`, `auth_time`) and a
-secret of which the record keeps only a digest. The OpenID Provider's pages and the sign-in pages read it
-here; sign-ins make the record through authn's services (`sessions.open_browser_session`) and hand it to
+`iam_session`, holding a session record of kind `browser` (docs/api.md#sessions: `sid`, `amr`, `auth_time`)
+and a secret of which the record keeps only a digest. The OpenID Provider's pages and the sign-in pages read
+it here; sign-ins make the record through authn's services (`sessions.open_browser_session`) and hand it to
 `start_browser_session`; `end_browser_session` ends it as `sessions/revoke` would."""
 
 import secrets
@@ -13,7 +13,7 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 
-from iam import crypto
+from iam.platform import crypto
 
 from . import sessions
 from .models import Session
@@ -52,7 +52,7 @@ def _read(value: str) -> Session | None:
         session is None
         or not secret
         or not session.secret_digest
-        or not crypto.matches(secret, session.secret_digest)
+        or not crypto.digest_matches(secret, session.secret_digest)
         or not session.account.enabled
     ):
         return None

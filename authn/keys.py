@@ -31,7 +31,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 from jwt.algorithms import ECAlgorithm, OKPAlgorithm, RSAAlgorithm
 
-from iam import cache, crypto
+from iam.platform import cache, crypto
 
 ASYMMETRIC = frozenset({"EdDSA", "ES256"})  # what IAM_JWT_ALGORITHM may pick besides HS256
 ALWAYS = "RS256"  # the key the service always has (OpenID Connect Core 15.1: RS256 is the default)

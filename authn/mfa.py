@@ -1,5 +1,5 @@
-"""TOTP second factor with recovery codes (CONTRACT 17): enrolment, the second step of a login
-(`mfa_token`), and removal. RFC 6238 with SHA-1, 6 digits, 30-second steps and one step of drift either
+"""TOTP second factor with recovery codes (docs/api.md#second-factor-totp): enrolment, the second step of a
+login (`mfa_token`), and removal. RFC 6238 with SHA-1, 6 digits, 30-second steps and one step of drift either
 way; each code is accepted once (the account keeps the last time step used)."""
 
 import secrets
@@ -16,8 +16,8 @@ from django.utils import timezone
 
 from accounts.models import Account
 from accounts.services import end_sessions
-from iam import audit, crypto
-from iam.errors import ApiError
+from iam.http.errors import ApiError
+from iam.platform import audit, crypto
 from rbac.policy import SSO_WORKSPACE_CLAIM
 
 from . import emails, sessions, throttling, tokens
@@ -238,9 +238,9 @@ class _WrongCode(ApiError):
 def _counted_attempt(account: Account) -> Iterator[None]:
     """One try of a code. It is counted before the code is checked, and the count read after: past
     `IAM_MFA_FAILURES_PER_ACCOUNT` it is refused with 429 and the code is not checked, so of any number of
-    tries sent at once no more than the limit are checked (docs/security.md#second-factors-and-the-
-    workspace-mfa-policy). Only a wrong code (`_WrongCode`) keeps its count: a right one, or a refusal
-    for another reason, gives it back."""
+    tries sent at once no more than the limit are checked
+    (docs/security.md#second-factors-and-the-workspace-mfa-policy). Only a wrong code (`_WrongCode`) keeps its
+    count: a right one, or a refusal for another reason, gives it back."""
     key = str(account.pk)
     if retry_after := throttling.mfa_failures_by_account.take(key):
         raise ApiError(429, TOO_MANY_CODES, headers={"Retry-After": str(retry_after)})

@@ -4,16 +4,16 @@ from django.db import models
 from django.db.models import F, Q
 from django.utils import timezone
 
-from iam import retention
+from iam.platform import retention
 from tenancy.models import AccountInWorkspace, created_index
 
 USER_AGENT_MAX = 512  # characters kept of a client's User-Agent header
 
 
 class Credential(AccountInWorkspace):
-    """Links an account to an authentication method (SPEC 2). The password hash itself is Django's
-    `Account.password`; this row says whether password login is usable (`revoked` stops it) and when it
-    was last used."""
+    """Links an account to an authentication method (docs/api.md#credentials). The password hash itself is
+    Django's `Account.password`; this row says whether password login is usable (`revoked` stops it) and when
+    it was last used."""
 
     class Kind(models.TextChoices):
         PASSWORD = "password"
@@ -70,8 +70,8 @@ class SessionQuerySet(models.QuerySet):
 
 
 class Session(models.Model):
-    """One login (CONTRACT 17): every token of it carries its id (`sid`) and how the account proved itself
-    (`amr`). A session lives while it is not revoked, not expired (`IAM_REFRESH_TOKEN_DAYS` after the
+    """One login (docs/api.md#sessions): every token of it carries its id (`sid`) and how the account proved
+    itself (`amr`). A session lives while it is not revoked, not expired (`IAM_REFRESH_TOKEN_DAYS` after the
     login) and of the account's current session version; `auth/revoke` with `except_current` moves the
     caller's session to the new version, so only it survives the bump.
 
@@ -148,9 +148,9 @@ class RefreshToken(models.Model):
 
 
 class Totp(models.Model):
-    """An account's TOTP second factor (CONTRACT 17): pending until a first code confirms it. The secret
-    is encrypted at rest like client secrets; `last_used_step` is the time step of the last code
-    accepted, so no code works twice."""
+    """An account's TOTP second factor (docs/api.md#second-factor-totp): pending until a first code confirms
+    it. The secret is encrypted at rest like client secrets; `last_used_step` is the time step of the last
+    code accepted, so no code works twice."""
 
     account = models.OneToOneField(
         "accounts.Account", on_delete=models.CASCADE, primary_key=True, related_name="+"
@@ -192,14 +192,15 @@ class MfaChallenge(models.Model):
 
 
 class OAuthState(models.Model):
-    """The server-side half of one OAuth login (SPEC 4 rule 3): kept 10 minutes, used once (CONTRACT 10).
-    Only a SHA-256 digest of the state is stored, and the PKCE code_verifier is encrypted at rest."""
+    """The server-side half of one OAuth login (docs/api.md#oauth-login): kept 10 minutes, used once
+    (docs/api.md#oauth-login). Only a SHA-256 digest of the state is stored, and the PKCE code_verifier is
+    encrypted at rest."""
 
     state_digest = models.CharField(max_length=64, unique=True)
     provider = models.CharField(max_length=16, choices=Credential.Provider.choices)
     redirect_url = models.CharField(max_length=2048)
     code_verifier = models.TextField()
-    # An OpenID Connect login (an SSO connection's, CONTRACT 18) also binds the ID token to this login
+    # An OpenID Connect login (an SSO connection's, docs/api.md#sso) also binds the ID token to this login
     # with a nonce (encrypted like the verifier) and names the connection (no foreign key: `sso` sits
     # above this app).
     nonce = models.TextField(blank=True, default="")

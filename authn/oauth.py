@@ -1,5 +1,5 @@
-"""Login through an outside provider: `idp_a` (SPEC 4 rules 4-6, CONTRACT 10) and the SSO connections of
-workspaces (CONTRACT 18, `sso.login`) share the callback and the rules that create or link an account.
+"""Login through an outside provider: `idp_a` (docs/api.md#oauth-login) and the SSO connections of
+workspaces (docs/api.md#sso, `sso.login`) share the callback and the rules that create or link an account.
 The idp_a provider client is `oauth_provider`, the state of every login `oauth_state`."""
 
 import logging
@@ -11,9 +11,10 @@ from django.db import IntegrityError, transaction
 
 from accounts.models import Account
 from accounts.services import create_account
-from iam import audit
+from iam.platform import audit
 
 from . import mfa, services
+from .credentials import create_oauth_credential, touch_credential
 from .models import Credential, OAuthState, Session
 from .oauth_provider import (
     INVALID_STATE,
@@ -30,7 +31,7 @@ from .sessions import open_browser_session, start_session
 logger = logging.getLogger(__name__)
 
 
-# Accounts (CONTRACT 10, and CONTRACT 18 for the SSO connections of workspaces)
+# Accounts (docs/api.md#oauth-login, #sso for the SSO connections of workspaces)
 
 
 @dataclass(frozen=True)
@@ -56,7 +57,7 @@ def _require_admitted(account: Account, identity: Identity) -> None:
 
 
 def _credential(account: Account, identity: Identity) -> Credential:
-    return services.create_oauth_credential(
+    return create_oauth_credential(
         account,
         kind=identity.kind,
         provider=identity.provider,
@@ -120,7 +121,7 @@ def sign_in_identity(identity: Identity) -> Account:
             credential = _credential(account, identity)
     if not account.enabled:  # raised inside the transaction: a link just made is undone
         raise OAuthFailure(failed, "account disabled")
-    services.touch_credential(credential)
+    touch_credential(credential)
     audit.record(
         "account.login",
         resource=("account", account.pk),
@@ -131,7 +132,7 @@ def sign_in_identity(identity: Identity) -> Account:
 
 
 def sign_in(profile: Profile) -> Account:
-    """idp_a's login (CONTRACT 10)."""
+    """idp_a's login (docs/api.md#oauth-login)."""
     return sign_in_identity(
         Identity(kind=Credential.Kind.OAUTH, provider=PROVIDER, provider_id=profile.sub, profile=profile)
     )
@@ -187,8 +188,8 @@ def finish(
             raise OAuthFailure(failed, "concurrent sign-in") from exc
         account, sso_workspace_id = signed_in.account, signed_in.sso_workspace_id
         with transaction.atomic():
-            # CONTRACT 17: the provider was the first factor, and `auth/mfa/verify` takes the second,
-            # unless the SSO connection trusts its provider's own second factor.
+            # docs/api.md#second-factor-totp: the provider was the first factor, and `auth/mfa/verify` takes
+            # the second, unless the SSO connection trusts its provider's own second factor.
             if signed_in.second_factor_due():
                 session = {
                     "mfa_token": mfa.challenge(account, amr=["fed"], sso_workspace_id=sso_workspace_id)

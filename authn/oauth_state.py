@@ -1,4 +1,4 @@
-"""The OAuth2 login's single-use server-side state (SPEC 4 rule 3, CONTRACT 10): stored with its PKCE
+"""The OAuth2 login's single-use server-side state (docs/api.md#oauth-login): stored with its PKCE
 verifier and redirect URL, consumed once; and the allowlist of redirect origins."""
 
 import hashlib
@@ -11,15 +11,15 @@ from django.conf import settings
 from django.utils import timezone
 from oauthlib.oauth2 import WebApplicationClient
 
-from iam import crypto
+from iam.platform import crypto
 
 from .models import OAuthState
 from .oauth_provider import INVALID_STATE, PROVIDER, OAuthFailure, ProviderConfig, transport_for
 
-STATE_LIFETIME = timedelta(minutes=10)  # SPEC 4 rule 3
+STATE_LIFETIME = timedelta(minutes=10)  # docs/api.md#oauth-login
 
 
-# Redirect URLs (CONTRACT 10: an allowlist of origins)
+# Redirect URLs (docs/api.md#oauth-login: an allowlist of origins)
 
 
 def _origin(url: str) -> tuple[str, str, int] | None:

@@ -1,5 +1,5 @@
-"""Sessions (CONTRACT 5 and 17): each login a record, its JWT pairs naming it (`sid`), all bound to the
-account's session version."""
+"""Sessions (docs/security.md#tokens, docs/api.md#sessions): each login a record, its JWT pairs naming it
+(`sid`), all bound to the account's session version."""
 
 import ipaddress
 import time
@@ -14,8 +14,8 @@ from django.utils import timezone
 from accounts.account_cache import AccountState, account_key, as_account, get_account_state
 from accounts.models import Account
 from accounts.services import end_sessions
-from iam import audit, cache, events
-from iam.errors import ApiError
+from iam.http.errors import ApiError
+from iam.platform import audit, cache, events
 from rbac.policy import SSO_WORKSPACE_CLAIM
 
 from . import tokens
@@ -32,11 +32,11 @@ def issue_session(
     user_agent: str = "",
     sso_workspace_id: uuid.UUID | None = None,
 ) -> dict:
-    """A login: a new session record (CONTRACT 17) and its first token pair. `amr` says how the account
-    proved itself (RFC 8176: `pwd`, `fed`); `ip` is the client's address as `iam.addresses.client_ip`
-    reads it, and the user agent is kept truncated. `sso_workspace_id`: the workspace whose own SSO
-    connection the login came through, which meets that workspace's MFA policy; its tokens say so in a
-    signed claim (`policy.SSO_WORKSPACE_CLAIM`), so no check has to look it up."""
+    """A login: a new session record (docs/api.md#sessions) and its first token pair. `amr` says how the
+    account proved itself (RFC 8176: `pwd`, `fed`); `ip` is the client's address as
+    `iam.platform.addresses.client_ip` reads it, and the user agent is kept truncated. `sso_workspace_id`: the
+    workspace whose own SSO connection the login came through, which meets that workspace's MFA policy; its
+    tokens say so in a signed claim (`policy.SSO_WORKSPACE_CLAIM`), so no check has to look it up."""
     session = _new_record(
         account,
         kind=Session.Kind.API,
@@ -90,9 +90,9 @@ def _address(ip: str | None) -> str | None:
 
 def _token_pair(account: Account, *, auth_time: int, session_claims: dict, with_refresh: bool = True) -> dict:
     """`auth_time` is the login that started the session; no token of the session outlives it by more
-    than the refresh lifetime (CONTRACT 5), however often it is refreshed. `session_claims`: `sid` and
-    `amr` (none for a session begun before sessions were records). `with_refresh` false: the access token
-    alone (an application that was not granted `offline_access`)."""
+    than the refresh lifetime (docs/security.md#tokens), however often it is refreshed. `session_claims`:
+    `sid` and `amr` (none for a session begun before sessions were records). `with_refresh` false: the access
+    token alone (an application that was not granted `offline_access`)."""
     session_end = _session_end(auth_time)
     if session_end <= timezone.now():
         raise TokenError("token_expired")
@@ -244,7 +244,8 @@ def check_session_state(claims: dict, *, found: dict | None = None) -> AccountSt
     account = get_account_state(claims["sub"], prefetched=found.get(keys[0], cache.MISSING))
     if account is None:
         raise TokenError("invalid_token")
-    if not account.enabled:  # said before the revocation that the disable also made (CONTRACT 4)
+    # said before the revocation that the disable also made (docs/api.md#authorization)
+    if not account.enabled:
         raise TokenError("account_disabled")
     if "sid" not in claims:
         if claims["sv"] != account.session_version:
@@ -287,7 +288,7 @@ def rotate(account: Account, claims: dict) -> dict:
     raise TokenError("token_revoked")
 
 
-# Ending sessions (CONTRACT 17)
+# Ending sessions (docs/api.md#sessions)
 
 RECENT_AUTHENTICATION_REQUIRED = "recent authentication required"
 

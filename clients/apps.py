@@ -5,5 +5,6 @@ class ClientsConfig(AppConfig):
     name = "clients"
 
     def ready(self) -> None:
-        # Importing connects `push.fan_out` to `iam.events.emitted` and registers the workspace purge.
+        # Importing connects `push.fan_out` to `iam.platform.events.emitted` and registers the workspace
+        # purge.
         from . import client_cache, push  # noqa: F401

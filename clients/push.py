@@ -1,7 +1,7 @@
-"""Push events to client endpoints (CONTRACT 8). `iam.events.emit` writes each event in the change's
-transaction and sends it to `fan_out` at once (the `iam.events.emitted` signal), which writes one
-`Delivery` per client with an endpoint. The delivery row is the whole retry state (due time, attempts,
-deadline); every attempt is recorded as a `DeliveryAttempt` row (Saleor).
+"""Push events to client endpoints (docs/integration.md#push-events). `iam.platform.events.emit` writes each
+event in the change's transaction and sends it to `fan_out` at once (the `iam.platform.events.emitted`
+signal), which writes one `Delivery` per client with an endpoint. The delivery row is the whole retry state
+(due time, attempts, deadline); every attempt is recorded as a `DeliveryAttempt` row (Saleor).
 
 After commit each client with new deliveries gets one `clients.deliver_push` task (a task already queued
 for it and not yet started takes the new ones too). The task locks the client's due deliveries, oldest
@@ -28,10 +28,9 @@ from django.db.models import F, Min, Q
 from django.dispatch import receiver
 from django.utils import timezone
 
-from iam import audit, crypto, events, metrics, outbox
 from iam.models import OutboxMessage
+from iam.platform import audit, crypto, egress, events, metrics, outbox
 
-from . import egress
 from .models import Client, Delivery, DeliveryAttempt
 
 logger = logging.getLogger(__name__)
@@ -68,8 +67,8 @@ def fan_out(sender: object, *, event: dict, **kwargs: object) -> None:
 
 @receiver(events.emitted_each)
 def fan_out_each(sender: object, *, events: list[dict], **kwargs: object) -> None:
-    """`fan_out` of many events of one workspace (`iam.events.emit_each`): its clients read once, every
-    delivery written in a few statements."""
+    """`fan_out` of many events of one workspace (`iam.platform.events.emit_each`): its clients read once,
+    every delivery written in a few statements."""
     if not events:
         return
     clients = list(

@@ -6,7 +6,8 @@ application's secret once."""
 from django.contrib import admin
 from django.http import HttpRequest
 
-from iam.admin import ServiceAdmin, audit_subject
+from iam.admin import audit_subject
+from iam.http.admin import ServiceAdmin
 
 from . import services
 from .models import Application, Consent

@@ -6,7 +6,7 @@ import uuid
 from django.db import models
 from django.utils import timezone
 
-from iam import retention
+from iam.platform import retention
 from tenancy.models import InWorkspace, WorkspaceScopedQuerySet
 
 

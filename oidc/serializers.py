@@ -2,8 +2,8 @@ from typing import Any
 
 from rest_framework import serializers
 
-from iam.fields import Choice, Invalid, Name, Uuid
-from iam.serializers import RECORD_TAIL, RecordRequest, ResourceSerializer, UpdateRequest
+from iam.http.fields import Choice, Invalid, Name, Uuid
+from iam.http.serializers import RECORD_TAIL, RecordRequest, ResourceSerializer, UpdateRequest
 from rbac.serializers import Deleted
 
 from .models import Application

@@ -28,8 +28,8 @@ from django.conf import settings
 from joserfc.jwk import KeySet
 
 from authn.tokens import TokenError
-from iam import crypto
-from iam.addresses import client_ip, user_agent
+from iam.platform import crypto
+from iam.platform.addresses import client_ip, user_agent
 
 from . import claims, redirect_uris, sessions
 from .models import Application
@@ -74,7 +74,9 @@ class Client(ClientMixin):
         )
 
     def check_client_secret(self, client_secret: str) -> bool:
-        return self.application.confidential and crypto.matches(client_secret, self.application.secret_digest)
+        return self.application.confidential and crypto.digest_matches(
+            client_secret, self.application.secret_digest
+        )
 
     def check_endpoint_auth_method(self, method: str, endpoint: str) -> bool:
         """A `web` application proves itself with its secret, a public one sends its id alone; only

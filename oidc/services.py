@@ -12,9 +12,9 @@ from django.utils import timezone
 from accounts.models import Account
 from authn.models import Session
 from authn.sessions import end_session
-from iam import audit, crypto
-from iam.errors import ApiError
-from iam.service_helpers import UNSET, apply_changes, sent
+from iam.http.errors import ApiError
+from iam.platform import audit, crypto
+from iam.platform.service_helpers import UNSET, apply_changes, sent
 from tenancy.models import Workspace
 from tenancy.quotas import check_quota
 

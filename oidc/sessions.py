@@ -22,7 +22,7 @@ from authn.sessions import (
     rotate,
 )
 from authn.tokens import TokenError
-from iam import audit
+from iam.platform import audit
 
 from .models import Application, AuthorizationCode
 

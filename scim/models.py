@@ -8,14 +8,14 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
-from iam import retention
+from iam.platform import retention
 from tenancy.models import InWorkspace, created_index
 
 
 class ScimToken(InWorkspace):
     """A bearer token of one workspace's SCIM service. Only its keyed digest is stored
-    (`iam.crypto.digest`), so a database dump holds no usable token; the token itself is answered once,
-    at creation. It opens the SCIM service of its workspace and nothing else."""
+    (`iam.platform.crypto.digest`), so a database dump holds no usable token; the token itself is answered
+    once, at creation. It opens the SCIM service of its workspace and nothing else."""
 
     name = models.CharField(max_length=255)
     token_digest = models.CharField(max_length=64, unique=True, editable=False)

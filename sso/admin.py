@@ -1,4 +1,4 @@
-"""Admin for SSO connections (CONTRACT 18): each workspace's connections with their domains, the
+"""Admin for SSO connections (docs/api.md#sso): each workspace's connections with their domains, the
 domains' verification state and the last login through each connection. Connections are changed by
 their workspace's admins through the API (the issuer's discovery, the default roles' escalation rule);
 here an operator reads them, and vouches for a domain with the "Verify domain" action, as
@@ -9,8 +9,9 @@ from django.db import transaction
 from django.http import HttpRequest
 from django.utils.html import format_html_join
 
-from iam.admin import ReadOnlyInline, ServiceAdmin, ViewOnly, audit_subject
-from iam.errors import ApiError
+from iam.admin import audit_subject
+from iam.http.admin import ReadOnlyInline, ServiceAdmin, ViewOnly
+from iam.http.errors import ApiError
 
 from . import services
 from .models import SsoConnection, SsoDomain

@@ -1,4 +1,4 @@
-"""Login through a workspace's SSO connection (CONTRACT 18): the start (by e-mail or by connection), and
+"""Login through a workspace's SSO connection (docs/api.md#sso): the start (by e-mail or by connection), and
 the callback, which shares the state, the callback steps and the account rules of every provider login
 (`authn.oauth_state`, `authn.oauth`) and adds the ID token's checks, the verified-domain rule and the
 just-in-time membership."""
@@ -12,10 +12,10 @@ from authn.models import Credential, OAuthState
 from authn.oauth import Identity, SignedIn, SigninOutcome, finish, finish_for_signin, sign_in_identity
 from authn.oauth_provider import OAuthFailure
 from authn.oauth_state import begin, secret_of
-from iam import upstream
-from iam.errors import ApiError
+from iam.http.errors import ApiError
+from iam.platform import upstream
 from rbac.models import Membership
-from rbac.services import accept_invitation, create_membership
+from rbac.services.memberships import accept_invitation, create_membership
 from tenancy.quotas import check_quota
 
 from . import provider, services

@@ -1,4 +1,4 @@
-"""Enterprise SSO per workspace (CONTRACT 18): a workspace's own OpenID Connect provider, and the e-mail
+"""Enterprise SSO per workspace (docs/api.md#sso): a workspace's own OpenID Connect provider, and the e-mail
 domains that route logins to it once proven."""
 
 from django.db import models
@@ -42,7 +42,7 @@ class SsoConnection(InWorkspace):
 
     @property
     def domains(self) -> list["SsoDomain"]:
-        """Its domains: the rows a list prefetched (`iam.serializers.prefetch`), else a query."""
+        """Its domains: the rows a list prefetched (`iam.http.serializers.prefetch`), else a query."""
         rows = getattr(self, "prefetched_domain_rows", None)
         return list(self.domain_rows.all()) if rows is None else rows
 

@@ -1,14 +1,14 @@
 from django.urls import path
 
-from . import api
+from .api import connections, login
 
 urlpatterns = [
-    path("sso/create", api.SsoCreate.as_view()),
-    path("sso/describe", api.SsoDescribe.as_view()),
-    path("sso/list", api.SsoList.as_view()),
-    path("sso/update", api.SsoUpdate.as_view()),
-    path("sso/delete", api.SsoDelete.as_view()),
-    path("sso/verify-domain", api.SsoVerifyDomain.as_view()),
-    path("auth/sso/initiate", api.SsoInitiate.as_view()),
-    path("auth/sso/callback", api.sso_callback),
+    path("sso/create", connections.SsoCreate.as_view()),
+    path("sso/describe", connections.SsoDescribe.as_view()),
+    path("sso/list", connections.SsoList.as_view()),
+    path("sso/update", connections.SsoUpdate.as_view()),
+    path("sso/delete", connections.SsoDelete.as_view()),
+    path("sso/verify-domain", connections.SsoVerifyDomain.as_view()),
+    path("auth/sso/initiate", login.SsoInitiate.as_view()),
+    path("auth/sso/callback", login.sso_callback),
 ]

@@ -1,5 +1,5 @@
 """Admin for workspaces and projects, through their services. A workspace created here gets its owner set
-up as over the API (`rbac.services.create_workspace`: the `*` permission, the `owner` role and the
+up as over the API (`rbac.services.workspaces.create_workspace`: the `*` permission, the `owner` role and the
 operator's membership), and its page shows its projects, roles, permissions and invitations and what it
 uses against each quota. The admin is the HTTP tier: it may use the domain tier of any app."""
 
@@ -15,17 +15,17 @@ from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
-from iam.admin import (
+from iam.admin import audit_subject
+from iam.http.admin import (
     REQUEST_KEYS,
     RESOURCE_READONLY,
     ReadOnlyInline,
     ServiceAdmin,
     ServiceForm,
     api_fields,
-    audit_subject,
 )
 from rbac.models import Invitation, Membership, Permission, Role
-from rbac.services import create_workspace
+from rbac.services.workspaces import create_workspace
 
 from . import services
 from .models import Project, Workspace
@@ -50,9 +50,9 @@ class InWorkspaceChoices(forms.ModelMultipleChoiceField):
 
 
 class InWorkspaceForm(ServiceForm):
-    """The form of a workspace's record whose relations must be of the same workspace (CONTRACT 6). On the
-    change form the choice lists hold the workspace's own records; on the add form, where the workspace is
-    chosen with them, `clean_relations` refuses another's, in the API's words."""
+    """The form of a workspace's record whose relations must be of the same workspace (docs/api.md#answers).
+    On the change form the choice lists hold the workspace's own records; on the add form, where the workspace
+    is chosen with them, `clean_relations` refuses another's, in the API's words."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -158,13 +158,14 @@ class WorkspaceAdmin(ServiceAdmin):
         )
 
     def create(self, request: HttpRequest, form: ServiceForm) -> Workspace:
-        # CONTRACT 4: the creator becomes the owner
+        # docs/api.md#authorization: the creator becomes the owner
         return create_workspace(**form.values(), owner=request.user, actor=request.user)
 
     @admin.display(description="use against quotas")
     def quota_use(self, workspace: Workspace) -> str:
-        """What the workspace holds beside each quota it counts against (CONTRACT 16), and the largest role
-        and membership beside theirs; operators pass the quotas, so a figure may stand past its limit."""
+        """What the workspace holds beside each quota it counts against (docs/api.md#quotas-and-budgets), and
+        the largest role and membership beside theirs; operators pass the quotas, so a figure may stand past
+        its limit."""
         rows = use_against_quotas(workspace)
         return format_html(
             "<table><tbody>{}</tbody></table>",

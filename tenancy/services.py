@@ -1,5 +1,5 @@
 """Writes to workspaces and projects. Creating a workspace also makes its owner, which is RBAC's business:
-see `rbac.services.create_workspace`."""
+see `rbac.services.workspaces.create_workspace`."""
 
 from typing import Any
 
@@ -7,9 +7,9 @@ from django.conf import settings
 from django.db import transaction
 
 from accounts.models import Account
-from iam import audit, events
-from iam.errors import ApiError
-from iam.service_helpers import UNSET, apply_changes, save_unique, sent
+from iam.http.errors import ApiError
+from iam.platform import audit, events
+from iam.platform.service_helpers import UNSET, apply_changes, save_unique, sent
 
 from .models import Project, Workspace
 from .quotas import check_quota
@@ -64,7 +64,8 @@ def update_workspace(
 
 @transaction.atomic
 def delete_workspace(workspace: Workspace, *, actor: Account | None) -> dict:
-    """CONTRACT 6: takes its projects, roles, permissions, memberships, credentials and clients."""
+    """docs/api.md#validation: takes its projects, roles, permissions, memberships, credentials and
+    clients."""
     if workspace.slug == settings.IAM_ROOT_WORKSPACE:
         raise ApiError(400, "the root workspace cannot be deleted")
     summary = {"id": str(workspace.pk), "slug": workspace.slug, "name": workspace.name}
@@ -135,7 +136,7 @@ def update_project(
     *,
     actor: Account | None,
     name: str = UNSET,
-    new_code: str | None = UNSET,  # the API's name for `code` (SPEC 4)
+    new_code: str | None = UNSET,  # the API's name for `code` (docs/api.md#projects)
     description: str | None = UNSET,
     config: dict[str, Any] = UNSET,
     tags: list[str] = UNSET,
@@ -161,7 +162,7 @@ def update_project(
 
 @transaction.atomic
 def delete_project(project: Project, *, actor: Account | None) -> dict:
-    """CONTRACT 6: takes its project-scope memberships, whose accounts lose what they granted."""
+    """docs/api.md#validation: takes its project-scope memberships, whose accounts lose what they granted."""
     summary = {"id": str(project.pk), "name": project.name, "code": project.code}
     audit.record(
         "project.delete",

@@ -10,7 +10,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
-from iam import pages
+from iam.http import pages
 
 PENDING = "iam_signin_pending"  # the `mfa_token` of a sign-in whose second factor is due
 SSO_STATES = "iam_signin_sso_states"  # digests of the SSO logins this browser started (login CSRF)
@@ -26,7 +26,7 @@ def go(url: str) -> HttpResponse:
 
 
 def wait_page(request: HttpRequest, retry_after: str | int) -> HttpResponse:
-    """CONTRACT 13's throttles in page words: 429 with `Retry-After`, the wait in minutes."""
+    """The docs/api.md#throttling throttles in page words: 429 with `Retry-After`, the wait in minutes."""
     seconds = max(1, int(retry_after))
     minutes = math.ceil(seconds / 60)
     message = ngettext(

@@ -1,4 +1,4 @@
-"""The hosted sign-in pages' forms: what each field is called (CONTRACT's words, through gettext) and
+"""The hosted sign-in pages' forms: what each field is called (the API's words, through gettext) and
 what it must hold before a service sees it. The rules themselves are the services'."""
 
 from django import forms

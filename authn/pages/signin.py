@@ -1,4 +1,4 @@
-"""`/signin` and `/signin/code` (CONTRACT 20, docs/pages.md): e-mail first; an address of a domain that an
+"""`/signin` and `/signin/code` (docs/pages.md, docs/pages.md): e-mail first; an address of a domain that an
 enabled SSO connection verified goes to that provider (home-realm discovery), any other gets the password
 step; then the second factor when the account has one. Every rule is the API's: `services.login` (the
 throttles, the dummy hash for unknown addresses, a disabled account), `mfa.verify` (one use per code, the
@@ -12,9 +12,9 @@ from django.utils.translation import gettext as _
 from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_http_methods
 
-from iam import pages
-from iam.addresses import client_ip, user_agent
-from iam.errors import ApiError
+from iam.http import pages
+from iam.http.errors import ApiError
+from iam.platform.addresses import client_ip, user_agent
 from sso import login as sso_login
 from sso import services as sso_services
 
@@ -102,7 +102,7 @@ def _password_step(request: HttpRequest, next_url: str) -> HttpResponse:
 
 
 def _to_provider(request: HttpRequest, connection, next_url: str) -> HttpResponse:
-    """Home-realm discovery: the workspace's own provider signs the address in (CONTRACT 18); its
+    """Home-realm discovery: the workspace's own provider signs the address in (docs/api.md#sso); its
     callback comes back to `sso_callback` below through the SSO callback."""
     ip = client_ip(request)
     if retry_after := throttling.oauth_starts_by_ip.retry_after(ip):

@@ -1,11 +1,11 @@
-"""`/signout` (CONTRACT 21): a GET shows the button, only the POST signs out (a link opened by a mail
+"""`/signout` (docs/pages.md): a GET shows the button, only the POST signs out (a link opened by a mail
 scanner or another site changes nothing). Signing out ends the browser session as `sessions/revoke`
 would, and with it the applications' sessions it started."""
 
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_http_methods
 
-from iam import pages
+from iam.http import pages
 
 from .. import browser
 from .common import forget_sign_in_steps

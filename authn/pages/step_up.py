@@ -1,4 +1,4 @@
-"""`/signin/mfa` (CONTRACT 20, docs/pages.md): a browser signed in with one factor, sent here because a
+"""`/signin/mfa` (docs/pages.md, docs/pages.md): a browser signed in with one factor, sent here because a
 workspace requires a second one, proves its second factor (`mfa.step_up`), or sets one up first when the
 account has none (`/account`'s set-up: the QR code, the secret, `Code`, `Turn on`, the recovery codes),
 then goes on to `next`. The rules are the API's: the set-up needs a recent sign-in
@@ -11,9 +11,9 @@ from django.utils.translation import gettext as _
 from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_http_methods
 
-from iam import pages
-from iam.addresses import client_ip, user_agent
-from iam.errors import ApiError
+from iam.http import pages
+from iam.http.errors import ApiError
+from iam.platform.addresses import client_ip, user_agent
 
 from .. import browser, mfa, sessions
 from ..models import Session

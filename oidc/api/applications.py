@@ -4,10 +4,10 @@ parties of the `X-Workspace` workspace, listed by path in oidc/urls.py."""
 from django.db.models import QuerySet
 from rest_framework.request import Request
 
-from iam.api import Endpoint
-from iam.list_endpoint import ListEndpoint
-from rbac.api import changes_of
-from rbac.policy import get_object
+from iam.http.endpoint import Endpoint
+from iam.http.list_endpoint import ListEndpoint
+from iam.http.serializers import changes_of
+from rbac.api.access import get_object
 
 from .. import services
 from ..models import Application

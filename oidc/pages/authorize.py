@@ -20,8 +20,8 @@ from django.views.decorators.http import require_http_methods
 
 from authn import browser, throttling
 from authn.models import Session
-from iam import pages
-from iam.addresses import client_ip
+from iam.http import pages
+from iam.platform.addresses import client_ip
 from rbac.models import Membership
 from rbac.policy import SSO_WORKSPACE_CLAIM, grants, mfa_satisfied
 from tenancy.models import Workspace

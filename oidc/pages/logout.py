@@ -7,7 +7,7 @@ from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_http_methods
 
 from authn import browser
-from iam import pages
+from iam.http import pages
 
 from ..server import server
 

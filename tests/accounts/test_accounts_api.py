@@ -16,7 +16,8 @@ NEW = {
 
 @pytest.fixture
 def root_member(root):
-    """An account holding the given permissions through a role in the root workspace (CONTRACT 3)."""
+    """An account holding the given permissions through a role in the root workspace
+    (docs/api.md#the-root-workspace)."""
 
     def make(*permissions: str):
         account = AccountFactory()
@@ -202,7 +203,7 @@ def test_list_filters_by_creator(operator_api, operator):
     assert [a["id"] for a in data["accounts"]] == [created["id"]]
 
 
-# Query budgets (issue 2).
+# Query budgets.
 
 
 def test_describe_costs_at_most_two_queries_once_auth_is_cached(
@@ -225,7 +226,7 @@ def test_list_of_100_accounts_costs_at_most_three_queries(operator_api, django_a
 
 def test_ten_thousand_accounts_page_without_repeats_or_gaps(operator_api, operator):
     password = operator.password
-    # Identical timestamps force the id tie-break of CONTRACT 11 to do the work.
+    # Identical timestamps force the id tie-break of docs/api.md#lists to do the work.
     stamp = operator.created_at
     Account.objects.bulk_create(
         [
@@ -273,7 +274,7 @@ def test_a_deep_page_reads_its_ids_first_and_matches_the_shallow_page(
         "options": {"offset": 10, "limit": 7, "order_bys": order},
     }
     shallow = ok(operator_api.call("/accounts/list", body))
-    monkeypatch.setattr("iam.list_endpoint.DEEP_OFFSET", 5)
+    monkeypatch.setattr("iam.http.list_endpoint.DEEP_OFFSET", 5)
     with django_assert_max_num_queries(3) as captured:
         deep = ok(operator_api.call("/accounts/list", body))
     assert deep == shallow and deep["metadata"]["count"] == 7

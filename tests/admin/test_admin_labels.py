@@ -15,7 +15,7 @@ from django.utils.text import capfirst
 
 from authn.models import Session
 from authn.sessions import issue_session
-from iam import audit
+from iam.platform import audit
 from rbac.models import Membership
 from scim.services import create_token
 from sso.models import SsoConnection

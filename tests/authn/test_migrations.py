@@ -1,4 +1,4 @@
-"""Issue 11 item 1: credentials that a tenant held are moved to the root workspace by a data migration."""
+"""Credentials that a tenant held are moved to the root workspace by a data migration."""
 
 import pytest
 from django.db import connection

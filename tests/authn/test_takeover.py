@@ -1,5 +1,6 @@
-"""Issue 11, tried as an attacker would: no one acts on an account but the account itself or an operator.
-Each test replays an attack that worked before the fix, with a victim, an attacker and two workspaces."""
+"""docs/security.md, tried as an attacker would: no one acts on an account but the account itself or an
+operator. Each test replays an attack that worked before the fix, with a victim, an attacker and two
+workspaces."""
 
 import datetime as dt
 import pickle
@@ -156,7 +157,7 @@ def test_revoke_commits_the_version_and_its_event_together(member_of, victim, mo
     member_of(None, "*", account=victim)  # a workspace whose clients are told
     session = ok(login(victim.email))
     before = Account.objects.get(pk=victim.pk).session_version
-    from iam import events
+    from iam.platform import events
 
     def broken(*args, **kwargs):
         raise RuntimeError("event log unavailable")

@@ -1,5 +1,5 @@
-"""Push events to clients (CONTRACT 8), delivered over real HTTP to a receiver on loopback: signature,
-fan-out, retries with every attempt recorded, broker outage, SSRF refusal at delivery time."""
+"""Push events to clients (docs/security.md#the-edges), delivered over real HTTP to a receiver on loopback:
+signature, fan-out, retries with every attempt recorded, broker outage, SSRF refusal at delivery time."""
 
 import base64
 import hashlib
@@ -19,13 +19,13 @@ from django.db import transaction
 from django.test import override_settings
 from django.utils import timezone
 
-from clients import egress, push
+from clients import push
 from clients.client_cache import forget_client
 from clients.models import Client, Delivery, DeliveryAttempt
 from clients.push import fan_out, retry_delivery
 from clients.tasks import deliver_push
-from iam import crypto, events
 from iam.models import AuditEntry, Event, OutboxMessage
+from iam.platform import crypto, egress, events
 from tests.conftest import ok
 from tests.factories import AccountFactory, MembershipFactory, WorkspaceFactory
 
@@ -240,7 +240,7 @@ def test_failures_are_retried_until_delivered_once(
     emit_membership_created(workspace, django_capture_on_commit_callbacks)
     delivery = Delivery.objects.get()
     assert (delivery.status, delivery.attempts) == ("pending", 1)
-    # the first retry is due within 10 s (CONTRACT 8), and the delivery itself says so
+    # the first retry is due within 10 s (docs/integration.md#push-events), and the delivery itself says so
     assert timezone.now() < delivery.next_attempt_at <= timezone.now() + timedelta(seconds=10)
     assert delivery.last_error == "status 500"
     assert not OutboxMessage.objects.filter(topic="push.delivery").exists()
@@ -434,7 +434,7 @@ def test_attempts_survive_the_retry_in_committed_transactions(receiver, member_o
     assert verify(client["secret"], *receiver.requests[-1])
 
 
-# Throughput (issue 14): kept-alive connections and a one-statement fan-out, with CONTRACT 8 whole.
+# Throughput: kept-alive connections and a one-statement fan-out, with docs/integration.md#push-events whole.
 
 
 @pytest.fixture

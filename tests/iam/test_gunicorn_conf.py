@@ -1,5 +1,5 @@
-"""iam/gunicorn.conf.py: multiprocess metrics need a directory cleared of dead processes' files at start
-and each exited worker marked dead."""
+"""iam/server/gunicorn.conf.py: multiprocess metrics need a directory cleared of dead processes' files at
+start and each exited worker marked dead."""
 
 import importlib.util
 import os
@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-CONF = Path(__file__).resolve().parents[2] / "iam" / "gunicorn.conf.py"
+CONF = Path(__file__).resolve().parents[2] / "iam" / "server" / "gunicorn.conf.py"
 
 
 def load_conf():

@@ -1,4 +1,4 @@
-"""`GET /metrics` (issue 16): the Prometheus text format, guarded by IAM_METRICS_TOKEN when set; requests
+"""`GET /metrics`: the Prometheus text format, guarded by IAM_METRICS_TOKEN when set; requests
 by route and status, latency, logins by outcome, validations by reason, the outbox backlog computed at
 scrape time, e-mails and cache errors. (Push attempts: tests/clients/test_push_metrics.py; several
 gunicorn workers summed: tests/live/test_metrics_live.py.)"""

@@ -1,11 +1,11 @@
-"""The strict `Choice` and the request bases of `iam.serializers`."""
+"""The strict `Choice` and the request bases of `iam.http.serializers`."""
 
 import pytest
 from rest_framework import serializers
 
 from clients.serializers import ClientCreateRequest, ClientUpdateRequest
-from iam.fields import Choice
-from iam.serializers import UpdateRequest
+from iam.http.fields import Choice
+from iam.http.serializers import UpdateRequest
 from rbac.serializers import MembershipCreateRequest, MembershipUpdateRequest
 from tenancy.serializers import ProjectUpdateRequest
 

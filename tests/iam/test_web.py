@@ -1,4 +1,4 @@
-"""iam/web.py: the web process reads each request whole, within its deadline, before a thread runs the WSGI
+"""iam/server/: the web process reads each request whole, within its deadline, before a thread runs the WSGI
 application on it. (The server itself, slow connections and the 408 over a socket: tests/live.)"""
 
 import asyncio
@@ -12,8 +12,11 @@ import time
 import pytest
 import uvicorn
 
-from iam import web
-from iam.web import DEADLINE, ReadWhole
+from iam.server import app as app_server
+from iam.server import protocol
+from iam.server.app import ReadWhole
+from iam.server.protocol import DEADLINE, HttpProtocol
+from iam.server.worker import Worker
 
 LIMIT = 1024 * 1024
 BUDGET = 64 * LIMIT
@@ -145,9 +148,9 @@ def test_the_environ_is_pep_3333s():
 
 @pytest.fixture
 def server(monkeypatch):
-    """uvicorn with iam/web.py's protocol and application on a loopback port, in a thread; its deadline
+    """uvicorn with iam/server/'s protocol and application on a loopback port, in a thread; its deadline
     made 0.5 s."""
-    monkeypatch.setattr(web, "REQUEST_TIMEOUT", 0.5)
+    monkeypatch.setattr(protocol, "REQUEST_TIMEOUT", 0.5)
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
@@ -156,7 +159,7 @@ def server(monkeypatch):
         app,
         host="127.0.0.1",
         port=port,
-        http=web.HttpProtocol,
+        http=HttpProtocol,
         interface="asgi3",
         lifespan="off",
         loop="asyncio",
@@ -223,7 +226,7 @@ def test_a_head_is_bounded_as_a_whole(server):
 
 
 def test_connections_past_the_workers_limit_are_answered_503_and_closed(server, monkeypatch):
-    monkeypatch.setattr(web.HttpProtocol, "limit_connections", 3)
+    monkeypatch.setattr(HttpProtocol, "limit_connections", 3)
     held = [socket.create_connection(("127.0.0.1", server), timeout=5) for _ in range(3)]
     try:
         time.sleep(0.1)  # the three are accepted
@@ -284,7 +287,7 @@ def streaming_server(request):
         server,
         host="127.0.0.1",
         port=port,
-        http=web.HttpProtocol,
+        http=HttpProtocol,
         interface="asgi3",
         lifespan="off",
         loop="asyncio",
@@ -350,7 +353,7 @@ def read_all(response: http.client.HTTPResponse) -> int:
 def test_a_client_that_takes_nothing_is_dropped_and_frees_its_thread(streaming_server, monkeypatch):
     """A reader that takes no chunk for SEND_TIMEOUT seconds holds no thread, and cannot keep the worker
     from notifying the master until it counts as stuck: its connection is dropped."""
-    monkeypatch.setattr(web, "SEND_TIMEOUT", 0.5)
+    monkeypatch.setattr(app_server, "SEND_TIMEOUT", 0.5)
     app, port = streaming_server
     response = streamed_request(port)  # and then read nothing
     assert app.closed.wait(5), "the body was never stopped"
@@ -370,7 +373,8 @@ def test_a_short_body_without_a_length_is_sent_whole_with_its_length(streaming_s
     assert len(response.read()) == 3 * Streaming.size and app.closed.wait(5)
 
 
-# The worker's budget of request-body bytes (IAM_WEB_BUFFER_BYTES, issue 23): many connections at once.
+# The worker's budget of request-body bytes (IAM_WEB_BUFFER_BYTES, docs/operations.md#slow-clients): many
+# connections at once.
 
 KIB = 1024
 
@@ -408,8 +412,8 @@ def budgeted(app, budget: int, threads: int = 1) -> ReadWhole:
 
 def test_past_the_budget_the_body_arriving_that_holds_the_most_is_refused_503_and_closed():
     """Two large bodies arrive slowly and fill the worker's budget; a small whole one still fits: the
-    largest arriving body is refused (its bytes dropped at once), answered 503 with CONTRACT 1's body at
-    its next message, its connection closed; the other large one completes and is served."""
+    largest arriving body is refused (its bytes dropped at once), answered 503 with the docs/api.md#errors
+    body at its next message, its connection closed; the other large one completes and is served."""
     app = App()
 
     async def main():
@@ -567,14 +571,14 @@ def test_the_worker_stops_notifying_the_master_while_a_request_runs_past_the_tim
 ):
     worker = Notified(running, timeout)
     for _ in range(3):
-        asyncio.run(web.Worker.callback_notify(worker))
+        asyncio.run(Worker.callback_notify(worker))
     assert worker.notified == 3 * notified
     assert len(worker.logged) == 1 - notified  # said once
 
 
 def test_a_stuck_request_that_ends_before_the_master_acts_lets_the_worker_notify_again():
     worker = Notified(31.0, 30)
-    asyncio.run(web.Worker.callback_notify(worker))
+    asyncio.run(Worker.callback_notify(worker))
     worker.wsgi = type("Pool", (), {"longest_running": lambda _: 0.0})()
-    asyncio.run(web.Worker.callback_notify(worker))
+    asyncio.run(Worker.callback_notify(worker))
     assert worker.notified == 1 and len(worker.logged) == 1 and worker.stuck_reported is False

@@ -1,4 +1,4 @@
-"""`GET /metrics` against the running service (issue 16): gunicorn's two workers each count what they
+"""`GET /metrics` against the running service: gunicorn's two workers each count what they
 serve, and a scrape, whichever worker answers it, reports the sum (prometheus-client multiprocess mode)."""
 
 from concurrent.futures import ThreadPoolExecutor

@@ -1,4 +1,5 @@
-"""Issue 23 against the Procfile's `web` shape: what one web worker holds, and for how long.
+"""docs/operations.md#slow-clients against the Procfile's `web` shape: what one web worker holds, and for how
+long.
 
 - The request bodies a worker holds at once stay within `IAM_WEB_BUFFER_BYTES`: 100 connections that each
   send most of a 1 MiB body grow the worker by about that budget, not by their 100 MiB; the bodies refused

@@ -8,8 +8,8 @@ from django.db import connection
 from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 
-from iam import crypto
 from iam.models import AuditEntry
+from iam.platform import crypto
 from oidc.models import Application
 from tests.conftest import client_for, err, ok
 from tests.factories import WorkspaceFactory
@@ -78,8 +78,8 @@ def test_regenerate_secret_replaces_the_old_one(admin):
     assert set(again) == FIELDS | {"client_secret"}
     assert again["client_secret"] != data["client_secret"]
     stored = Application.objects.get(pk=data["id"])
-    assert not crypto.matches(data["client_secret"], stored.secret_digest)
-    assert crypto.matches(again["client_secret"], stored.secret_digest)
+    assert not crypto.digest_matches(data["client_secret"], stored.secret_digest)
+    assert crypto.digest_matches(again["client_secret"], stored.secret_digest)
 
 
 def test_an_application_of_the_root_workspace_is_first_party(operator, root):

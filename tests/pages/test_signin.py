@@ -11,8 +11,8 @@ from accounts.models import Account
 from authn import browser as browser_module
 from authn import services
 from authn.models import Session
-from iam import crypto
 from iam.models import AuditEntry
+from iam.platform import crypto
 from tests.conftest import ApiClient, ok
 from tests.factories import PASSWORD
 

@@ -1,4 +1,4 @@
-"""Every authorization rule in one table (STYLE "Authorization is decided in one place"): the decisions
+"""Every authorization rule in one table (docs/architecture.md): the decisions
 of `rbac.policy` that the endpoints reach through `admit` (before the body) and `get_object` (the record
 found within reach, else 404, then `authorize`), and the escalation, consent and credential rules the
 services and endpoints ask. Two workspaces and accounts of both: a grant in one workspace, or in one
@@ -11,8 +11,9 @@ import pytest
 
 from accounts.models import Account
 from authn.models import Credential
-from iam.errors import ApiError
+from iam.http.errors import ApiError
 from rbac import policy
+from rbac.api.access import get_object
 from rbac.models import Membership
 from sso.models import SsoConnection
 from tenancy.models import Project, Workspace
@@ -100,13 +101,14 @@ def test_admit(w, caller, workspace, permission, options, decision):
 
 AUTHORIZE = [
     # (caller, workspace, permission, record, fields, project_scoped, decision)
-    # project scope (CONTRACT 4): a project-scope grant counts for its own project only
+    # project scope (docs/api.md#authorization): a project-scope grant counts for its own project only
     ("p1_member", "a", "projects:describe", "p1", None, True, ALLOWED),
     ("p1_member", "a", "projects:describe", "p2", None, True, missing("projects:describe")),
     ("p1_member", "a", "memberships:create", "a", None, True, missing("memberships:create")),
     ("wide", "a", "projects:describe", "p2", None, True, ALLOWED),
     ("wide", "a", "memberships:create", "a", None, True, ALLOWED),
-    # self access on accounts; everything else on accounts needs the root workspace (CONTRACT 3, 4)
+    # self access on accounts; everything else on accounts needs the root workspace
+    # (docs/api.md#the-root-workspace, #authorization)
     ("plain", None, "accounts:describe", "plain", {"id": 1}, False, ALLOWED),
     ("plain", None, "accounts:update", "plain", {"name": "x"}, False, ALLOWED),
     ("plain", None, "accounts:update", "plain", {"enabled": False}, False, missing("accounts:update")),
@@ -203,7 +205,7 @@ def test_get_object(w, caller, workspace, permission, named, fields, project_sco
     target = uuid.uuid4() if named.startswith("unknown") else getattr(w, named).pk
     request = SimpleNamespace(user=getattr(w, caller), workspace=space, auth={"amr": ["pwd"]})
     decided = decide(
-        lambda: policy.get_object(
+        lambda: get_object(
             request,
             queryset_for(permission, space),
             permission=permission,
@@ -216,7 +218,7 @@ def test_get_object(w, caller, workspace, permission, named, fields, project_sco
 
 
 GRANTABLE = [
-    # (caller, names, project, decision): CONTRACT 4's escalation rule
+    # (caller, names, project, decision): the docs/api.md#authorization escalation rule
     ("wide", ["projects:create"], None, ALLOWED),
     ("wide", ["projects:*"], None, ALLOWED),
     ("wide", ["*:create"], None, CANNOT_GRANT),

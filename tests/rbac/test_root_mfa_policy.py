@@ -8,7 +8,7 @@ import pytest
 
 from accounts.models import Account
 from authn.sessions import issue_session
-from iam.errors import ApiError
+from iam.http.errors import ApiError
 from rbac import policy
 from tenancy.services import update_workspace
 from tests.conftest import ApiClient, err, ok

@@ -1,5 +1,5 @@
 from authn import services
-from iam.service_helpers import ServiceCommand
+from iam.platform.service_helpers import ServiceCommand
 
 
 class Command(ServiceCommand):
