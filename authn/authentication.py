@@ -21,9 +21,15 @@ class BearerAuthentication(BaseAuthentication):
         if scheme.lower() != "bearer" or not token.strip():
             raise AuthenticationFailed()
         try:
-            return authenticate_token(token.strip(), types=self.token_types)
+            account, claims = authenticate_token(token.strip(), types=self.token_types)
         except TokenError as exc:
             raise AuthenticationFailed() from exc
+        if tokens.APP_WORKSPACE_CLAIM in claims:
+            # Another workspace's application got this token for a person: it serves that application
+            # (userinfo, introspection, its workspace's clients), never this API
+            # (docs/security.md#application-tokens).
+            raise AuthenticationFailed()
+        return account, claims
 
     def authenticate_header(self, request: Request) -> str:
         return 'Bearer realm="iam"'

@@ -97,18 +97,39 @@ class Session(models.Model):
     sso_workspace_id = models.UUIDField("SSO workspace ID", null=True, blank=True, editable=False)
     session_version = models.PositiveIntegerField()
     revoked_at = models.DateTimeField(null=True, blank=True)
+    # A session an application's code exchange started (docs/security.md#application-sessions): the
+    # application (a plain id, `oidc` sits above this app) and the browser session it came from, whose
+    # end ends it too.
+    application_id = models.UUIDField("application ID", null=True, blank=True, editable=False)
+    browser_session = models.ForeignKey(
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="application_sessions",
+        editable=False,
+    )
 
     objects = SessionQuerySet.as_manager()
 
     class Meta:
-        indexes = [models.Index(fields=["account", "created_at", "id"], name="session_account_created")]
+        indexes = [
+            models.Index(fields=["account", "created_at", "id"], name="session_account_created"),
+            # an application's sessions, ended when it is deleted (oidc.services.delete_application)
+            models.Index(
+                fields=["application_id"],
+                condition=Q(application_id__isnull=False),
+                name="session_application",
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"session {self.pk} of {self.account_id}"
 
     @property
     def auth_time(self) -> int:
-        """When the account proved itself for this session (its tokens' `auth_time`): its start."""
+        """When the login that started this session happened, as its tokens carry it
+        (docs/security.md#tokens). An application session's tokens carry its browser session's instead."""
         return int(self.created_at.timestamp())
 
 

@@ -88,10 +88,11 @@ def _address(ip: str | None) -> str | None:
         return None
 
 
-def _token_pair(account: Account, *, auth_time: int, session_claims: dict) -> dict:
+def _token_pair(account: Account, *, auth_time: int, session_claims: dict, with_refresh: bool = True) -> dict:
     """`auth_time` is the login that started the session; no token of the session outlives it by more
     than the refresh lifetime (docs/security.md#tokens), however often it is refreshed. `session_claims`:
-    `sid` and `amr` (none for a session begun before sessions were records)."""
+    `sid` and `amr` (none for a session begun before sessions were records). `with_refresh` false: the access
+    token alone (an application that was not granted `offline_access`)."""
     session_end = _session_end(auth_time)
     if session_end <= timezone.now():
         raise TokenError("token_expired")
@@ -104,6 +105,8 @@ def _token_pair(account: Account, *, auth_time: int, session_claims: dict) -> di
     access_token, _ = tokens.issue(
         account.pk, type=tokens.ACCESS, lifetime=settings.IAM_ACCESS_TOKEN_LIFETIME, **common
     )
+    if not with_refresh:
+        return {"access_token": access_token}
     refresh_token, expires_at = tokens.issue(
         account.pk,
         type=tokens.REFRESH,
@@ -115,16 +118,55 @@ def _token_pair(account: Account, *, auth_time: int, session_claims: dict) -> di
     return {"access_token": access_token, "refresh_token": refresh_token}
 
 
+# What a refresh keeps of a session's tokens besides `sid`, `amr` and `auth_time`.
+CARRIED_CLAIMS = (SSO_WORKSPACE_CLAIM, *tokens.APPLICATION_CLAIMS)
+
+
 def _continue(account: Account, claims: dict) -> dict:
-    """A new pair of the session `claims` belong to: the same `sid`, `amr`, SSO workspace and
-    `auth_time`; the session records the refresh as its `last_used_at`."""
+    """A new pair of the session `claims` belong to: the same `sid`, `amr`, `auth_time`, SSO workspace
+    and application claims; the session records the refresh as its `last_used_at`."""
     if "sid" not in claims:
         return _token_pair(account, auth_time=claims["auth_time"], session_claims={})
     Session.objects.filter(pk=claims["sid"]).update(last_used_at=timezone.now())
     session_claims = {"sid": str(claims["sid"]), "amr": claims.get("amr", [])}
-    if SSO_WORKSPACE_CLAIM in claims:
-        session_claims[SSO_WORKSPACE_CLAIM] = claims[SSO_WORKSPACE_CLAIM]
+    session_claims.update((name, claims[name]) for name in CARRIED_CLAIMS if name in claims)
     return _token_pair(account, auth_time=claims["auth_time"], session_claims=session_claims)
+
+
+def issue_application_session(
+    browser_session: Session,
+    *,
+    application_id: uuid.UUID,
+    claims: dict,
+    with_refresh: bool,
+    ip: str | None = None,
+    user_agent: str = "",
+) -> tuple[Session, dict]:
+    """The session an application's code exchange starts (docs/security.md#application-sessions): a
+    record of its own, with the browser session's `auth_time`, `amr` and SSO workspace, linked to it so
+    that ending the browser session ends this one (`end_session`). `claims`: the application claims
+    (`tokens.APPLICATION_CLAIMS`) its tokens carry."""
+    account = browser_session.account
+    auth_time = browser_session.auth_time
+    now = timezone.now()
+    session = Session.objects.create(
+        account=account,
+        created_at=now,
+        last_used_at=now,
+        expires_at=_session_end(auth_time),
+        ip=_address(ip),
+        user_agent=user_agent.replace("\x00", "")[:USER_AGENT_MAX],
+        amr=list(browser_session.amr),
+        session_version=account.session_version,
+        sso_workspace_id=browser_session.sso_workspace_id,
+        application_id=application_id,
+        browser_session=browser_session,
+    )
+    session_claims = {"sid": str(session.pk), "amr": session.amr, **claims}
+    if session.sso_workspace_id is not None:
+        session_claims[SSO_WORKSPACE_CLAIM] = str(session.sso_workspace_id)
+    pair = _token_pair(account, auth_time=auth_time, session_claims=session_claims, with_refresh=with_refresh)
+    return session, pair
 
 
 def start_session(
@@ -272,7 +314,8 @@ def end_session(session: Session, *, actor: Account | None) -> Session:
     """Revokes one session: its access and refresh tokens are refused at once, in every process (the
     cached state is purged around the commit), while the account's other sessions live on. Recorded in
     the account's own log (no workspace's) and pushed as `session.revoked` naming the session. Ending a
-    session already revoked changes nothing."""
+    session already revoked changes nothing. The application sessions a browser session started end
+    with it (docs/security.md#application-sessions)."""
     if session.revoked_at is None:
         session.revoked_at = timezone.now()
         session.save(update_fields=["revoked_at"])
@@ -294,22 +337,11 @@ def end_session(session: Session, *, actor: Account | None) -> Session:
     return session
 
 
-def _parent_link() -> str | None:
-    """The field by which a session names the browser session it was started from (an application's
-    session, started at the OpenID Provider's code exchange), when the model has one: a relation from
-    Session to Session, whatever its name."""
-    for field in Session._meta.get_fields():
-        if getattr(field, "many_to_one", False) and field.related_model is Session:
-            return field.name
-    return None
-
-
 def started_from(session: Session) -> list[Session]:
-    """The live sessions started from this browser session (none for another kind), locked."""
-    link = _parent_link()
-    if link is None or session.kind != Session.Kind.BROWSER:
+    """The live application sessions this browser session started (none for another kind), locked."""
+    if session.kind != Session.Kind.BROWSER:
         return []
-    return list(Session.objects.select_for_update().filter(**{link: session}, revoked_at__isnull=True))
+    return list(session.application_sessions.select_for_update().filter(revoked_at__isnull=True))
 
 
 @transaction.atomic
@@ -317,9 +349,8 @@ def replace_browser_session(old: Session, new: Session, *, actor: Account | None
     """A browser that signs in again (a second factor added to its sign-in, another account, a sign-in
     asked anew): its earlier browser session ends. The sessions that one started go on under the new one
     when the same account signed in, and end with the old one otherwise."""
-    link = _parent_link()
-    if link is not None and old.account_id == new.account_id:
-        Session.objects.filter(**{link: old}, revoked_at__isnull=True).update(**{link: new})
+    if old.account_id == new.account_id:
+        Session.objects.filter(browser_session=old, revoked_at__isnull=True).update(browser_session=new)
     end_session(old, actor=actor)
 
 

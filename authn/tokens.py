@@ -21,6 +21,13 @@ MFA_CHALLENGE = "MfaChallenge"
 REQUIRED_CLAIMS = ["sub", "type", "sv", "iat", "exp", "jti", "iss"]
 SESSION_TYPES = frozenset({ACCESS, REFRESH})
 
+# Tokens issued to an application (docs/security.md#application-tokens) name it (`aud`, `azp`: its
+# client_id), the scope granted and the workspace signed in to; those of another workspace's application
+# also carry APP_WORKSPACE_CLAIM, the one workspace where they count: this API answers them 401, and only
+# that workspace's clients validate them. A refresh keeps them all.
+APP_WORKSPACE_CLAIM = "app_workspace"
+APPLICATION_CLAIMS = ("aud", "azp", "scope", "workspace_id", APP_WORKSPACE_CLAIM)
+
 
 class TokenError(Exception):
     def __init__(self, reason: str):  # "invalid_token" | "token_expired"
@@ -68,7 +75,9 @@ def decode(token: str, *, types: set[str] | frozenset[str]) -> dict:
             keys.verification_key(token),
             algorithms=[settings.IAM_JWT_ALGORITHM],
             issuer=settings.IAM_JWT_ISSUER,
-            options={"require": REQUIRED_CLAIMS},
+            # `aud` is checked below: only an application's tokens have one, and PyJWT refuses any `aud`
+            # when no audience is expected.
+            options={"require": REQUIRED_CLAIMS, "verify_aud": False},
         )
     except jwt.ExpiredSignatureError as exc:
         raise TokenError("token_expired") from exc
@@ -83,6 +92,8 @@ def decode(token: str, *, types: set[str] | frozenset[str]) -> dict:
     # sessions were records have neither, and stay bound to the session version alone.
     amr = claims.get("amr")
     if amr is not None and not (isinstance(amr, list) and all(isinstance(item, str) for item in amr)):
+        raise TokenError("invalid_token")
+    if not all(isinstance(claims.get(name, ""), str) for name in APPLICATION_CLAIMS):
         raise TokenError("invalid_token")
     try:
         claims["sub"] = uuid.UUID(str(claims["sub"]))

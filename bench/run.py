@@ -12,6 +12,7 @@ same run:
 - password logins per second per core, and unknown e-mail against wrong password (enumeration timing);
 - logins with TOTP per second per core (the password step and the code step, one account each, since a
   code works once);
+- the token endpoint: code exchanges and refresh grants per second per core (bench/token_endpoint.py);
 - the list cases (p50/p95 over sequential keep-alive requests), each with the `EXPLAIN ANALYZE` summary
   of its queries;
 - the noisy neighbour: one tenant's heaviest allowed lists (limit 1000 over records at their size
@@ -23,7 +24,7 @@ same run:
 
 The bench database is dropped at the end (BENCH_KEEP=1 keeps it). Knobs: BENCH_SECONDS (5), BENCH_ROUNDS
 (3: ping and validate alternate, the median counts), BENCH_CONNECTIONS (16), BENCH_BURST (2000),
-BENCH_LIST_REQUESTS (40), BENCH_ROWS (1000000), BENCH_PARTS (validate,login,totp,lists,neighbour,push),
+BENCH_LIST_REQUESTS (40), BENCH_ROWS (1000000), BENCH_PARTS (validate,login,totp,token,lists,neighbour,push),
 BENCH_TOTP_ACCOUNTS (200), BENCH_WEB (a web command to measure instead of the Procfile's). Needs REDIS_URL
 for the push figures (Celery's broker and the shared cache).
 """
@@ -59,7 +60,7 @@ ROUNDS = int(os.environ.get("BENCH_ROUNDS", "3"))
 CONNECTIONS = int(os.environ.get("BENCH_CONNECTIONS", "16"))
 BURST = int(os.environ.get("BENCH_BURST", "2000"))
 SEED_ROWS = int(os.environ.get("BENCH_ROWS", "1000000"))
-PARTS = set(os.environ.get("BENCH_PARTS", "validate,login,totp,lists,neighbour,push").split(","))
+PARTS = set(os.environ.get("BENCH_PARTS", "validate,login,totp,token,lists,neighbour,push").split(","))
 TOTP_ACCOUNTS = int(os.environ.get("BENCH_TOTP_ACCOUNTS", "200"))
 LIST_REQUESTS = int(os.environ.get("BENCH_LIST_REQUESTS", "40"))
 LIST_WARMUP = 4
@@ -486,6 +487,12 @@ def _bench(env: dict, workdir: Path, processes: list) -> None:
         _login_figures(base, api, workdir)
     if "totp" in PARTS:
         _totp_login_figure(base, _totp_accounts(workspace))
+    if "token" in PARTS:  # bench/token_endpoint.py: /oauth2/token beside Keycloak's published figure
+        from bench.token_endpoint import token_figures
+
+        token_figures(
+            base, rows, workspace=workspace, member=member, workers=WORKERS, cpu=lambda: server_cpu(base)
+        )
     if "lists" in PARTS:
         _explain(token, workspace, _list_figures(api, token, workspace))
     if "neighbour" in PARTS:

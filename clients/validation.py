@@ -113,6 +113,9 @@ def validate(
     try:
         if token_error is not None:
             raise token_error
+        if claims.get(tokens.APP_WORKSPACE_CLAIM, workspace_id) != workspace_id:
+            # another workspace's application's token counts only there (docs/security.md#application-tokens)
+            raise TokenError("invalid_token")
         account = check_session_state(claims, found=found)
     except TokenError as exc:
         return _answer(exc.reason, workspace_id=workspace_id, allowed=denied)

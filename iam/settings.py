@@ -63,6 +63,7 @@ INSTALLED_APPS = [
     "clients",
     "sso",
     "scim",
+    "oidc",
 ]
 
 MIDDLEWARE = [
@@ -227,6 +228,7 @@ SPECTACULAR_SETTINGS = {
         "CredentialProviderEnum": "authn.models.Credential.Provider",
         "CredentialStatusEnum": "authn.models.Credential.Status",
         "MembershipStatusEnum": "rbac.models.Membership.Status",
+        "ApplicationTypeEnum": "oidc.models.Application.Type",
     },
 }
 
@@ -353,6 +355,7 @@ IAM_QUOTA_PENDING_INVITATIONS = env("IAM_QUOTA_PENDING_INVITATIONS", 1000, int)
 IAM_QUOTA_PERMISSIONS_PER_ROLE = env("IAM_QUOTA_PERMISSIONS_PER_ROLE", 500, int)
 IAM_QUOTA_ROLES_PER_MEMBERSHIP = env("IAM_QUOTA_ROLES_PER_MEMBERSHIP", 50, int)
 IAM_QUOTA_WORKSPACES = env("IAM_QUOTA_WORKSPACES", 20, int)
+IAM_QUOTA_APPLICATIONS = env("IAM_QUOTA_APPLICATIONS", 100, int)
 # docs/api.md#quotas-and-budgets: every statement of a request is cancelled past this (503 `request took too
 # long`); the worker, beat and management commands run without it (iam/platform/timeouts.py).
 IAM_STATEMENT_TIMEOUT_MS = env("IAM_STATEMENT_TIMEOUT_MS", 5000, int)

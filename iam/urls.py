@@ -22,4 +22,5 @@ urlpatterns = [
     path("", include("rbac.urls")),
     path("", include("sso.urls")),
     path("", include("scim.urls")),
+    path("", include("oidc.urls")),
 ]

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-APPS = ("iam", "accounts", "tenancy", "rbac", "authn", "clients", "sso", "scim")
+APPS = ("iam", "accounts", "tenancy", "rbac", "authn", "clients", "sso", "scim", "oidc")
 LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 
 

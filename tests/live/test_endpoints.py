@@ -47,11 +47,21 @@ class World:
         self.membership = add_member(live, self.token, self.workspace, self.member["account"]["id"])
         # An OpenID provider on loopback for the SSO connections (its discovery document and keys).
         self.idp = OpenIdProvider()
+        self.application = self.create("/applications/create", **self.application_body())
         self.sso = self.create("/sso/create", **self.sso_body())
         self.sso_domain = self.sso["domains"][0]["domain"]
         slug = ok(live.post("/workspace/describe", {"id": self.workspace}, token=self.token))["slug"]
         done = live.manage("verify_domain", "--workspace", slug, "--domain", self.sso_domain)
         assert done.returncode == 0, done.stdout + done.stderr
+
+    def application_body(self) -> dict:
+        return {
+            "name": unique("app"),
+            "type": "web",
+            "redirect_uris": [f"https://{unique('app')}.example.com/callback"],
+            "tags": [],
+            "meta": META,
+        }
 
     def sso_body(self) -> dict:
         return {
@@ -185,6 +195,13 @@ def valid_call(world: World, path: str) -> dict:
         "/roles/delete": lambda: {"id": create_role(live, world.token, ws)["id"]},
         "/roles/describe": lambda: {"id": world.role["id"]},
         "/roles/update": lambda: {"id": world.role["id"], "permission_ids": [world.permission["id"]]},
+        "/applications/create": lambda: world.application_body(),
+        "/applications/delete": lambda: {
+            "id": world.create("/applications/create", **world.application_body())["id"]
+        },
+        "/applications/describe": lambda: {"id": world.application["id"]},
+        "/applications/update": lambda: {"id": world.application["id"], "name": unique("app")},
+        "/applications/regenerate-secret": lambda: {"id": world.application["id"]},
         "/scim-tokens/create": lambda: {"name": unique("scim")},
         "/scim-tokens/delete": lambda: {"id": world.create("/scim-tokens/create", name=unique("d"))["id"]},
         "/sso/create": lambda: world.sso_body(),

@@ -47,14 +47,23 @@ def _node_ready() -> str | None:
 
 
 class OidcProvider:
-    def __init__(self, live, name: str, *, path: str, client: dict, accounts: dict):
+    def __init__(
+        self,
+        live,
+        name: str,
+        *,
+        path: str,
+        client: dict,
+        accounts: dict,
+        redirect_uri: str = DEFAULT_CALLBACK,
+    ):
         self.port = free_port()
         self.issuer = f"http://127.0.0.1:{self.port}{path}"
         self.client = client
         config = {
             "port": self.port,
             "path": path,
-            "clients": [{**client, "redirect_uris": [DEFAULT_CALLBACK]}],
+            "clients": [{**client, "redirect_uris": [redirect_uri]}],
             "accounts": accounts,
         }
         env = {key: value for key, value in os.environ.items() if not key.startswith("NODE_")}

@@ -16,6 +16,7 @@ from tests.factories import AccountFactory, MembershipFactory, ProjectFactory, R
 # What each resource's 404 calls its record.
 NOUNS = {
     "accounts": "account",
+    "applications": "application",
     "workspace": "workspace",
     "clients": "client",
     "credentials": "credential",

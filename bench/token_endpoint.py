@@ -1,0 +1,157 @@
+"""`make bench`'s token endpoint figures (bench/run.py calls `token_figures`): `POST /oauth2/token` code
+exchanges and refresh grants per second per core, from 4 keep-alive connections, each request as an
+application sends it (a `web` application, HTTP Basic).
+
+- Code exchanges: each code works once and lives 60 seconds, so BENCH_TOKEN_CODES (600) codes are made
+  first, straight into the database as the authorization endpoint makes them (one browser session, PKCE
+  S256), then exchanged as fast as the service answers: the code spent, the application session and its
+  refresh token written, two HS256 tokens and an RS256 ID token signed.
+- Refresh grants: 4 application sessions, each refreshed in a chain BENCH_TOKEN_REFRESHES (150) times
+  (a refresh token works once: each answer's is the next request's), rotation and reuse detection
+  included.
+
+Printed beside Keycloak's published figure, 120 client-credentials grants per second per vCPU
+(Keycloak's "Concepts for sizing CPU and memory resources", which budgets one vCPU per 120 of them);
+client credentials are not a grant of this service yet (machine identities come later)."""
+
+import base64
+import concurrent.futures
+import hashlib
+import http.client
+import json
+import os
+import secrets
+import threading
+import time
+from collections.abc import Callable
+from urllib.parse import urlencode, urlsplit
+
+CODES = int(os.environ.get("BENCH_TOKEN_CODES", "600"))
+REFRESHES = int(os.environ.get("BENCH_TOKEN_REFRESHES", "150"))
+CONNECTIONS = 4
+KEYCLOAK = "Keycloak: 120 client-credentials grants per second per vCPU"
+REDIRECT_URI = "https://bench.example/callback"
+
+
+def _application(workspace):
+    from oidc import services
+
+    application, secret = services.create_application(
+        workspace,
+        actor=None,
+        name="bench-app",
+        type="web",
+        redirect_uris=[REDIRECT_URI],
+        tags=[],
+        meta={"schema_version": "1"},
+    )
+    return application, secret
+
+
+def _codes(application, browser, workspace, challenge: str) -> list[str]:
+    from oidc.sessions import SignIn, new_code, save_code
+
+    codes = []
+    for _ in range(CODES):
+        code = new_code()
+        save_code(
+            code,
+            application=application,
+            sign_in=SignIn(browser_session=browser, workspace_id=workspace.pk),
+            redirect_uri=REDIRECT_URI,
+            scope="openid email profile offline_access",
+            nonce="bench",
+            code_challenge=challenge,
+        )
+        codes.append(code)
+    return codes
+
+
+def _run(base: str, basic: str, bodies, *, chains: int) -> tuple[int, float]:
+    """Posts each body `bodies(chain, answer)` gives (None: that chain is done) from CONNECTIONS
+    keep-alive connections; answers (requests done, seconds)."""
+    parts = urlsplit(base)
+    done = [0]
+    lock = threading.Lock()
+    headers = {"Content-Type": "application/x-www-form-urlencoded", "Authorization": f"Basic {basic}"}
+
+    def work(chain: int) -> None:
+        connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=30)
+        answer = None
+        while (body := bodies(chain, answer)) is not None:
+            connection.request("POST", "/oauth2/token", urlencode(body), headers)
+            response = connection.getresponse()
+            answer = json.loads(response.read())
+            assert response.status == 200, answer
+            with lock:
+                done[0] += 1
+
+    started = time.perf_counter()
+    with concurrent.futures.ThreadPoolExecutor(CONNECTIONS) as pool:
+        for future in [pool.submit(work, chain) for chain in range(chains)]:
+            future.result()
+    return done[0], time.perf_counter() - started
+
+
+def _figure(name: str, count: int, elapsed: float, cpu_seconds: float, cores: int, workers: int) -> tuple:
+    """The rate per core, and the server's own CPU time per grant (steady on a busy machine, where the
+    rate is not: other processes take the cores), as the rate one core could give at that cost."""
+    cpu_ms = cpu_seconds / count * 1000
+    return (
+        f"token endpoint: {name} per second per core ({count})",
+        f"{count / elapsed / cores:.0f} ({workers} workers); server CPU {cpu_ms:.1f} ms each: "
+        f"{1000 / cpu_ms:.0f} per core-second",
+        KEYCLOAK,
+    )
+
+
+def token_figures(
+    base: str, rows: list, *, workspace, member, workers: int, cpu: Callable[[], float]
+) -> None:
+    """`cpu`: the server's CPU seconds used so far (its master and workers)."""
+    from authn.sessions import issue_application_session, open_browser_session
+    from oidc.sessions import application_claims
+
+    application, secret = _application(workspace)
+    basic = base64.b64encode(f"{application.client_id}:{secret}".encode()).decode()
+    browser = open_browser_session(member, amr=["pwd"])
+    verifier = secrets.token_urlsafe(48)
+    challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).rstrip(b"=").decode()
+    cores = min(os.cpu_count() or 1, workers)
+
+    pending = _codes(application, browser, workspace, challenge)
+    lock = threading.Lock()
+
+    def exchange(chain: int, answer) -> dict | None:
+        with lock:
+            if not pending:
+                return None
+            code = pending.pop()
+        return {
+            "grant_type": "authorization_code",
+            "code": code,
+            "redirect_uri": REDIRECT_URI,
+            "code_verifier": verifier,
+        }
+
+    before = cpu()
+    count, elapsed = _run(base, basic, exchange, chains=CONNECTIONS)
+    rows.append(_figure("code exchanges (ID token RS256)", count, elapsed, cpu() - before, cores, workers))
+
+    claims = application_claims(application, scope="openid email profile offline_access", workspace_id=None)
+    chains = [
+        issue_application_session(browser, application_id=application.pk, claims=claims, with_refresh=True)[1]
+        for _ in range(CONNECTIONS)
+    ]
+    left = [REFRESHES] * CONNECTIONS
+
+    def refresh(chain: int, answer) -> dict | None:
+        if left[chain] == 0:
+            return None
+        left[chain] -= 1
+        token = (answer or chains[chain])["refresh_token"]
+        return {"grant_type": "refresh_token", "refresh_token": token}
+
+    before = cpu()
+    count, elapsed = _run(base, basic, refresh, chains=CONNECTIONS)
+    rows.append(_figure("refresh grants (rotated, ID token)", count, elapsed, cpu() - before, cores, workers))

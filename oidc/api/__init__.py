@@ -1,0 +1,1 @@
+"""The OpenID Provider's management API, one module per resource (`applications`)."""

@@ -1,0 +1,229 @@
+"""The protocol's writes and reads of sessions (docs/oidc.md): authorization codes, the application
+session a code exchange starts, refreshes, revocation and sign-out. The tokens are this service's own
+session tokens (authn/sessions.py) with the application claims (`authn.tokens.APPLICATION_CLAIMS`)."""
+
+import hashlib
+import secrets
+from dataclasses import dataclass, field
+from datetime import timedelta
+from uuid import UUID
+
+from django.db import transaction
+from django.utils import timezone
+
+from accounts.models import Account
+from authn import tokens
+from authn.models import Session
+from authn.sessions import (
+    authenticate_token,
+    check_session_state,
+    end_session,
+    issue_application_session,
+    rotate,
+)
+from authn.tokens import TokenError
+from iam.platform import audit
+
+from .models import Application, AuthorizationCode
+
+CODE_LIFETIME = timedelta(seconds=60)  # docs/oidc.md#codes
+
+
+class CodeRefused(Exception):
+    """The code cannot be exchanged (spent, or its sign-in ended): `invalid_grant`."""
+
+
+@dataclass(frozen=True)
+class SignIn:
+    """Who signs in at the authorization endpoint: the browser session, and the workspace chosen or
+    named (always the application's own for another workspace's application)."""
+
+    browser_session: Session
+    workspace_id: UUID | None
+
+
+@dataclass
+class Issued:
+    """What a code exchange or a refresh issued, and what the ID token says about it."""
+
+    account: Account
+    claims: dict  # the new access token's
+    tokens: dict = field(default_factory=dict)
+
+
+def _digest(code: str) -> str:
+    return hashlib.sha256(code.encode()).hexdigest()
+
+
+def new_code() -> str:
+    return secrets.token_urlsafe(32)
+
+
+def save_code(
+    code: str,
+    *,
+    application: Application,
+    sign_in: SignIn,
+    redirect_uri: str,
+    scope: str,
+    nonce: str,
+    code_challenge: str,
+) -> AuthorizationCode:
+    now = timezone.now()
+    return AuthorizationCode.objects.create(
+        code_digest=_digest(code),
+        application=application,
+        browser_session=sign_in.browser_session,
+        workspace_id=sign_in.workspace_id,
+        redirect_uri=redirect_uri,
+        scope=scope,
+        nonce=nonce or "",
+        code_challenge=code_challenge,
+        created_at=now,
+        expires_at=now + CODE_LIFETIME,
+    )
+
+
+def find_code(code: str, application: Application) -> AuthorizationCode | None:
+    """The code, when it is this application's, unused and unexpired. A code used before is a replay:
+    the session its first use started ends (RFC 6749 4.1.2), whoever presents it."""
+    if not isinstance(code, str) or not code:
+        return None
+    row = (
+        AuthorizationCode.objects.select_related("browser_session__account", "application")
+        .filter(code_digest=_digest(code), application=application)
+        .first()
+    )
+    if row is None:
+        return None
+    if row.used_at is not None:
+        _replayed(row)
+        return None
+    return row if row.expires_at > timezone.now() else None
+
+
+def _replayed(row: AuthorizationCode) -> None:
+    """Audited in the application's workspace; committed even though the request is refused (the token
+    endpoint commits whatever it answers)."""
+    with transaction.atomic():
+        audit.record(
+            "oauth2.code_reuse",
+            resource=("application", row.application_id),
+            workspace_id=row.application.workspace_id,
+            changes={
+                "account_id": str(row.browser_session.account_id),
+                "session_id": str(row.session_id) if row.session_id else None,
+            },
+        )
+        if row.session_id is not None:
+            session = Session.objects.select_for_update().get(pk=row.session_id)
+            end_session(session, actor=None)
+
+
+def application_claims(application: Application, *, scope: str, workspace_id: UUID | None) -> dict:
+    """The claims that make a session token an application's (docs/security.md#application-tokens)."""
+    claims = {"aud": application.client_id, "azp": application.client_id, "scope": scope}
+    if workspace_id is not None:
+        claims["workspace_id"] = str(workspace_id)
+    if not application.first_party:
+        claims[tokens.APP_WORKSPACE_CLAIM] = str(application.workspace_id)
+    return claims
+
+
+def exchange_code(row: AuthorizationCode, *, ip: str | None, user_agent: str) -> Issued:
+    """Spends the code and starts its application session in one transaction: a concurrent second use
+    waits for the row, finds it spent, and ends the session this one started. A refresh token comes only
+    with `offline_access`."""
+    browser = row.browser_session
+    account = browser.account
+    with transaction.atomic():
+        spent = AuthorizationCode.objects.filter(pk=row.pk, used_at__isnull=True).update(
+            used_at=timezone.now()
+        )
+        if not spent:
+            row.refresh_from_db()
+            _replayed(row)
+            raise CodeRefused("code already used")
+        if not account.enabled or not Session.objects.live().filter(pk=browser.pk).exists():
+            raise CodeRefused("the sign-in has ended")  # signed out (or revoked) since the code was issued
+        claims = application_claims(row.application, scope=row.scope, workspace_id=row.workspace_id)
+        try:
+            session, pair = issue_application_session(
+                browser,
+                application_id=row.application_id,
+                claims=claims,
+                with_refresh="offline_access" in row.scope.split(),
+                ip=ip,
+                user_agent=user_agent,
+            )
+        except TokenError as exc:
+            raise CodeRefused("the sign-in has ended") from exc
+        AuthorizationCode.objects.filter(pk=row.pk).update(session=session)
+    return Issued(
+        account=account, claims=tokens.decode(pair["access_token"], types={tokens.ACCESS}), tokens=pair
+    )
+
+
+def read_access_token(token: str) -> tuple[Account, dict] | None:
+    """The account and claims of an access token whose session is current, else None."""
+    try:
+        return authenticate_token(token)
+    except TokenError:
+        return None
+
+
+def read_refresh_token(token: str) -> tuple[Account, dict] | None:
+    """The account and claims of an application's refresh token whose session is current, else None."""
+    try:
+        account, claims = authenticate_token(token, types=frozenset({tokens.REFRESH}))
+    except TokenError:
+        return None
+    return (account, claims) if "azp" in claims and "sid" in claims else None
+
+
+def refresh(account: Account, claims: dict, *, scope: str) -> Issued:
+    """Rotates the refresh token (authn's rotation: a refresh token presented twice ends the account's
+    sessions, RFC 9700 4.14), keeping the session's claims; `scope` may narrow what the new tokens carry.
+    Raises `TokenError` when refused."""
+    pair = rotate(account, {**claims, "scope": scope})
+    return Issued(
+        account=account, claims=tokens.decode(pair["access_token"], types={tokens.ACCESS}), tokens=pair
+    )
+
+
+def read_token(token: str) -> dict | None:
+    """The claims of any access or refresh token this service signed and that has not expired, revoked
+    or not (revocation and introspection decide what that means)."""
+    try:
+        return tokens.decode(token, types=tokens.SESSION_TYPES)
+    except TokenError:
+        return None
+
+
+def is_current(claims: dict) -> bool:
+    """Whether the session of the claims still holds (not revoked, the account enabled)."""
+    try:
+        check_session_state(claims)
+    except TokenError:
+        return False
+    return True
+
+
+@transaction.atomic
+def revoke(claims: dict) -> None:
+    """RFC 7009: an access or refresh token ends its session."""
+    session = Session.objects.select_for_update().filter(pk=claims.get("sid")).first()
+    if session is not None:
+        end_session(session, actor=None)
+
+
+@transaction.atomic
+def sign_out(session_id: UUID | str) -> Session | None:
+    """RP-Initiated Logout: the application session an ID token names ends, with its browser session and
+    every other application session that browser session started."""
+    session = Session.objects.select_for_update().filter(pk=session_id).first()
+    if session is None:
+        return None
+    browser = session.browser_session or session
+    end_session(browser, actor=None)
+    return browser
