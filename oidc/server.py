@@ -1,4 +1,4 @@
-"""The protocol, from Authlib (docs/oidc.md#the-library): its Django authorization server with the
+"""The protocol, from Authlib (docs/oidc.md#the-library-authlib): its Django authorization server with the
 authorization code grant (with PKCE and OpenID Connect), the refresh token grant, revocation (RFC 7009),
 introspection (RFC 7662) and RP-Initiated Logout. Authlib parses requests, authenticates applications,
 runs the grants' checks in their order and words every error (RFC 6749 5.2); its hooks below map onto
