@@ -334,7 +334,8 @@ class InvitationMine(ListEndpoint):
             last = order_bys[-1]  # ties fall to the id, in the last order's direction
             ordering.append(F("id").desc() if last.startswith("!") else F("id").asc())
             total = found.count()
-            rows = found.order_by(*ordering)[offset : offset + limit] if limit else []
+            # Past the total there is no page: no query (an offset past PostgreSQL's bigint is no 500)
+            rows = found.order_by(*ordering)[offset : offset + limit] if limit and offset < total else []
             page = [(KINDS[kind], str(pk)) for kind, pk, *_ in rows]
         return encoded_page(
             self.list_key,

@@ -28,7 +28,11 @@ class Groups(ScimView):
         if text := messages.filter_text(query):
             roles = roles.filter(resources.group_filter(text))
         total = roles.count()
-        page = list(roles.order_by("created_at", "pk")[start - 1 : start - 1 + count]) if count else []
+        page = (
+            list(roles.order_by("created_at", "pk")[start - 1 : start - 1 + count])
+            if count and start <= total
+            else []
+        )
         external_ids = resources.external_group_ids(role.pk for role in page)
         if _wants_members(query):
             limit = resources.members_shown(self.base)

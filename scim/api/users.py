@@ -23,7 +23,11 @@ class Users(ScimView):
         if text := messages.filter_text(query):
             memberships = memberships.filter(resources.user_filter(self.workspace.pk, text))
         total = memberships.count()
-        page = list(memberships.order_by("created_at", "pk")[start - 1 : start - 1 + count]) if count else []
+        page = (
+            list(memberships.order_by("created_at", "pk")[start - 1 : start - 1 + count])
+            if count and start <= total
+            else []
+        )
         ids = resources.external_ids(self.workspace.pk, [each.account_id for each in page])
         items = (
             self.shown(resources.user_resource(each, ids.get(str(each.account_id)), self.base), query)

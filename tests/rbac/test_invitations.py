@@ -579,6 +579,9 @@ def test_mine_lists_open_invitations_to_the_verified_address_and_invited_members
         mine.call("/invitations/mine", {"options": {"limit": 2, "offset": 2, "order_bys": "created_at"}})
     )
     assert page["metadata"]["count"] == 1
+    # An offset past every record is an empty page, even past what a database integer holds (no 500).
+    beyond = ok(mine.call("/invitations/mine", {"options": {"offset": 2 * 10**23}}))
+    assert beyond["invitations"] == [] and beyond["metadata"]["total"] == 3
     # An account whose address is not verified sees only its invited memberships.
     squatter = AccountFactory(email="unverified@example.com", verified=False)
     invite(owner_api, role, email="unverified@example.com")

@@ -58,6 +58,7 @@ def test_listing_groups_filters_by_display_name_and_excludes_members(scim, works
     assert "members" not in found["Resources"][0]
     assert scim_ok(scim.get("/Groups"))["totalResults"] == 2
     assert scim_ok(scim.get("/Groups", startIndex=2, count=1))["Resources"][0]["id"] == b["id"]
+    assert scim_ok(scim.get("/Groups", startIndex=10**30))["Resources"] == []  # past a database integer
     scim_err(scim.get("/Groups", filter='displayName co "B"'), 400, "invalidFilter")
 
 

@@ -126,6 +126,7 @@ def test_listing_filters_and_pages(scim, workspace, other_scim):
     assert ids(filter='userName eq "u4@other.test"') == (0, [])
     assert ids(startIndex=2, count=1) == (3, [second["id"]])
     assert ids(startIndex=0, count=0) == (3, [])
+    assert ids(startIndex=10**30) == (3, [])  # past every record, and past a database integer: no 500
     assert scim_ok(scim.get("/Users", startIndex=3))["startIndex"] == 3
 
 
