@@ -10,7 +10,7 @@ import requests
 
 READS = 24
 NO_KEYS = (
-    "from authn.models import SigningKey; from iam import cache; "
+    "from authn.models import SigningKey; from iam.platform import cache; "
     "SigningKey.objects.all().delete(); cache.delete_many(['jwt-signing-keys:version'])"
 )
 
