@@ -1,16 +1,19 @@
-"""The SSO endpoints, listed by path in sso/urls.py: a workspace's OpenID Connect connections (create,
-describe, list, update, delete, verify-domain), and the login through one (`auth/sso/initiate`, public,
-and the browser's callback)."""
+"""The SSO endpoints, listed by path in sso/urls.py: a workspace's OpenID Connect and SAML connections
+(create, describe, list, update, delete, verify-domain), and the login through one (`auth/sso/initiate`,
+public, and the browser's way back: the OpenID callback, a SAML connection's ACS; its SP metadata)."""
+
+from uuid import UUID
 
 from django.db.models import QuerySet
-from django.http import HttpRequest, HttpResponseRedirect
-from django.views.decorators.http import require_GET
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.http import require_GET, require_POST
 from rest_framework.request import Request
 
 from authn import oauth_state, throttling
 from iam.addresses import client_ip, user_agent
 from iam.api import EncodedJson, Endpoint, answer_fresh
-from iam.errors import ApiError
+from iam.errors import ApiError, error_response
 from iam.list_endpoint import ListEndpoint
 from iam.serializers import prefetch
 from rbac.api import changes_of
@@ -18,7 +21,7 @@ from rbac.models import Role
 from rbac.policy import get_object
 from rbac.services import resolve
 
-from . import login, services
+from . import login, saml, saml_login, services
 from .models import SsoConnection
 from .serializers import (
     SsoConnectionCreateRequest,
@@ -104,8 +107,10 @@ class SsoList(ListEndpoint):
         "id": "id",
         "workspace_id": "workspace",
         "name": "name",
+        "protocol": "protocol",
         "issuer": "issuer",
         "client_id": "client_id",
+        "idp_entity_id": "idp_entity_id",
         "enabled": "enabled",
     }
     example_request = {"filter": {"fields": {"enabled": True}}, "options": {"limit": 10}}
@@ -218,6 +223,30 @@ def sso_callback(request: HttpRequest) -> HttpResponseRedirect:
     response = HttpResponseRedirect(
         login.complete(request.GET.dict(), ip=client_ip(request), user_agent=user_agent(request))
     )
+    response["Cache-Control"] = "no-store"
+    response["Referrer-Policy"] = "no-referrer"
+    return response
+
+
+@require_GET
+def saml_metadata(request: HttpRequest, connection_id: UUID) -> HttpResponse:
+    """A SAML connection's SP metadata (docs/saml.md#the-values-to-copy), public like any metadata: its
+    IdP reads the entity id, the ACS and the NameID format from it."""
+    connection = SsoConnection.objects.filter(pk=connection_id, protocol=SsoConnection.Protocol.SAML).first()
+    if connection is None:
+        return error_response(404, "sso connection not found")
+    return HttpResponse(saml.sp_metadata(connection), content_type="application/samlmetadata+xml")
+
+
+@csrf_exempt  # the IdP's page posts here from its own origin; the RelayState binds the response instead
+@require_POST
+def saml_acs(request: HttpRequest, connection_id: UUID) -> HttpResponseRedirect:
+    """A SAML connection's assertion consumer service (HTTP-POST binding): the browser arrives from the IdP
+    and is sent on (303) to the client app, as from the OpenID callback."""
+    target = saml_login.complete(
+        connection_id, request.POST.dict(), ip=client_ip(request), user_agent=user_agent(request)
+    )
+    response = HttpResponseRedirect(target, status=303)
     response["Cache-Control"] = "no-store"
     response["Referrer-Policy"] = "no-referrer"
     return response

@@ -11,4 +11,6 @@ urlpatterns = [
     path("sso/verify-domain", api.SsoVerifyDomain.as_view()),
     path("auth/sso/initiate", api.SsoInitiate.as_view()),
     path("auth/sso/callback", api.sso_callback),
+    path("saml/<uuid:connection_id>/metadata", api.saml_metadata),
+    path("saml/<uuid:connection_id>/acs", api.saml_acs),
 ]
