@@ -32,6 +32,7 @@ METADATA_MAX_CHARS = 256 * 1024
 ENTITY_ID_MAX = 1024
 URL_MAX = 2048
 TRANSIENT = "urn:oasis:names:tc:SAML:2.0:nameid-format:transient"
+LAST_SECOND = 253402300799  # 9999-12-31T23:59:59Z, the last time a datetime holds
 
 
 class InvalidMetadata(Exception):
@@ -313,7 +314,7 @@ def check_response(connection: SsoConnection, saml_response: str, *, authn_reque
         email=email,
         name=_first(attributes, "name") or _first(attributes, "displayName"),
         assertion_id=assertion_id,
-        expires_at=datetime.fromtimestamp(min(after) + SKEW_SECONDS, UTC),
+        expires_at=datetime.fromtimestamp(min(min(after) + SKEW_SECONDS, LAST_SECOND), UTC),
     )
 
 
@@ -324,8 +325,11 @@ def _first(attributes: dict, name: str) -> str | None:
 
 def _check_what_the_toolkit_leaves(connection: SsoConnection, response: Any, authn_request_id: str) -> None:
     """The toolkit accepts a response without Destination, without InResponseTo (unsolicited) and without
-    Audience; it compares Destination and Recipient to the ACS URL as a prefix and a substring; and it
-    needs one SubjectConfirmation to hold, not each. Each of those is refused here."""
+    Audience, and a SubjectConfirmationData without Recipient or NotOnOrAfter; it compares Destination
+    and Recipient to the ACS URL as a prefix and a substring; and it needs one SubjectConfirmation and
+    one AudienceRestriction to hold, not each. Each of those is refused here. (It has already refused a
+    response without a bearer SubjectConfirmation that holds, and one whose SubjectConfirmationData
+    answers another request.)"""
     document = response.document
     if document.get("Destination") is None:
         raise Refused("Destination missing")
@@ -333,16 +337,15 @@ def _check_what_the_toolkit_leaves(connection: SsoConnection, response: Any, aut
         raise Refused("Destination is not the ACS URL")
     if response.get_in_response_to() != authn_request_id:  # None: unsolicited
         raise Refused("InResponseTo does not name the request of this login")
-    (assertion,) = OneLogin_Saml2_XML.query(document, "/samlp:Response/saml:Assertion")  # the toolkit's one
+    assertions = OneLogin_Saml2_XML.query(document, "/samlp:Response/saml:Assertion")
+    if len(assertions) != 1:  # the toolkit counted them already: the checks below read this one
+        raise Refused("the response must hold exactly one assertion")
+    (assertion,) = assertions
     bearer = f"saml:Subject/saml:SubjectConfirmation[@Method='{Saml.CM_BEARER}']"
     confirmations = OneLogin_Saml2_XML.query(assertion, f"{bearer}/saml:SubjectConfirmationData")
-    if not confirmations:
-        raise Refused("no bearer SubjectConfirmationData")
     for data in confirmations:
         if data.get("Recipient") != connection.acs_url:
             raise Refused("Recipient is not the ACS URL")
-        if data.get("InResponseTo") not in (None, authn_request_id):
-            raise Refused("SubjectConfirmationData InResponseTo names another request")
         if not data.get("NotOnOrAfter"):  # the profile requires it: an assertion that never expires
             raise Refused("SubjectConfirmationData without NotOnOrAfter")
     restrictions = OneLogin_Saml2_XML.query(assertion, "saml:Conditions/saml:AudienceRestriction")

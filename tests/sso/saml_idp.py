@@ -66,6 +66,7 @@ class Spec:
     request_id: str | None
     issuer: str
     name_id: str = "alice@acme.test"
+    name_id_xml: str | None = None  # the NameID's content as written (markup and all), instead of name_id
     name_id_format: str = EMAIL_FORMAT
     attributes: dict = field(default_factory=dict)
     destination: str | None = "ACS"  # "ACS": the acs_url
@@ -73,6 +74,7 @@ class Spec:
     in_response_to: str | None = "REQUEST"  # "REQUEST": the request_id
     scd_in_response_to: str | None = "REQUEST"
     audience: str | None = "SP"  # "SP": the sp_entity_id
+    other_restriction: str | None = None  # a second AudienceRestriction, naming this audience
     conditions_not_before: float | None = -30
     conditions_not_on_or_after: float | None = 300
     scd_not_before: float | None = None
@@ -116,10 +118,10 @@ def assertion_xml(spec: Spec) -> str:
         "NotOnOrAfter",
         None if spec.conditions_not_on_or_after is None else saml_time(spec.conditions_not_on_or_after),
     )
-    restriction = (
-        ""
-        if audience is None
-        else f"<saml:AudienceRestriction><saml:Audience>{escape(audience)}</saml:Audience></saml:AudienceRestriction>"
+    restriction = "".join(
+        f"<saml:AudienceRestriction><saml:Audience>{escape(name)}</saml:Audience></saml:AudienceRestriction>"
+        for name in (audience, spec.other_restriction)
+        if name is not None
     )
     attributes = "".join(_attribute(name, value) for name, value in spec.attributes.items())
     statement = f"<saml:AttributeStatement>{attributes}</saml:AttributeStatement>" if attributes else ""
@@ -129,7 +131,8 @@ def assertion_xml(spec: Spec) -> str:
         f'ID="{spec.assertion_id}" Version="2.0" IssueInstant="{saml_time(0)}">'
         f"<saml:Issuer>{escape(spec.assertion_issuer or spec.issuer)}</saml:Issuer>"
         "<saml:Subject>"
-        f"<saml:NameID Format={quoteattr(spec.name_id_format)}>{escape(spec.name_id)}</saml:NameID>"
+        f"<saml:NameID Format={quoteattr(spec.name_id_format)}>"
+        f"{escape(spec.name_id) if spec.name_id_xml is None else spec.name_id_xml}</saml:NameID>"
         f'<saml:SubjectConfirmation Method="{Saml.CM_BEARER}">'
         f"<saml:SubjectConfirmationData{scd}/></saml:SubjectConfirmation>"
         "</saml:Subject>"
@@ -160,7 +163,9 @@ class TestIdp:
 
     __test__ = False
 
-    def __init__(self, entity_id: str = "https://idp.acme.test/saml", sso_url: str = "https://idp.acme.test/sso"):
+    def __init__(
+        self, entity_id: str = "https://idp.acme.test/saml", sso_url: str = "https://idp.acme.test/sso"
+    ):
         self.entity_id = entity_id
         self.sso_url = sso_url
         self.key, self.certificate = new_signing_pair()
@@ -198,7 +203,11 @@ class TestIdp:
         """The toolkit's signing utility (xmlsec): a Signature after the first Issuer of `xml`, over the
         element holding it."""
         signed = OneLogin_Saml2_Utils.add_sign(
-            xml, key or self.key, certificate or self.certificate, sign_algorithm=algorithm, digest_algorithm=digest
+            xml,
+            key or self.key,
+            certificate or self.certificate,
+            sign_algorithm=algorithm,
+            digest_algorithm=digest,
         )
         return signed.decode() if isinstance(signed, bytes) else signed
 
