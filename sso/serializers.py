@@ -66,9 +66,12 @@ class SsoConnectionSerializer(ResourceSerializer):
     `idp_entity_id`, `sp_entity_id`, `acs_url` and `metadata_url` instead."""
 
     workspace_id = serializers.UUIDField(read_only=True)
-    sp_entity_id = serializers.CharField(read_only=True, required=False)
-    acs_url = serializers.CharField(read_only=True, required=False)
-    metadata_url = serializers.CharField(read_only=True, required=False)
+    # Not read-only: a response field marked so would be `required` in the schema, and each protocol's
+    # answer leaves out the other's fields. (An answer's serializer takes no input.)
+    idp_entity_id = serializers.CharField(required=False)
+    sp_entity_id = serializers.CharField(required=False)
+    acs_url = serializers.CharField(required=False)
+    metadata_url = serializers.CharField(required=False)
     domains = SsoDomainSerializer(many=True, read_only=True)
     default_roles = RoleSerializer(many=True, read_only=True)
 
@@ -94,7 +97,7 @@ class SsoConnectionSerializer(ResourceSerializer):
             "tags",
             "meta",
         ]
-        extra_kwargs = {name: {"required": False} for name in OIDC_ONLY | {"idp_entity_id"}}
+        extra_kwargs = {name: {"required": False} for name in OIDC_ONLY} | {"protocol": {"required": True}}
 
     def represent_fields(self, instance: Any, zone: Any, plan: Any) -> dict[str, Any]:
         hidden = SAML_ONLY if instance.protocol == SsoConnection.Protocol.OIDC else OIDC_ONLY
