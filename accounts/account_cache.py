@@ -1,13 +1,14 @@
-"""The account as authentication sees it, cached: a warm Bearer check costs no query (SPEC 5), and every
-write to an account purges the entry after commit. The database stays the truth: a cache that is down
-is skipped, and entries expire after IAM_AUTH_CACHE_SECONDS in case a purge was lost with the cache."""
+"""The account as authentication sees it, cached: a warm Bearer check costs no query
+(docs/api.md#authentication), and every write to an account purges the entry after commit. The database stays
+the truth: a cache that is down is skipped, and entries expire after IAM_AUTH_CACHE_SECONDS in case a purge
+was lost with the cache."""
 
 from typing import NamedTuple
 from uuid import UUID
 
 from django.conf import settings
 
-from iam import cache
+from iam.platform import cache
 
 from .models import Account
 

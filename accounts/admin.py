@@ -25,11 +25,12 @@ from authn import mfa
 from authn.admin import CredentialInline, SessionInline
 from authn.models import RecoveryCode, Totp
 from authn.services import create_password_account
-from iam.admin import RESOURCE_READONLY, ReadOnlyInline, ServiceAdmin, ServiceForm, audit_subject, check_with
-from iam.errors import ApiError
-from iam.fields import PERMISSION_NAME_MAX
-from rbac import policy
+from iam.admin import audit_subject
+from iam.http.admin import RESOURCE_READONLY, ReadOnlyInline, ServiceAdmin, ServiceForm, check_with
+from iam.http.errors import ApiError
+from iam.http.fields import PERMISSION_NAME_MAX
 from rbac.admin import names_column
+from rbac.explain import explain
 from rbac.models import Membership
 from rbac.serializers import PermissionCheckRequest
 from tenancy.models import Project, Workspace
@@ -317,7 +318,7 @@ class AccountAdmin(ServiceAdmin):
         return TemplateResponse(request, "admin/accounts/account/reset_second_factor.html", context)
 
     def check_access_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
-        """`POST /permissions/check` for operators: the same answer (`rbac.policy.explain`), read-only."""
+        """`POST /permissions/check` for operators: the same answer (`rbac.explain.explain`), read-only."""
         account = self.get_object(request, unquote(object_id))
         if account is None:
             raise Http404("account not found")
@@ -326,7 +327,7 @@ class AccountAdmin(ServiceAdmin):
         if form.is_valid():
             data = form.cleaned_data
             project = data.get("project")
-            answer = policy.explain(
+            answer = explain(
                 account, data["workspace"].pk, data["permission"], project_id=project.pk if project else None
             )
         context = {

@@ -6,8 +6,8 @@ from iam.models import Resource
 
 
 def normalize_email(email: str) -> str:
-    # CONTRACT 12: e-mails compare case-insensitively; storing them lower-cased lets a plain unique index
-    # and plain equality serve every lookup.
+    # docs/api.md#validation: e-mails compare case-insensitively; storing them lower-cased lets a plain unique
+    # index and plain equality serve every lookup.
     return email.strip().lower()
 
 
@@ -20,14 +20,14 @@ class Account(Resource, AbstractBaseUser):
     email = models.EmailField(max_length=254, unique=True)
     name = models.CharField(max_length=255)
     description = models.TextField(null=True, blank=True)
-    avatar_url = models.URLField(max_length=2048, null=True, blank=True)
+    avatar_url = models.URLField("avatar URL", max_length=2048, null=True, blank=True)
     enabled = models.BooleanField(default=True)
     verified = models.BooleanField(default=False)
     is_superuser = models.BooleanField(
         "operator", default=False, help_text="Operators pass every permission check and use the admin."
     )
-    # CONTRACT 5: bumped by revoke, password changes and refresh-token reuse; every token carries it as
-    # `sv`, so incrementing it ends every session of the account at once.
+    # docs/security.md#tokens: bumped by revoke, password changes and refresh-token reuse; every token carries
+    # it as `sv`, so incrementing it ends every session of the account at once.
     session_version = models.PositiveIntegerField(default=1)
     created_by = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     updated_by = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
@@ -39,8 +39,8 @@ class Account(Resource, AbstractBaseUser):
     REQUIRED_FIELDS = ["name"]
 
     class Meta:
-        # A list's filter with the default order, or its sort, read from an index (issue 14: 1M accounts).
-        # `description` and `avatar_url` have none: their values may outgrow a btree entry.
+        # A list's filter with the default order, or its sort, read from an index (docs/performance.md: 1M
+        # accounts). `description` and `avatar_url` have none: their values may outgrow a btree entry.
         indexes = [
             models.Index(fields=["created_at", "id"], name="account_created"),
             models.Index(fields=["updated_at", "id"], name="account_updated"),

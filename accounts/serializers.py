@@ -1,7 +1,7 @@
 from rest_framework import serializers
 
-from iam.fields import Boolean, Description, Email, JsonObject, Name, String, Tags, Url, Uuid
-from iam.serializers import RECORD_TAIL, RecordRequest, ResourceSerializer, UpdateRequest
+from iam.http.fields import Boolean, Description, Email, JsonObject, Name, String, Tags, Url, Uuid
+from iam.http.serializers import RECORD_TAIL, RecordRequest, ResourceSerializer, UpdateRequest
 
 from .models import Account
 

@@ -5,17 +5,17 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import F
 
-from iam import audit, events
-from iam.errors import ApiError
-from iam.fields import is_address
-from iam.service_helpers import UNSET, apply_changes, sent
+from iam.http.errors import ApiError
+from iam.http.fields import is_address
+from iam.platform import audit, events
+from iam.platform.service_helpers import UNSET, apply_changes, sent
 
 from .account_cache import forget_account
 from .models import Account, normalize_email
 
 
 def check_password_rules(password: str, account: Account | None = None) -> None:
-    """CONTRACT 12: Django's validators; the message names the rule broken."""
+    """docs/api.md#validation: Django's validators; the message names the rule broken."""
     try:
         validate_password(password, account)
     except ValidationError as exc:
@@ -45,7 +45,7 @@ def create_account(
     actor: Account | None = None,
 ) -> Account:
     """Creates the account row only; `authn.services.create_password_account` adds its credential. The
-    address is held to the one rule (`iam.fields.is_address`) whatever door it came through."""
+    address is held to the one rule (`iam.http.fields.is_address`) whatever door it came through."""
     if not is_address(normalize_email(email)):
         raise ApiError(400, "invalid email", "email")
     account = Account(
@@ -105,7 +105,8 @@ def update_account(
         audit.record("account.update", resource=("account", account.pk), changes=entry, actor=actor)
     forget_account(account.pk)
     if disabling:
-        # CONTRACT 4: tokens issued before a disable stay dead once the account is enabled again.
+        # docs/api.md#authorization: tokens issued before a disable stay dead once the account is enabled
+        # again.
         end_sessions(account)
     if flags_changed:
         events.emit("account.updated", resource=("account", account.pk), account_ids=[account.pk])
@@ -114,8 +115,9 @@ def update_account(
 
 @transaction.atomic
 def set_operator(account: Account, *, operator: bool, actor: Account | None) -> Account:
-    """Grants or withdraws operator status (CONTRACT 14; no API sets it). It changes what the account may
-    do everywhere, so cached copies go and the clients hear `account.updated` (CONTRACT 8)."""
+    """Grants or withdraws operator status (docs/operations.md#the-admin-and-management-commands; no API sets
+    it). It changes what the account may do everywhere, so cached copies go and the clients hear
+    `account.updated` (docs/integration.md#push-events)."""
     if account.is_superuser == operator:
         return account
     audit.record(
@@ -135,7 +137,7 @@ def set_operator(account: Account, *, operator: bool, actor: Account | None) -> 
 @transaction.atomic
 def clear_password(account: Account, *, actor: Account | None) -> None:
     """Leaves the account without a usable password (it signs in through its other credentials only) and
-    ends every session, as a new password does (CONTRACT 5)."""
+    ends every session, as a new password does (docs/security.md#tokens)."""
     account.set_unusable_password()
     account.save(update_fields=["password"])
     audit.record("account.password_clear", resource=("account", account.pk), actor=actor)
@@ -144,7 +146,7 @@ def clear_password(account: Account, *, actor: Account | None) -> None:
 
 @transaction.atomic
 def set_password(account: Account, password: str) -> None:
-    """A new password ends every session (CONTRACT 5)."""
+    """A new password ends every session (docs/security.md#tokens)."""
     account.set_password(password)
     account.save(update_fields=["password"])
     audit.record("account.password_set", resource=("account", account.pk))
@@ -154,7 +156,7 @@ def set_password(account: Account, password: str) -> None:
 @transaction.atomic
 def end_sessions(account: Account) -> int:
     """Increments the session version in the database: every token issued before fails from now on. The
-    bump and its `session.revoked` events commit together (CONTRACT 8)."""
+    bump and its `session.revoked` events commit together (docs/integration.md#push-events)."""
     Account.objects.filter(pk=account.pk).update(session_version=F("session_version") + 1)
     account.refresh_from_db(fields=["session_version"])
     audit.record(
@@ -181,6 +183,6 @@ def delete_account(account: Account, *, actor: Account | None) -> dict:
     )
     # Resolved before the delete: the memberships that name the workspaces go with the account.
     events.emit("account.deleted", resource=("account", account.pk), account_ids=[account_id])
-    account.delete()  # CONTRACT 6: memberships and credentials cascade
+    account.delete()  # docs/api.md#validation: memberships and credentials cascade
     forget_account(account_id)
     return summary

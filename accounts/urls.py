@@ -1,11 +1,11 @@
 from django.urls import path
 
-from . import api
+from .api import accounts
 
 urlpatterns = [
-    path("accounts/create", api.AccountCreate.as_view()),
-    path("accounts/describe", api.AccountDescribe.as_view()),
-    path("accounts/list", api.AccountList.as_view()),
-    path("accounts/update", api.AccountUpdate.as_view()),
-    path("accounts/delete", api.AccountDelete.as_view()),
+    path("accounts/create", accounts.AccountCreate.as_view()),
+    path("accounts/describe", accounts.AccountDescribe.as_view()),
+    path("accounts/list", accounts.AccountList.as_view()),
+    path("accounts/update", accounts.AccountUpdate.as_view()),
+    path("accounts/delete", accounts.AccountDelete.as_view()),
 ]

@@ -2,7 +2,8 @@ from django.core.exceptions import ValidationError
 
 
 class MaximumLengthValidator:
-    """CONTRACT 12: passwords of at most 1024 characters (argon2 hashes any length; this caps the work)."""
+    """docs/api.md#validation: passwords of at most 1024 characters (argon2 hashes any length; this caps the
+    work)."""
 
     def __init__(self, max_length: int = 1024):
         self.max_length = max_length

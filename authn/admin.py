@@ -13,10 +13,11 @@ from django.utils import timezone
 
 from accounts import services as accounts
 from accounts.models import Account
-from iam.admin import ReadOnlyInline, ServiceAdmin, ViewOnly, api_fields, audit_subject
-from iam.errors import ApiError
+from iam.admin import audit_subject
+from iam.http.admin import ReadOnlyInline, ServiceAdmin, ViewOnly, api_fields
 
 from . import admin_login, keys, services, sessions
+from .credentials import delete_credential, update_credential
 from .models import Credential, Session, SigningKey
 from .serializers import CredentialSerializer
 
@@ -40,7 +41,8 @@ admin.site.login_steps = (
     ("login/second-factor/", admin_login.login_setup, "login_setup"),
 )
 admin.site.session_allowed = admin_login.session_allowed
-# Accounts carry no Django groups or model permissions: operators pass every check (CONTRACT 4).
+# Accounts carry no Django groups or model permissions: operators pass every check
+# (docs/api.md#authorization).
 admin.site.unregister(Group)
 
 
@@ -54,7 +56,7 @@ class CredentialInline(ReadOnlyInline):
 
 
 class SessionInline(ReadOnlyInline):
-    """The account's sessions (CONTRACT 17), newest first; each links to its page, and the sessions
+    """The account's sessions (docs/api.md#sessions), newest first; each links to its page, and the sessions
     page ends the ones selected."""
 
     model = Session
@@ -81,7 +83,7 @@ def _is_live(session: Session) -> bool:
 @admin.register(Credential)
 class CredentialAdmin(ServiceAdmin):
     """Credentials are created by registration, `accounts/create` and OAuth; here an operator only
-    changes the status (a `revoked` password logs in nowhere, CONTRACT 4)."""
+    changes the status (a `revoked` password logs in nowhere, docs/api.md#authorization)."""
 
     list_display = ("account", "kind", "provider", "status", "workspace", "last_used_at", "created_at")
     list_filter = ("kind", "provider", "status", "workspace")
@@ -95,17 +97,17 @@ class CredentialAdmin(ServiceAdmin):
 
     def update(self, request: HttpRequest, current: Credential, form: forms.ModelForm) -> Credential:
         # Through the service, as over the API: recorded, and a revoke ends the account's sessions.
-        return services.update_credential(current, status=form.cleaned_data["status"])
+        return update_credential(current, status=form.cleaned_data["status"])
 
     def remove(self, request: HttpRequest, obj: Credential) -> None:
-        services.delete_credential(obj)
+        delete_credential(obj)
 
 
 @admin.register(Session)
 class SessionAdmin(ViewOnly, admin.ModelAdmin):
-    """Every session (CONTRACT 17): where and when it began, when it was last refreshed, how the account
-    signed in. The one change is the action that ends the selected sessions, through the service the API's
-    `sessions/revoke` calls (recorded, pushed, refused at once everywhere)."""
+    """Every session (docs/api.md#sessions): where and when it began, when it was last refreshed, how the
+    account signed in. The one change is the action that ends the selected sessions, through the service the
+    API's `sessions/revoke` calls (recorded, pushed, refused at once everywhere)."""
 
     list_display = ("id", "account", "created_at", "last_used_at", "expires_at", "ip", "amr", "live")
     list_select_related = ("account",)
@@ -142,9 +144,10 @@ class SessionAdmin(ViewOnly, admin.ModelAdmin):
 
 @admin.register(SigningKey)
 class SigningKeyAdmin(ViewOnly, admin.ModelAdmin):
-    """The keys of asymmetric tokens (IAM_JWT_ALGORITHM EdDSA or ES256): public halves only, never the
-    private key. Read-only; the rotate action is the one change (`manage.py rotate_signing_key`). None is
-    deleted here: a key drops out by itself once the tokens it signed have expired."""
+    """The signing keys (RS256 always, and IAM_JWT_ALGORITHM's when it is EdDSA or ES256): public halves
+    only, never the private key. Read-only; the rotate action is the one change (`manage.py
+    rotate_signing_key`). None is deleted here: a key drops out by itself once the tokens it signed have
+    expired."""
 
     list_display = ("kid", "algorithm", "created_at", "retired_at", "published")
     fields = ("kid", "algorithm", "public_key", "created_at", "retired_at", "published")
@@ -157,18 +160,18 @@ class SigningKeyAdmin(ViewOnly, admin.ModelAdmin):
 
     @admin.action(description="Rotate: a new key signs from now on (select any key)")
     def rotate(self, request: HttpRequest, queryset) -> None:
-        try:
-            key = services.rotate_signing_key(actor=request.user)
-        except ApiError as exc:
-            self.message_user(request, exc.message, messages.ERROR)
-            return
-        self.message_user(request, f"New signing key {key.kid} signs from now on.", messages.SUCCESS)
+        rotated = services.rotate_signing_key(actor=request.user)
+        names = ", ".join(f"{key.kid} ({key.algorithm})" for key in rotated)
+        self.message_user(request, f"New signing keys sign from now on: {names}.", messages.SUCCESS)
 
 
 def credential_title(credential: Credential) -> str:
     return f"{credential.kind}/{credential.provider} of {credential.account.email}"
 
 
+audit_subject(
+    "session", Session.objects.select_related("account"), title=lambda s: f"session of {s.account.email}"
+)
 audit_subject(
     "credential",
     Credential.objects.select_related("account"),

@@ -24,7 +24,7 @@ from django.views.decorators.csrf import csrf_protect
 from django.views.decorators.debug import sensitive_post_parameters
 
 from accounts.models import Account
-from iam.errors import ApiError
+from iam.http.errors import ApiError
 from rbac import policy
 
 from . import mfa
@@ -179,7 +179,7 @@ def login_setup(request: HttpRequest) -> HttpResponse:
                 "next": target,
             }
             return TemplateResponse(request, "admin/login_recovery_codes.html", context)
-    enrolment = mfa.pending_enrolment(account) or mfa.enroll(account)
+    enrolment = mfa.pending_enrollment(account) or mfa.enroll(account)
     context = {
         **admin.site.each_context(request),
         "title": "Set up a second factor",

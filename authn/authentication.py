@@ -8,8 +8,8 @@ from .tokens import TokenError
 
 
 class BearerAuthentication(BaseAuthentication):
-    """`Authorization: Bearer <access JWT>` (SPEC 5). No header: anonymous, and the permission check
-    answers 401; a header that does not check out: 401 at once."""
+    """`Authorization: Bearer <access JWT>` (docs/api.md#authentication). No header: anonymous, and the
+    permission check answers 401; a header that does not check out: 401 at once."""
 
     token_types = frozenset({tokens.ACCESS})
 
@@ -30,6 +30,6 @@ class BearerAuthentication(BaseAuthentication):
 
 
 class SessionTokenAuthentication(BearerAuthentication):
-    """For refresh and revoke, which take an access or a refresh token (CONTRACT 5)."""
+    """For refresh and revoke, which take an access or a refresh token (docs/security.md#tokens)."""
 
     token_types = frozenset({tokens.ACCESS, tokens.REFRESH})

@@ -1,16 +1,16 @@
 from django.contrib.auth.backends import ModelBackend
 
 from accounts.models import normalize_email
-from iam.addresses import client_ip
+from iam.platform.addresses import client_ip
 
 from . import throttling
 
 
 class AccountBackend(ModelBackend):
     """The admin's sign-in: e-mail and password of an enabled account whose password credential is not
-    revoked (CONTRACT 4). ModelBackend already runs the hasher for unknown e-mails, for equal timing.
-    CONTRACT 13's failed-login limits count here too, in the same windows as `/auth/login`: the admin is
-    no side door for guessing an operator's password."""
+    revoked (docs/api.md#authorization). ModelBackend already runs the hasher for unknown e-mails, for equal
+    timing. The docs/api.md#throttling failed-login limits count here too, in the same windows as
+    `/auth/login`: the admin is no side door for guessing an operator's password."""
 
     def authenticate(self, request, username=None, password=None, **kwargs):
         email = normalize_email(username or "")

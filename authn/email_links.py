@@ -6,15 +6,15 @@ from django.db import transaction
 
 from accounts.models import Account, normalize_email
 from accounts.services import check_password_rules, set_password, update_account
-from iam.errors import AUTHENTICATION_REQUIRED, ApiError
+from iam.http.errors import AUTHENTICATION_REQUIRED, ApiError
 
 from . import emails, services, throttling, tokens
 from .tokens import TokenError
 
 
 def request_email(kind: str, *, email: str, ip: str) -> None:
-    """`reset-password` and `resend-confirm`. Past CONTRACT 13's limit of requests from one client
-    address, 429 before anything else. Otherwise known and unknown addresses take the same path: one
+    """`reset-password` and `resend-confirm`. Past the docs/api.md#throttling limit of requests from one
+    client address, 429 before anything else. Otherwise known and unknown addresses take the same path: one
     account lookup, one throttle hit and one outbox insert in one transaction, which for an unknown,
     unmailable or throttled address is rolled back (`emails.enqueue`): no row, no task, the same time.
     The e-mail itself goes out after commit, in the worker, so neither answer waits for SMTP. Over the
@@ -45,9 +45,9 @@ def _account_for(token: str, token_type: str) -> tuple[Account, dict]:
 
 @transaction.atomic
 def confirm_email(*, token: str) -> Account:
-    """Verifies the account and activates its pending password credential (CONTRACT 5). Idempotent: a
-    valid token of a verified account answers the same. The session version is not compared, so ending
-    sessions does not void a confirmation link still on its way."""
+    """Verifies the account and activates its pending password credential (docs/security.md#tokens).
+    Idempotent: a valid token of a verified account answers the same. The session version is not compared, so
+    ending sessions does not void a confirmation link still on its way."""
     account, _ = _account_for(token, tokens.ACCOUNT_CONFIRM)
     if not account.verified:
         update_account(account, verified=True, actor=account)
@@ -58,8 +58,8 @@ def confirm_email(*, token: str) -> Account:
 @transaction.atomic
 def update_password(*, token: str, password: str) -> Account:
     """Sets the password a reset link was sent for. The token carries the session version it was issued
-    under; setting the password bumps it, so the link works once (CONTRACT 5), and the account row lock
-    makes two concurrent uses of one link succeed at most once. The link proves the mailbox, so the
+    under; setting the password bumps it, so the link works once (docs/security.md#tokens), and the account
+    row lock makes two concurrent uses of one link succeed at most once. The link proves the mailbox, so the
     password then signs in: the account's password credential is made active, or added for an account
     that had none (made by a provider, SSO or SCIM); and an account that was never verified is reclaimed
     (`reclaim_account`: verified, and what an earlier holder set up removed)."""

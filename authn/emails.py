@@ -1,8 +1,8 @@
-"""Confirmation and password-reset e-mails (SPEC 6.3, CONTRACT 9), sent through the durable outbox.
+"""Confirmation and password-reset e-mails (docs/operations.md#e-mail), sent through the durable outbox.
 
 The outbox payload holds no token, only `{"kind", "account_id"}`: the JWT is minted when the e-mail is
 sent, so the database never stores a usable link. A reset token carries the account's session version,
-and `update-password` bumps that version, so a reset link works once (CONTRACT 5)."""
+and `update-password` bumps that version, so a reset link works once (docs/security.md#tokens)."""
 
 import logging
 import re
@@ -16,10 +16,11 @@ from django.db import transaction
 from django.template.loader import render_to_string
 
 from accounts.models import Account
-from iam import metrics, outbox
 from iam.models import OutboxMessage
+from iam.platform import metrics, outbox
 from rbac.models import Invitation, Membership
-from rbac.services import INVITATION_LIFETIME, open_invitations
+from rbac.services.invitations import open_invitations
+from rbac.services.memberships import INVITATION_LIFETIME
 
 from . import throttling, tokens
 
@@ -44,14 +45,14 @@ _KINDS = {
         "template": "emails/reset",
         "subject": "Reset your password",
     },
-    # CONTRACT 15: recorded by `rbac.services.invite` with the membership's id.
+    # docs/api.md#invitations: recorded by `rbac.services.memberships.invite` with the membership's id.
     INVITE: {
         "type": tokens.MEMBERSHIP_INVITE,
         "path": "accept-invitation",
         "template": "emails/invite",
         "subject": "You are invited to a workspace",
     },
-    # CONTRACT 15 (revised 2026-11-24): recorded by `rbac.services.create_invitation`, sent to an address.
+    # docs/api.md#invitations: recorded by `rbac.services.invitations.create_invitation`, sent to an address.
     INVITATION: {
         "type": tokens.MEMBERSHIP_INVITE,
         "path": "accept-invitation",
@@ -59,7 +60,8 @@ _KINDS = {
         "subject": "You are invited to a workspace",
     },
 }
-# Notices (CONTRACT 17): no link, no token; they tell the account its second factor changed.
+# Notices (docs/api.md#second-factor-totp): no link, no token; they tell the account its second factor
+# changed.
 MFA_ADDED = "mfa_added"
 MFA_REMOVED = "mfa_removed"
 RECOVERY_CODE_USED = "recovery_code_used"
@@ -78,7 +80,7 @@ _NOTICES = {
 }
 LIFETIMES = {INVITE: INVITATION_LIFETIME, INVITATION: INVITATION_LIFETIME}
 
-# Names in mails (issue 23): a registration's `name` goes to any address it names, a workspace's `name`
+# Names in mails: a registration's `name` goes to any address it names, a workspace's `name`
 # to anyone its owner invites. Neither may pass for a link or a paragraph of ours: a name is shown on one
 # line (every run of spaces, line breaks and control characters becomes one space), at most
 # MAIL_NAME_MAX characters, and a name holding anything a mail reader could take for an address (a
@@ -108,9 +110,9 @@ def enqueue(kind: str, account_id: UUID | None) -> OutboxMessage | None:
     """Records the e-mail in the caller's transaction, published to the workers when it commits.
     `account_id=None` (a reset or resend for an unknown, unmailable or throttled address) records and
     queues nothing, yet costs the database what a real one costs, so the two answers take as long
-    (CONTRACT 13: no enumeration by timing): the same insert runs in a savepoint that is rolled back. The
-    transaction still got an id, so its commit flushes as a real one does, and both paths send as many
-    statements (SAVEPOINT, INSERT, then RELEASE or ROLLBACK TO)."""
+    (docs/security.md#throttling-and-enumeration: no enumeration by timing): the same insert runs in a
+    savepoint that is rolled back. The transaction still got an id, so its commit flushes as a real one does,
+    and both paths send as many statements (SAVEPOINT, INSERT, then RELEASE or ROLLBACK TO)."""
     assert kind in _KINDS or kind in _NOTICES, kind
     payload = {"kind": kind, "account_id": str(account_id) if account_id else None}
     savepoint = transaction.savepoint()
@@ -124,7 +126,8 @@ def enqueue(kind: str, account_id: UUID | None) -> OutboxMessage | None:
 
 
 def should_send(kind: str, account: Account | None) -> bool:
-    """Who gets mail: an enabled account; for a confirmation, only while it is unverified (SPEC 4 rule 1)."""
+    """Who gets mail: an enabled account; for a confirmation, only while it is unverified
+    (docs/api.md#auth)."""
     if account is None or not account.enabled:
         return False
     return not (kind == CONFIRM and account.verified)

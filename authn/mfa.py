@@ -1,5 +1,5 @@
-"""TOTP second factor with recovery codes (CONTRACT 17): enrolment, the second step of a login
-(`mfa_token`), and removal. RFC 6238 with SHA-1, 6 digits, 30-second steps and one step of drift either
+"""TOTP second factor with recovery codes (docs/api.md#second-factor-totp): enrolment, the second step of a
+login (`mfa_token`), and removal. RFC 6238 with SHA-1, 6 digits, 30-second steps and one step of drift either
 way; each code is accepted once (the account keeps the last time step used)."""
 
 import secrets
@@ -16,12 +16,12 @@ from django.utils import timezone
 
 from accounts.models import Account
 from accounts.services import end_sessions
-from iam import audit, crypto
-from iam.errors import ApiError
+from iam.http.errors import ApiError
+from iam.platform import audit, crypto
 from rbac.policy import SSO_WORKSPACE_CLAIM
 
 from . import emails, sessions, throttling, tokens
-from .models import MfaChallenge, RecoveryCode, Totp
+from .models import MfaChallenge, RecoveryCode, Session, Totp
 from .tokens import TokenError
 
 INVALID_CODE = "invalid code"
@@ -102,9 +102,9 @@ def enroll(account: Account) -> dict:
     return {"secret": secret, "otpauth_uri": uri}
 
 
-def pending_enrolment(account: Account) -> dict | None:
-    """The pending enrolment's `secret` and `otpauth_uri` again (the admin's set-up page shows them
-    until a code confirms them), or None when there is none."""
+def pending_enrollment(account: Account) -> dict | None:
+    """What `enroll` answered, while it waits for its first code (the admin's set-up page and the
+    sign-in's set-up page show the same secret again); None without a pending enrollment."""
     totp = Totp.objects.filter(account=account, confirmed_at__isnull=True).first()
     if totp is None:
         return None
@@ -238,9 +238,9 @@ class _WrongCode(ApiError):
 def _counted_attempt(account: Account) -> Iterator[None]:
     """One try of a code. It is counted before the code is checked, and the count read after: past
     `IAM_MFA_FAILURES_PER_ACCOUNT` it is refused with 429 and the code is not checked, so of any number of
-    tries sent at once no more than the limit are checked (docs/security.md#second-factors-and-the-
-    workspace-mfa-policy). Only a wrong code (`_WrongCode`) keeps its count: a right one, or a refusal
-    for another reason, gives it back."""
+    tries sent at once no more than the limit are checked
+    (docs/security.md#second-factors-and-the-workspace-mfa-policy). Only a wrong code (`_WrongCode`) keeps its
+    count: a right one, or a refusal for another reason, gives it back."""
     key = str(account.pk)
     if retry_after := throttling.mfa_failures_by_account.take(key):
         raise ApiError(429, TOO_MANY_CODES, headers={"Retry-After": str(retry_after)})
@@ -310,10 +310,17 @@ def challenge_answer(account: Account, *, amr: list[str]) -> dict:
 
 
 def verify(
-    mfa_token: str, *, code: str | None, recovery_code: str | None, ip: str | None, user_agent: str
-) -> tuple[Account, dict]:
+    mfa_token: str,
+    *,
+    code: str | None,
+    recovery_code: str | None,
+    ip: str | None,
+    user_agent: str,
+    browser: bool = False,
+) -> tuple[Account, dict | Session]:
     """Completes a login: the `mfa_token` and a second factor start the session (`amr` the first factor's
-    with `otp` and `mfa`). A wrong code leaves the token usable; a right one spends it."""
+    with `otp` and `mfa`). A wrong code leaves the token usable; a right one spends it. `browser`: the
+    hosted pages' sign-in, whose session is a browser session (a `Session`, no tokens)."""
     try:
         claims = tokens.decode(mfa_token, types={tokens.MFA_CHALLENGE})
     except TokenError as exc:
@@ -339,7 +346,8 @@ def verify(
             raise ApiError(400, INVALID_MFA_TOKEN, "mfa_token")
         amr = [*claims["amr"], "otp", "mfa"]
         sso_workspace = claims.get(SSO_WORKSPACE_CLAIM)
-        session = sessions.start_session(
+        start = sessions.open_browser_session if browser else sessions.start_session
+        session = start(
             account,
             amr=amr,
             ip=ip,
@@ -348,3 +356,42 @@ def verify(
         )
         audit.record("account.login", resource=("account", account.pk), changes={"amr": amr}, actor=account)
     return account, session
+
+
+# The hosted pages' step-up: a browser session signed in with one factor adds the second
+
+
+def step_up(
+    session: Session, *, code: str | None, recovery_code: str | None, ip: str | None, user_agent: str
+) -> Session:
+    """A browser session whose `amr` lacks `mfa` (a workspace asks for it) proves the account's second
+    factor, by the rules of `verify`: a second-factor completion starts a session (`amr` with `otp` and
+    `mfa`), which replaces the browser's. 409 `totp not enrolled` without a factor (set one up first)."""
+    account = session.account
+    if code is None and recovery_code is None:
+        raise ApiError(400, "code or recovery_code required", "code")
+    with _counted_attempt(account), transaction.atomic():
+        totp = Totp.objects.select_for_update().filter(account=account, confirmed_at__isnull=False).first()
+        if totp is None:
+            raise ApiError(409, TOTP_NOT_ENROLLED)
+        _check_second_factor(account, totp, code=code, recovery_code=recovery_code)
+        return _stepped_up(session, ip=ip, user_agent=user_agent)
+
+
+@transaction.atomic
+def confirm_in_browser(session: Session, code: str, *, ip: str | None, user_agent: str) -> dict:
+    """`confirm` for the hosted pages' set-up: the first code that turns the factor on also proves it,
+    so the browser session steps up with it. Answers the recovery codes and the new `session`."""
+    answer = confirm(session.account, code)
+    return {**answer, "session": _stepped_up(session, ip=ip, user_agent=user_agent)}
+
+
+def _stepped_up(session: Session, *, ip: str | None, user_agent: str) -> Session:
+    account = session.account
+    amr = [*session.amr, *(method for method in ("otp", "mfa") if method not in session.amr)]
+    stepped = sessions.open_browser_session(
+        account, amr=amr, ip=ip, user_agent=user_agent, sso_workspace_id=session.sso_workspace_id
+    )
+    sessions.replace_browser_session(session, stepped, actor=account)
+    audit.record("account.login", resource=("account", account.pk), changes={"amr": amr}, actor=account)
+    return stepped

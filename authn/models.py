@@ -4,16 +4,16 @@ from django.db import models
 from django.db.models import F, Q
 from django.utils import timezone
 
-from iam import retention
+from iam.platform import retention
 from tenancy.models import AccountInWorkspace, created_index
 
 USER_AGENT_MAX = 512  # characters kept of a client's User-Agent header
 
 
 class Credential(AccountInWorkspace):
-    """Links an account to an authentication method (SPEC 2). The password hash itself is Django's
-    `Account.password`; this row says whether password login is usable (`revoked` stops it) and when it
-    was last used."""
+    """Links an account to an authentication method (docs/api.md#credentials). The password hash itself is
+    Django's `Account.password`; this row says whether password login is usable (`revoked` stops it) and when
+    it was last used."""
 
     class Kind(models.TextChoices):
         PASSWORD = "password"
@@ -34,7 +34,7 @@ class Credential(AccountInWorkspace):
     kind = models.CharField(max_length=16, choices=Kind.choices)
     provider = models.CharField(max_length=16, choices=Provider.choices)
     status = models.CharField(max_length=16, choices=Status.choices)
-    provider_id = models.CharField(max_length=255, null=True, blank=True)
+    provider_id = models.CharField("provider ID", max_length=255, null=True, blank=True)
     email = models.EmailField(max_length=254, null=True, blank=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
 
@@ -70,22 +70,31 @@ class SessionQuerySet(models.QuerySet):
 
 
 class Session(models.Model):
-    """One login (CONTRACT 17): every token of it carries its id (`sid`) and how the account proved itself
-    (`amr`). A session lives while it is not revoked, not expired (`IAM_REFRESH_TOKEN_DAYS` after the
+    """One login (docs/api.md#sessions): every token of it carries its id (`sid`) and how the account proved
+    itself (`amr`). A session lives while it is not revoked, not expired (`IAM_REFRESH_TOKEN_DAYS` after the
     login) and of the account's current session version; `auth/revoke` with `except_current` moves the
-    caller's session to the new version, so only it survives the bump."""
+    caller's session to the new version, so only it survives the bump.
 
-    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    A `browser` session is the hosted pages' sign-in (docs/pages.md#the-browser-session): no token of its
+    own, but the `iam_session` cookie, of whose secret only a digest is kept (`secret_digest`)."""
+
+    class Kind(models.TextChoices):
+        API = "api"  # its tokens were answered to whoever signed in (`auth/login`, a callback, ...)
+        BROWSER = "browser"  # the hosted pages' cookie (authn/browser.py)
+
+    id = models.UUIDField("ID", primary_key=True, default=uuid.uuid4, editable=False)
+    kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.API, editable=False)
+    secret_digest = models.CharField(max_length=64, blank=True, default="", editable=False)
     account = models.ForeignKey("accounts.Account", on_delete=models.CASCADE, related_name="+")
     created_at = models.DateTimeField(default=timezone.now)
     last_used_at = models.DateTimeField(default=timezone.now)
     expires_at = models.DateTimeField(db_index=True)
-    ip = models.GenericIPAddressField(null=True, blank=True)
+    ip = models.GenericIPAddressField("IP address", null=True, blank=True)
     user_agent = models.CharField(max_length=USER_AGENT_MAX, blank=True, default="")
-    amr = models.JSONField(default=list)
+    amr = models.JSONField("authentication methods (AMR)", default=list)
     # The workspace whose own SSO connection the login came through (its MFA policy is then met); a plain
     # id, not a relation: the session outlives nothing by it, and a deleted workspace's id matches nothing.
-    sso_workspace_id = models.UUIDField(null=True, blank=True, editable=False)
+    sso_workspace_id = models.UUIDField("SSO workspace ID", null=True, blank=True, editable=False)
     session_version = models.PositiveIntegerField()
     revoked_at = models.DateTimeField(null=True, blank=True)
 
@@ -96,6 +105,11 @@ class Session(models.Model):
 
     def __str__(self) -> str:
         return f"session {self.pk} of {self.account_id}"
+
+    @property
+    def auth_time(self) -> int:
+        """When the account proved itself for this session (its tokens' `auth_time`): its start."""
+        return int(self.created_at.timestamp())
 
 
 class RefreshToken(models.Model):
@@ -113,9 +127,9 @@ class RefreshToken(models.Model):
 
 
 class Totp(models.Model):
-    """An account's TOTP second factor (CONTRACT 17): pending until a first code confirms it. The secret
-    is encrypted at rest like client secrets; `last_used_step` is the time step of the last code
-    accepted, so no code works twice."""
+    """An account's TOTP second factor (docs/api.md#second-factor-totp): pending until a first code confirms
+    it. The secret is encrypted at rest like client secrets; `last_used_step` is the time step of the last
+    code accepted, so no code works twice."""
 
     account = models.OneToOneField(
         "accounts.Account", on_delete=models.CASCADE, primary_key=True, related_name="+"
@@ -157,18 +171,22 @@ class MfaChallenge(models.Model):
 
 
 class OAuthState(models.Model):
-    """The server-side half of one OAuth login (SPEC 4 rule 3): kept 10 minutes, used once (CONTRACT 10).
-    Only a SHA-256 digest of the state is stored, and the PKCE code_verifier is encrypted at rest."""
+    """The server-side half of one OAuth login (docs/api.md#oauth-login): kept 10 minutes, used once
+    (docs/api.md#oauth-login). Only a SHA-256 digest of the state is stored, and the PKCE code_verifier is
+    encrypted at rest."""
 
     state_digest = models.CharField(max_length=64, unique=True)
     provider = models.CharField(max_length=16, choices=Credential.Provider.choices)
     redirect_url = models.CharField(max_length=2048)
     code_verifier = models.TextField()
-    # An OpenID Connect login (an SSO connection's, CONTRACT 18) also binds the ID token to this login
+    # An OpenID Connect login (an SSO connection's, docs/api.md#sso) also binds the ID token to this login
     # with a nonce (encrypted like the verifier) and names the connection (no foreign key: `sso` sits
     # above this app).
     nonce = models.TextField(blank=True, default="")
     connection_id = models.UUIDField(null=True, blank=True)
+    # A login the hosted sign-in page started (home-realm discovery): the callback starts the browser
+    # session and goes on to this path of the service, with no token in any URL (docs/pages.md).
+    signin_next = models.CharField(max_length=2048, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
     expires_at = models.DateTimeField(db_index=True)
     used_at = models.DateTimeField(null=True, blank=True)
@@ -178,12 +196,13 @@ class OAuthState(models.Model):
 
 
 class SigningKey(models.Model):
-    """A key pair that signs tokens when `IAM_JWT_ALGORITHM` is asymmetric (EdDSA or ES256). The private
-    key is stored encrypted with `IAM_ENCRYPTION_KEY`; the public key is published in the JWKS document
-    while tokens it signed may still be alive: until `IAM_REFRESH_TOKEN_DAYS` after it was retired. HS256
-    keys never live here (CONTRACT 5: the setting `IAM_JWT_SIGNING_KEY`)."""
+    """A key pair that signs tokens: the RS256 key the service always has, and IAM_JWT_ALGORITHM's when it
+    is asymmetric (EdDSA or ES256); one current (not retired) key per algorithm. The private key is stored
+    encrypted with `IAM_ENCRYPTION_KEY`; the public key is published in the JWKS document while tokens it
+    signed may still be alive: until `IAM_REFRESH_TOKEN_DAYS` after it was retired. HS256 keys never live
+    here (the setting `IAM_JWT_SIGNING_KEY`, docs/security.md#tokens)."""
 
-    kid = models.CharField(max_length=64, primary_key=True)  # RFC 7638 thumbprint of the public key
+    kid = models.CharField("key ID", max_length=64, primary_key=True)  # RFC 7638 thumbprint of the public key
     algorithm = models.CharField(max_length=16)
     public_key = models.TextField()  # PEM
     private_key_encrypted = models.TextField(editable=False)
@@ -192,6 +211,14 @@ class SigningKey(models.Model):
 
     class Meta:
         indexes = [models.Index(fields=["algorithm", "retired_at"], name="signing_key_current")]
+        constraints = [
+            # Two processes that create the first key at once end with one (authn/keys.py).
+            models.UniqueConstraint(
+                fields=["algorithm"],
+                condition=models.Q(retired_at__isnull=True),
+                name="signing_key_one_current",
+            )
+        ]
 
     def __str__(self) -> str:
         return f"{self.algorithm} {self.kid}"

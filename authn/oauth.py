@@ -1,5 +1,5 @@
-"""Login through an outside provider: `idp_a` (SPEC 4 rules 4-6, CONTRACT 10) and the SSO connections of
-workspaces (CONTRACT 18, `sso.login`) share the callback and the rules that create or link an account.
+"""Login through an outside provider: `idp_a` (docs/api.md#oauth-login) and the SSO connections of
+workspaces (docs/api.md#sso, `sso.login`) share the callback and the rules that create or link an account.
 The idp_a provider client is `oauth_provider`, the state of every login `oauth_state`."""
 
 import logging
@@ -11,18 +11,27 @@ from django.db import IntegrityError, transaction
 
 from accounts.models import Account
 from accounts.services import create_account
-from iam import audit
+from iam.platform import audit
 
 from . import mfa, services
-from .models import Credential, OAuthState
-from .oauth_provider import OAUTH_FAILED, PROVIDER, OAuthFailure, Profile, fetch_profile, provider_config
+from .credentials import create_oauth_credential, touch_credential
+from .models import Credential, OAuthState, Session
+from .oauth_provider import (
+    INVALID_STATE,
+    OAUTH_FAILED,
+    PROVIDER,
+    OAuthFailure,
+    Profile,
+    fetch_profile,
+    provider_config,
+)
 from .oauth_state import consume_state, fallback_redirect, secret_of, with_query
-from .sessions import start_session
+from .sessions import open_browser_session, start_session
 
 logger = logging.getLogger(__name__)
 
 
-# Accounts (CONTRACT 10, and CONTRACT 18 for the SSO connections of workspaces)
+# Accounts (docs/api.md#oauth-login, #sso for the SSO connections of workspaces)
 
 
 @dataclass(frozen=True)
@@ -48,7 +57,7 @@ def _require_admitted(account: Account, identity: Identity) -> None:
 
 
 def _credential(account: Account, identity: Identity) -> Credential:
-    return services.create_oauth_credential(
+    return create_oauth_credential(
         account,
         kind=identity.kind,
         provider=identity.provider,
@@ -112,7 +121,7 @@ def sign_in_identity(identity: Identity) -> Account:
             credential = _credential(account, identity)
     if not account.enabled:  # raised inside the transaction: a link just made is undone
         raise OAuthFailure(failed, "account disabled")
-    services.touch_credential(credential)
+    touch_credential(credential)
     audit.record(
         "account.login",
         resource=("account", account.pk),
@@ -123,7 +132,7 @@ def sign_in_identity(identity: Identity) -> Account:
 
 
 def sign_in(profile: Profile) -> Account:
-    """idp_a's login (CONTRACT 10)."""
+    """idp_a's login (docs/api.md#oauth-login)."""
     return sign_in_identity(
         Identity(kind=Credential.Kind.OAUTH, provider=PROVIDER, provider_id=profile.sub, profile=profile)
     )
@@ -138,6 +147,11 @@ class SignedIn:
     account: Account
     sso_workspace_id: uuid.UUID | None = None
     provider_mfa_trusted: bool = False
+
+    def second_factor_due(self) -> bool:
+        """The provider was the first factor, and the account's own second factor follows, unless the SSO
+        connection trusts its provider's (docs/api.md#second-factor-totp)."""
+        return mfa.has_second_factor(self.account) and not self.provider_mfa_trusted
 
 
 def finish(
@@ -185,9 +199,9 @@ def answer(signed_in: SignedIn, *, ip: str, user_agent: str) -> dict[str, str]:
     SAML ACS too): the session's access token, or the `mfa_token` of the second factor still due."""
     account, sso_workspace_id = signed_in.account, signed_in.sso_workspace_id
     with transaction.atomic():
-        # The provider was the first factor, and `auth/mfa/verify` takes the second, unless the SSO
-        # connection trusts its provider's own (docs/security.md#second-factors-and-the-workspace-mfa-policy).
-        if mfa.has_second_factor(account) and not signed_in.provider_mfa_trusted:
+        # docs/api.md#second-factor-totp: the provider was the first factor, and `auth/mfa/verify` takes
+        # the second, unless the SSO connection trusts its provider's own second factor.
+        if signed_in.second_factor_due():
             return {"mfa_token": mfa.challenge(account, amr=["fed"], sso_workspace_id=sso_workspace_id)}
         tokens = start_session(  # RFC 8176: a federated login
             account, amr=["fed"], ip=ip, user_agent=user_agent, sso_workspace_id=sso_workspace_id
@@ -215,3 +229,54 @@ def complete(params: dict[str, str], *, ip: str, user_agent: str) -> str:
         user_agent=user_agent,
         configured=lambda: provider_config() is not None,
     )
+
+
+@dataclass(frozen=True)
+class SigninOutcome:
+    """How a login that the hosted sign-in page started ends at the callback: the browser `session`
+    started, or the `mfa_token` of the second factor still due, or the `error`; `next` is the page's
+    path to go on to (empty when the state was unknown)."""
+
+    next: str
+    session: Session | None = None
+    mfa_token: str | None = None
+    error: str | None = None
+
+
+def finish_for_signin(
+    params: dict[str, str],
+    *,
+    provider: str,
+    failed: str,
+    sign_in_with: Callable[[OAuthState, str, str], SignedIn],
+    ip: str,
+    user_agent: str,
+) -> SigninOutcome:
+    """`finish` for a login the hosted sign-in page started (home-realm discovery): the same state,
+    provider and account rules, but the session is the browser's (the page sets its cookie), so no token
+    travels in a URL."""
+    next_url = ""
+    try:
+        state = consume_state(params.get("state"), provider)
+        next_url = state.signin_next
+        if not next_url:
+            raise OAuthFailure(INVALID_STATE, "not a login of the sign-in page")
+        if params.get("error") or not params.get("code"):
+            raise OAuthFailure(failed, "provider answered without a code")
+        verifier = secret_of(state, "code_verifier", failed)
+        try:
+            signed_in = sign_in_with(state, params["code"], verifier)
+        except IntegrityError as exc:
+            raise OAuthFailure(failed, "concurrent sign-in") from exc
+        account, sso_workspace_id = signed_in.account, signed_in.sso_workspace_id
+        with transaction.atomic():
+            if signed_in.second_factor_due():
+                token = mfa.challenge(account, amr=["fed"], sso_workspace_id=sso_workspace_id)
+                return SigninOutcome(next_url, mfa_token=token)
+            session = open_browser_session(
+                account, amr=["fed"], ip=ip, user_agent=user_agent, sso_workspace_id=sso_workspace_id
+            )
+            return SigninOutcome(next_url, session=session)
+    except OAuthFailure as failure:
+        logger.info("oauth %s sign-in page callback failed: %s (%s)", provider, failure.reason, failure)
+        return SigninOutcome(next_url, error=failure.reason)

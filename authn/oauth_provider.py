@@ -1,4 +1,4 @@
-"""The OAuth2 provider `idp_a` as a client sees it (SPEC 4 rules 3-6): its configuration, the transport
+"""The OAuth2 provider `idp_a` as a client sees it (docs/api.md#oauth-login): its configuration, the transport
 rule for its URLs, and the code exchange that answers the user's profile."""
 
 import contextlib
@@ -17,9 +17,9 @@ from oauthlib.oauth2 import WebApplicationClient
 from requests_oauthlib import OAuth2Session
 
 from accounts.models import normalize_email
-from iam import upstream
-from iam.fields import is_address
-from iam.parsers import unstorable
+from iam.http.fields import is_address
+from iam.http.parsers import unstorable
+from iam.platform import upstream
 
 from .models import Credential
 
@@ -31,7 +31,7 @@ for _name in ("requests_oauthlib", "oauthlib"):
 
 PROVIDER = Credential.Provider.IDP_A
 PROVIDER_TIMEOUT_SECONDS = 5
-INVALID_STATE = "invalid_state"  # SPEC 4 rule 5
+INVALID_STATE = "invalid_state"  # docs/api.md#oauth-login
 OAUTH_FAILED = "oauth_failed"
 
 

@@ -1,4 +1,4 @@
-"""The OAuth2 login's single-use server-side state (SPEC 4 rule 3, CONTRACT 10): stored with its PKCE
+"""The OAuth2 login's single-use server-side state (docs/api.md#oauth-login): stored with its PKCE
 verifier and redirect URL, consumed once; and the allowlist of redirect origins."""
 
 import hashlib
@@ -11,15 +11,15 @@ from django.conf import settings
 from django.utils import timezone
 from oauthlib.oauth2 import WebApplicationClient
 
-from iam import crypto
+from iam.platform import crypto
 
 from .models import OAuthState
 from .oauth_provider import INVALID_STATE, PROVIDER, OAuthFailure, ProviderConfig, transport_for
 
-STATE_LIFETIME = timedelta(minutes=10)  # SPEC 4 rule 3
+STATE_LIFETIME = timedelta(minutes=10)  # docs/api.md#oauth-login
 
 
-# Redirect URLs (CONTRACT 10: an allowlist of origins)
+# Redirect URLs (docs/api.md#oauth-login: an allowlist of origins)
 
 
 def _origin(url: str) -> tuple[str, str, int] | None:
@@ -74,9 +74,12 @@ class Started:
     nonce: str | None
 
 
-def begin(provider: str, *, redirect_url: str, connection_id=None, nonce: bool = False) -> Started:
+def begin(
+    provider: str, *, redirect_url: str, connection_id=None, nonce: bool = False, signin_next: str = ""
+) -> Started:
     """Stores a fresh state with its PKCE verifier (and nonce), both encrypted, for `provider`'s login:
-    the one start of every login through a provider (idp_a, SSO connections)."""
+    the one start of every login through a provider (idp_a, SSO connections). `signin_next`: a login the
+    hosted sign-in page started, which goes on to that path of the service (`redirect_url` unused)."""
     state = secrets.token_urlsafe(32)
     client = WebApplicationClient("")
     verifier = client.create_code_verifier(64)
@@ -93,6 +96,7 @@ def begin(provider: str, *, redirect_url: str, connection_id=None, nonce: bool =
         code_verifier=crypto.encrypt(verifier),
         nonce=crypto.encrypt(nonce_value) if nonce_value else "",
         connection_id=connection_id,
+        signin_next=signin_next,
         expires_at=now + STATE_LIFETIME,
     )
     return Started(state=state, code_challenge=challenge, nonce=nonce_value)
@@ -124,12 +128,28 @@ def consume_state(state: str | None, provider: str = PROVIDER) -> OAuthState:
     row = OAuthState.objects.filter(state_digest=digest, provider=provider).first()
     if row is None:
         raise OAuthFailure(INVALID_STATE, "unknown state")
+    if row.signin_next:  # the hosted sign-in page's: it goes back to the service, never to an app
+        if not used:
+            raise OAuthFailure(INVALID_STATE, "state expired or already used")
+        return row
     redirect_url = row.redirect_url if redirect_allowed(row.redirect_url) else None
     if not used:
         raise OAuthFailure(INVALID_STATE, "state expired or already used", redirect_url)
     if redirect_url is None:
         raise OAuthFailure(INVALID_STATE, "redirect_url no longer allowed")
     return row
+
+
+def started_from_signin(state: str | None, provider: str) -> bool:
+    """Whether the hosted sign-in page started the login of this state (its callback then finishes in the
+    browser session, docs/pages.md): read without consuming it."""
+    if not state:
+        return False
+    return (
+        OAuthState.objects.filter(state_digest=_digest(state), provider=provider)
+        .exclude(signin_next="")
+        .exists()
+    )
 
 
 def secret_of(row: OAuthState, field: str, failed: str) -> str:

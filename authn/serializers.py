@@ -1,8 +1,8 @@
 from rest_framework import serializers
 
 from accounts.serializers import AccountBriefSerializer
-from iam.fields import Boolean, Choice, DateTime, Email, JsonObject, Name, String, Tags, Uuid
-from iam.serializers import RECORD_TAIL, ResourceSerializer
+from iam.http.fields import Boolean, Choice, DateTime, Email, JsonObject, Name, String, Tags, Uuid
+from iam.http.serializers import RECORD_TAIL, ResourceSerializer
 from rbac.serializers import Deleted
 
 from .models import Credential, Session
@@ -15,7 +15,7 @@ class RegisterRequest(serializers.Serializer):
 
 
 class LoginRequest(serializers.Serializer):
-    # Both optional here so that either missing gives SPEC 7's single message.
+    # Both optional here so that either missing gives the docs/api.md#errors single message.
     email = String(required=False, allow_blank=True, max_length=254)
     password = String(required=False, allow_blank=True)
 
@@ -67,7 +67,7 @@ class OAuthInitiated(serializers.Serializer):
     auth_url = serializers.CharField()
 
 
-# Credentials (SPEC 4, CONTRACT 6 and 12)
+# Credentials (docs/api.md#credentials, #answers)
 
 
 class CredentialSerializer(ResourceSerializer):
@@ -116,7 +116,7 @@ class CredentialDeleted(Deleted):
     pass
 
 
-# Sessions (CONTRACT 17)
+# Sessions (docs/api.md#sessions)
 
 
 class RevokeRequest(serializers.Serializer):
@@ -140,7 +140,7 @@ class SessionRevoked(serializers.Serializer):
     revoked = serializers.BooleanField()
 
 
-# Second factor (CONTRACT 17)
+# Second factor (docs/api.md#second-factor-totp)
 
 
 class TotpEnrolled(serializers.Serializer):

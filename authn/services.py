@@ -1,9 +1,6 @@
 import hashlib
-from datetime import datetime
 from typing import Any
-from uuid import UUID
 
-from django.conf import settings
 from django.contrib.auth.hashers import check_password, make_password
 from django.db import transaction
 from django.utils import timezone
@@ -14,29 +11,27 @@ from accounts.services import (
     clear_password,
     create_account,
     email_taken,
-    end_sessions,
     set_password,
     update_account,
 )
-from iam import audit, cache, metrics
-from iam.errors import ApiError
-from iam.fields import is_address
-from iam.service_helpers import UNSET, apply_changes, sent, unique_conflict
-from tenancy.models import Workspace
-from tenancy.workspace_cache import root_workspace
+from iam.http.errors import ApiError
+from iam.http.fields import is_address
+from iam.platform import audit, cache, metrics
+from iam.platform.service_helpers import apply_changes, unique_conflict
 
 from . import emails, keys, mfa, throttling
+from .credentials import _add_credential, revoke_credentials, touch_credential
 from .models import Credential, SigningKey
-from .sessions import start_session
+from .sessions import open_browser_session, start_session
 
-INVALID_CREDENTIALS = "invalid credentials"  # SPEC 7
+INVALID_CREDENTIALS = "invalid credentials"  # docs/api.md#errors
 
 _dummy_hash: str | None = None
 
 
 def _burn_password_check(password: str) -> None:
     """Verifies against a throw-away hash so that an unknown e-mail costs what a wrong password costs
-    (CONTRACT 13: no enumeration by timing)."""
+    (docs/security.md#throttling-and-enumeration: no enumeration by timing)."""
     global _dummy_hash
     if _dummy_hash is None:
         _dummy_hash = make_password("timing-equaliser")
@@ -53,9 +48,10 @@ def create_password_account(
     actor: Account | None = None,
     **fields,
 ) -> Account:
-    """An account with a local password credential, `pending` until the e-mail is confirmed (CONTRACT 5).
-    Used by registration, `accounts/create`, the admin and `bootstrap`. Credentials live in the root
-    workspace only (CONTRACT 3): no tenant holds an account's credential."""
+    """An account with a local password credential, `pending` until the e-mail is confirmed
+    (docs/security.md#tokens). Used by registration, `accounts/create`, the admin and `bootstrap`. Credentials
+    live in the root workspace only (docs/api.md#the-root-workspace): no tenant holds an account's
+    credential."""
     if email_taken(email):
         raise ApiError(conflict_status, "email already exists", "email")
     check_password_rules(password)
@@ -73,21 +69,6 @@ def create_password_account(
     return account
 
 
-def _add_credential(account: Account, *, actor: Account | None, **fields: Any) -> Credential:
-    """A credential of the account, in the root workspace (CONTRACT 3: no tenant holds an account's
-    credential), recorded with each field given."""
-    credential = Credential(account=account, workspace=root_workspace(), **fields)
-    credential.save(force_insert=True)
-    audit.record(
-        "credential.create",
-        resource=("credential", credential.pk),
-        workspace_id=credential.workspace_id,
-        changes=audit.created(credential, ("account_id", *fields)),
-        actor=actor,
-    )
-    return credential
-
-
 def register(
     *, email: str, password: str, name: str | None, ip: str, user_agent: str
 ) -> tuple[Account, dict]:
@@ -101,15 +82,18 @@ def register(
             email=email,
             password=password,
             name=name or normalize_email(email).split("@", 1)[0],
-            conflict_status=400,  # SPEC 7 keeps 400 for register
+            conflict_status=400,  # docs/api.md#errors keeps 400 for register
         )
         session = start_session(account, amr=["pwd"], ip=ip, user_agent=user_agent)  # RFC 8176: a password
-        emails.enqueue(emails.CONFIRM, account.pk)  # SPEC 4 rule 2
-    throttling.emails_by_address.hit(account.email)  # counts towards CONTRACT 13's 3 e-mails an hour
+        emails.enqueue(emails.CONFIRM, account.pk)  # docs/api.md#auth
+    # counts towards the docs/api.md#throttling 3 e-mails an hour
+    throttling.emails_by_address.hit(account.email)
     return account, session
 
 
-def login(*, email: str, password: str, ip: str, user_agent: str) -> tuple[Account, dict]:
+def login(
+    *, email: str, password: str, ip: str, user_agent: str, browser: bool = False
+) -> tuple[Account, Any]:
     email = normalize_email(email)
     retry_after = max(
         throttling.login_failures_by_email.retry_after(email) or 0,
@@ -143,7 +127,8 @@ def login(*, email: str, password: str, ip: str, user_agent: str) -> tuple[Accou
         touch_credential(credential)
         if mfa.has_second_factor(account):  # the password was the first factor; no session yet
             return account, mfa.challenge_answer(account, amr=["pwd"])
-        session = start_session(account, amr=["pwd"], ip=ip, user_agent=user_agent)
+        start = open_browser_session if browser else start_session  # `browser`: a Session, no tokens
+        session = start(account, amr=["pwd"], ip=ip, user_agent=user_agent)
         audit.record("account.login", resource=("account", account.pk), actor=account)
     metrics.LOGINS.labels("ok").inc()
     return account, session
@@ -227,7 +212,7 @@ ACCOUNT_DISABLED = "account disabled"
 
 
 def require_enabled(account: Account) -> None:
-    """CONTRACT 15: a disabled account accepts no invitation, whatever proves the mailbox."""
+    """docs/api.md#invitations: a disabled account accepts no invitation, whatever proves the mailbox."""
     if not account.enabled:
         raise ApiError(403, ACCOUNT_DISABLED)
 
@@ -237,7 +222,7 @@ def invited_account(
     email: str, *, password: str | None, name: str | None, ip: str | None, user_agent: str
 ) -> tuple[Account, dict | None]:
     """The account that accepts an invitation mailed to `email`, whose link the caller holds (it proves the
-    mailbox), with a new session when it had to be made or reclaimed (CONTRACT 15):
+    mailbox), with a new session when it had to be made or reclaimed (docs/api.md#invitations):
     - a verified account: as it is, no new session;
     - none: created verified, with `password` and `name`;
     - one never verified (someone may have registered the address without the mailbox): `password`
@@ -266,210 +251,28 @@ def invited_account(
     return account, start_session(account, amr=["pwd"], ip=ip, user_agent=user_agent)
 
 
-# Credentials (SPEC 4, CONTRACT 6 and 12). No create: registration and OAuth make them.
-
-
-def find_credential(
-    workspace: Workspace,
-    *,
-    id: UUID,
-    account_id: UUID,
-    provider_id: str = UNSET,
-    email: str = UNSET,
-    lock: bool = False,
-) -> Credential | None:
-    """CONTRACT 12: `id` and `account_id` must name the same credential of the workspace; `provider_id`
-    and `email`, when given, must be its current values. Anything else is None (404 at the endpoint)."""
-    keys = sent(id=id, account_id=account_id, provider_id=provider_id, email=email)
-    if "email" in keys:
-        keys["email"] = normalize_email(email)
-    found = Credential.objects.in_workspace(workspace).filter(**keys)
-    if lock:
-        found = found.select_for_update()
-    return found.select_related("account").first()
-
-
-def _check_credential_conflicts(credential: Credential) -> None:
-    others = Credential.objects.exclude(pk=credential.pk)
-    if (
-        credential.kind == Credential.Kind.PASSWORD
-        and others.filter(account_id=credential.account_id, kind=Credential.Kind.PASSWORD).exists()
-    ):
-        raise ApiError(409, "password credential already exists", "kind")
-    if (
-        credential.provider_id is not None
-        and others.filter(provider=credential.provider, provider_id=credential.provider_id).exists()
-    ):
-        raise ApiError(409, "provider_id already exists", "new_provider_id")
+# Signing keys (RS256, and the asymmetric IAM_JWT_ALGORITHM)
 
 
 @transaction.atomic
-def update_credential(
-    credential: Credential,
-    *,
-    kind: str = UNSET,
-    provider: str = UNSET,
-    status: str = UNSET,
-    new_provider_id: str | None = UNSET,  # the API's names for `provider_id` and `email` (SPEC 4)
-    new_email: str | None = UNSET,
-    last_used_at: datetime | None = UNSET,
-    tags: list[str] = UNSET,
-    meta: dict[str, Any] = UNSET,
-    secret: str | None = None,
-) -> Credential:
-    """`secret` on a password credential sets the account's password (argon2, CONTRACT 12). A new password
-    or a credential revoked ends every session of the account. No `actor`: the request's is recorded."""
-    changes = sent(
-        kind=kind,
-        provider=provider,
-        status=status,
-        provider_id=new_provider_id,
-        email=new_email,
-        last_used_at=last_used_at,
-        tags=tags,
-        meta=meta,
-    )
-    if secret is not None and changes.get("kind", credential.kind) != Credential.Kind.PASSWORD:
-        raise ApiError(400, "secret applies to password credentials only", "secret")
-    account = credential.account
-    if secret is not None:
-        try:
-            check_password_rules(secret, account)
-        except ApiError as exc:
-            raise ApiError(400, exc.message, "secret") from exc
-    revoked = (
-        changes.get("status") == Credential.Status.REVOKED and credential.status != Credential.Status.REVOKED
-    )
-    entry = audit.diff(credential, changes)
-    fields = apply_changes(credential, changes)
-    _check_credential_conflicts(credential)
-    with unique_conflict(
-        "provider_id already exists", "new_provider_id", check=lambda: _check_credential_conflicts(credential)
-    ):
-        credential.save(update_fields=fields)
-    if entry:
+def rotate_signing_key(*, actor: Account | None = None) -> list[SigningKey]:
+    """A new key signs from now on for each algorithm the service signs with (RS256, and
+    IAM_JWT_ALGORITHM's when it is asymmetric); the retired ones stay published until the last token they
+    signed has expired (`IAM_REFRESH_TOKEN_DAYS`), then drop out of the JWKS document and verify nothing.
+    Each recorded as `signing_key.rotate` (the key ids, never a key), the admin's with its operator as the
+    actor."""
+    rotated = []
+    for algorithm in keys.published_algorithms():
+        current = SigningKey.objects.select_for_update().filter(algorithm=algorithm, retired_at__isnull=True)
+        retired = sorted(current.values_list("kid", flat=True))
+        current.update(retired_at=timezone.now())
+        key = keys.new_key(algorithm)
         audit.record(
-            "credential.update",
-            resource=("credential", credential.pk),
-            workspace_id=credential.workspace_id,
-            changes=entry,
-        )
-    if secret is not None:
-        set_password(account, secret)  # ends the sessions
-    elif revoked:
-        end_sessions(account)
-    return credential
-
-
-@transaction.atomic
-def create_oauth_credential(
-    account: Account,
-    *,
-    provider: str,
-    provider_id: str,
-    email: str | None,
-    actor: Account | None,
-    kind: str = Credential.Kind.OAUTH,
-) -> Credential:
-    """The active identity an OAuth provider vouched for (CONTRACT 10; kind `sso` for a workspace's own
-    provider, CONTRACT 18), in the root workspace (CONTRACT 3: no tenant holds an account's credential)."""
-    return _add_credential(
-        account,
-        actor=actor,
-        kind=kind,
-        provider=provider,
-        provider_id=provider_id,
-        status=Credential.Status.ACTIVE,
-        email=email,
-    )
-
-
-@transaction.atomic
-def revoke_credentials(
-    account: Account,
-    *,
-    except_: Credential | None = None,
-    actor: Account | None,
-    keep_sessions: bool = False,
-) -> int:
-    """Revokes every usable credential of the account but `except_`, each recorded as a `credential.update`;
-    when any was revoked, every session of the account ends (as a revoke over the API does) unless the
-    caller ends them itself (`keep_sessions`). Answers how many were revoked."""
-    usable = (
-        Credential.objects.select_for_update()
-        .filter(account=account)
-        .exclude(status=Credential.Status.REVOKED)
-        .order_by("created_at", "id")
-    )
-    if except_ is not None:
-        usable = usable.exclude(pk=except_.pk)
-    revoked = list(usable)
-    for credential in revoked:
-        changes = {"status": {"before": credential.status, "after": Credential.Status.REVOKED}}
-        audit.record(
-            "credential.update",
-            resource=("credential", credential.pk),
-            workspace_id=credential.workspace_id,
-            changes=changes,
+            "signing_key.rotate",
+            resource=("signing_key", None),  # a key's id is its thumbprint, not a UUID: it is in `changes`
+            changes={"kid": {"before": retired, "after": key.kid}, "algorithm": algorithm},
             actor=actor,
         )
-    Credential.objects.filter(pk__in=[credential.pk for credential in revoked]).update(
-        status=Credential.Status.REVOKED, updated_at=timezone.now()
-    )
-    if revoked and not keep_sessions:
-        end_sessions(account)
-    return len(revoked)
-
-
-@transaction.atomic
-def touch_credential(credential: Credential) -> None:
-    """Marks a credential just used to sign in (`last_used_at`); bookkeeping, not an audited change (the
-    sign-in records `account.login`)."""
-    Credential.objects.filter(pk=credential.pk).update(last_used_at=timezone.now())
-
-
-@transaction.atomic
-def delete_credential(credential: Credential) -> dict:
-    """Deleting a usable credential ends the account's sessions, as revoking it does."""
-    summary = {"id": str(credential.pk)}
-    usable = credential.status != Credential.Status.REVOKED
-    account = credential.account
-    removed = audit.removed(credential, ("account_id", "kind", "provider", "status", "provider_id"))
-    audit.record(
-        "credential.delete",
-        resource=("credential", credential.pk),
-        workspace_id=credential.workspace_id,
-        changes=removed,
-    )
-    credential.delete()
-    if usable:
-        end_sessions(account)
-    return summary
-
-
-# Signing keys (asymmetric tokens)
-
-
-@transaction.atomic
-def rotate_signing_key(*, actor: Account | None = None) -> SigningKey:
-    """A new key signs from now on; the retired ones stay published until the last token they signed has
-    expired (`IAM_REFRESH_TOKEN_DAYS`), then drop out of the JWKS document and verify nothing. Recorded
-    as `signing_key.rotate` (the key ids, never a key), the admin's with its operator as the actor."""
-    algorithm = settings.IAM_JWT_ALGORITHM
-    if algorithm not in keys.ASYMMETRIC:
-        raise ApiError(
-            400,
-            f"IAM_JWT_ALGORITHM is {algorithm}: its key is the setting IAM_JWT_SIGNING_KEY, not rotated here",
-        )
-    current = SigningKey.objects.select_for_update().filter(algorithm=algorithm, retired_at__isnull=True)
-    retired = sorted(current.values_list("kid", flat=True))
-    current.update(retired_at=timezone.now())
-    key = keys.new_key(algorithm)
-    audit.record(
-        "signing_key.rotate",
-        resource=("signing_key", None),  # a key's id is its thumbprint, not a UUID: it is in `changes`
-        changes={"kid": {"before": retired, "after": key.kid}, "algorithm": algorithm},
-        actor=actor,
-    )
+        rotated.append(key)
     keys.changed()
-    return key
+    return rotated

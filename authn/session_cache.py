@@ -8,7 +8,7 @@ from uuid import UUID
 
 from django.conf import settings
 
-from iam import cache
+from iam.platform import cache
 
 from .models import Session
 

@@ -1,5 +1,5 @@
-"""Sessions (CONTRACT 5 and 17): each login a record, its JWT pairs naming it (`sid`), all bound to the
-account's session version."""
+"""Sessions (docs/security.md#tokens, docs/api.md#sessions): each login a record, its JWT pairs naming it
+(`sid`), all bound to the account's session version."""
 
 import ipaddress
 import time
@@ -14,8 +14,8 @@ from django.utils import timezone
 from accounts.account_cache import AccountState, account_key, as_account, get_account_state
 from accounts.models import Account
 from accounts.services import end_sessions
-from iam import audit, cache, events
-from iam.errors import ApiError
+from iam.http.errors import ApiError
+from iam.platform import audit, cache, events
 from rbac.policy import SSO_WORKSPACE_CLAIM
 
 from . import tokens
@@ -32,28 +32,47 @@ def issue_session(
     user_agent: str = "",
     sso_workspace_id: uuid.UUID | None = None,
 ) -> dict:
-    """A login: a new session record (CONTRACT 17) and its first token pair. `amr` says how the account
-    proved itself (RFC 8176: `pwd`, `fed`); `ip` is the client's address as `iam.addresses.client_ip`
-    reads it, and the user agent is kept truncated. `sso_workspace_id`: the workspace whose own SSO
-    connection the login came through, which meets that workspace's MFA policy; its tokens say so in a
-    signed claim (`policy.SSO_WORKSPACE_CLAIM`), so no check has to look it up."""
+    """A login: a new session record (docs/api.md#sessions) and its first token pair. `amr` says how the
+    account proved itself (RFC 8176: `pwd`, `fed`); `ip` is the client's address as
+    `iam.platform.addresses.client_ip` reads it, and the user agent is kept truncated. `sso_workspace_id`: the
+    workspace whose own SSO connection the login came through, which meets that workspace's MFA policy; its
+    tokens say so in a signed claim (`policy.SSO_WORKSPACE_CLAIM`), so no check has to look it up."""
+    session = _new_record(
+        account,
+        kind=Session.Kind.API,
+        amr=amr,
+        ip=ip,
+        user_agent=user_agent,
+        sso_workspace_id=sso_workspace_id,
+    )
+    session_claims = {"sid": str(session.pk), "amr": session.amr}
+    if sso_workspace_id is not None:
+        session_claims[SSO_WORKSPACE_CLAIM] = str(sso_workspace_id)
+    return _token_pair(account, auth_time=session.auth_time, session_claims=session_claims)
+
+
+def _new_record(
+    account: Account,
+    *,
+    kind: str,
+    amr: list[str],
+    ip: str | None,
+    user_agent: str,
+    sso_workspace_id: uuid.UUID | None,
+) -> Session:
     now = timezone.now()
-    auth_time = int(now.timestamp())
-    session = Session.objects.create(
+    return Session.objects.create(
+        kind=kind,
         account=account,
         created_at=now,
         last_used_at=now,
-        expires_at=_session_end(auth_time),
+        expires_at=_session_end(int(now.timestamp())),
         ip=_address(ip),
         user_agent=user_agent.replace("\x00", "")[:USER_AGENT_MAX],  # PostgreSQL refuses NUL
         amr=list(amr),
         session_version=account.session_version,
         sso_workspace_id=sso_workspace_id,
     )
-    session_claims = {"sid": str(session.pk), "amr": session.amr}
-    if sso_workspace_id is not None:
-        session_claims[SSO_WORKSPACE_CLAIM] = str(sso_workspace_id)
-    return _token_pair(account, auth_time=auth_time, session_claims=session_claims)
 
 
 def _session_end(auth_time: int) -> datetime:
@@ -71,8 +90,8 @@ def _address(ip: str | None) -> str | None:
 
 def _token_pair(account: Account, *, auth_time: int, session_claims: dict) -> dict:
     """`auth_time` is the login that started the session; no token of the session outlives it by more
-    than the refresh lifetime (CONTRACT 5), however often it is refreshed. `session_claims`: `sid` and
-    `amr` (none for a session begun before sessions were records)."""
+    than the refresh lifetime (docs/security.md#tokens), however often it is refreshed. `session_claims`:
+    `sid` and `amr` (none for a session begun before sessions were records)."""
     session_end = _session_end(auth_time)
     if session_end <= timezone.now():
         raise TokenError("token_expired")
@@ -125,6 +144,29 @@ def start_session(
     return session
 
 
+def open_browser_session(
+    account: Account,
+    *,
+    amr: list[str],
+    ip: str | None = None,
+    user_agent: str = "",
+    sso_workspace_id: uuid.UUID | None = None,
+) -> Session:
+    """A sign-in through the hosted pages: a session record of kind `browser` and no token; the
+    `iam_session` cookie that holds it is set by `authn.browser.start_browser_session`. As `start_session`,
+    it sets the account's `last_login`."""
+    session = _new_record(
+        account,
+        kind=Session.Kind.BROWSER,
+        amr=amr,
+        ip=ip,
+        user_agent=user_agent,
+        sso_workspace_id=sso_workspace_id,
+    )
+    update_last_login(None, account)
+    return session
+
+
 def authenticate_token(
     token: str, *, types: frozenset[str] = frozenset({tokens.ACCESS})
 ) -> tuple[Account, dict]:
@@ -160,7 +202,8 @@ def check_session_state(claims: dict, *, found: dict | None = None) -> AccountSt
     account = get_account_state(claims["sub"], prefetched=found.get(keys[0], cache.MISSING))
     if account is None:
         raise TokenError("invalid_token")
-    if not account.enabled:  # said before the revocation that the disable also made (CONTRACT 4)
+    # said before the revocation that the disable also made (docs/api.md#authorization)
+    if not account.enabled:
         raise TokenError("account_disabled")
     if "sid" not in claims:
         if claims["sv"] != account.session_version:
@@ -203,7 +246,7 @@ def rotate(account: Account, claims: dict) -> dict:
     raise TokenError("token_revoked")
 
 
-# Ending sessions (CONTRACT 17)
+# Ending sessions (docs/api.md#sessions)
 
 RECENT_AUTHENTICATION_REQUIRED = "recent authentication required"
 
@@ -245,8 +288,39 @@ def end_session(session: Session, *, actor: Account | None) -> Session:
             account_ids=[session.account_id],
             data={"session_id": str(session.pk)},
         )
+        for child in started_from(session):  # docs/pages.md: signing out ends what the sign-in started
+            end_session(child, actor=actor)
     forget_sessions([session.pk])
     return session
+
+
+def _parent_link() -> str | None:
+    """The field by which a session names the browser session it was started from (an application's
+    session, started at the OpenID Provider's code exchange), when the model has one: a relation from
+    Session to Session, whatever its name."""
+    for field in Session._meta.get_fields():
+        if getattr(field, "many_to_one", False) and field.related_model is Session:
+            return field.name
+    return None
+
+
+def started_from(session: Session) -> list[Session]:
+    """The live sessions started from this browser session (none for another kind), locked."""
+    link = _parent_link()
+    if link is None or session.kind != Session.Kind.BROWSER:
+        return []
+    return list(Session.objects.select_for_update().filter(**{link: session}, revoked_at__isnull=True))
+
+
+@transaction.atomic
+def replace_browser_session(old: Session, new: Session, *, actor: Account | None) -> None:
+    """A browser that signs in again (a second factor added to its sign-in, another account, a sign-in
+    asked anew): its earlier browser session ends. The sessions that one started go on under the new one
+    when the same account signed in, and end with the old one otherwise."""
+    link = _parent_link()
+    if link is not None and old.account_id == new.account_id:
+        Session.objects.filter(**{link: old}, revoked_at__isnull=True).update(**{link: new})
+    end_session(old, actor=actor)
 
 
 @transaction.atomic

@@ -1,5 +1,5 @@
-"""Failure counters in fixed windows (CONTRACT 13). They live in the cache: when it is down the limits
-fail open and say so in the log, rather than locking every user out."""
+"""Failure counters in fixed windows (docs/api.md#throttling). They live in the cache: when it is down the
+limits fail open and say so in the log, rather than locking every user out."""
 
 import hashlib
 import math
@@ -8,7 +8,7 @@ from datetime import timedelta
 
 from django.conf import settings
 
-from iam import cache
+from iam.platform import cache
 
 
 def _key(scope: str, value: str) -> str:

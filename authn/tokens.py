@@ -1,5 +1,5 @@
-"""JWTs (CONTRACT 5): one algorithm accepted, the issuer checked, every claim required, and the `type`
-checked against what the caller expects, so a reset token never opens an API call."""
+"""JWTs (docs/security.md#tokens): one algorithm accepted, the issuer checked, every claim required, and the
+`type` checked against what the caller expects, so a reset token never opens an API call."""
 
 import uuid
 from datetime import datetime, timedelta
@@ -15,7 +15,8 @@ REFRESH = "refresh"
 PASSWORD_RESET = "PasswordReset"
 ACCOUNT_CONFIRM = "AccountConfirm"
 MEMBERSHIP_INVITE = "MembershipInvite"
-MFA_CHALLENGE = "MfaChallenge"  # CONTRACT 17: the `mfa_token` between a first factor and the second
+# docs/api.md#second-factor-totp: the `mfa_token` between a first factor and the second
+MFA_CHALLENGE = "MfaChallenge"
 
 REQUIRED_CLAIMS = ["sub", "type", "sv", "iat", "exp", "jti", "iss"]
 SESSION_TYPES = frozenset({ACCESS, REFRESH})
@@ -38,8 +39,9 @@ def issue(
     not_after: datetime | None = None,
     extra: dict | None = None,
 ) -> tuple[str, datetime]:
-    """`auth_time` (session tokens, CONTRACT 5): when the login that started the session happened.
-    `not_after` caps the expiry (a session never outlives its login by more than the refresh lifetime)."""
+    """`auth_time` (session tokens, docs/security.md#tokens): when the login that started the session
+    happened. `not_after` caps the expiry (a session never outlives its login by more than the refresh
+    lifetime)."""
     now = timezone.now()
     expires_at = now + lifetime if not_after is None else min(now + lifetime, not_after)
     claims = {
@@ -75,8 +77,9 @@ def decode(token: str, *, types: set[str] | frozenset[str]) -> dict:
     if claims.get("type") not in types or not isinstance(claims.get("sv"), int):
         raise TokenError("invalid_token")
     if claims["type"] in SESSION_TYPES and not isinstance(claims.get("auth_time"), int):
-        raise TokenError("invalid_token")  # CONTRACT 5: every session token carries its login time
-    # CONTRACT 17: a session token names its session and how the login was made; tokens issued before
+        # docs/security.md#tokens: every session token carries its login time
+        raise TokenError("invalid_token")
+    # docs/api.md#sessions: a session token names its session and how the login was made; tokens issued before
     # sessions were records have neither, and stay bound to the session version alone.
     amr = claims.get("amr")
     if amr is not None and not (isinstance(amr, list) and all(isinstance(item, str) for item in amr)):

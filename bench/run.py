@@ -1,4 +1,4 @@
-"""`make bench`: the one benchmark of the service (issue 14), printed as one table beside its goals.
+"""`make bench`: the one benchmark of the service, printed as one table beside its goals.
 
 It makes a database of its own beside DATABASE_URL's (`<name>_bench`, PostgreSQL only), migrates it, seeds
 1M accounts and one workspace with 1M memberships (bench/seed.sql, generate_series), serves the project
@@ -14,7 +14,7 @@ same run:
   code works once);
 - the list cases (p50/p95 over sequential keep-alive requests), each with the `EXPLAIN ANALYZE` summary
   of its queries;
-- the noisy neighbour (issue 23): one tenant's heaviest allowed lists (limit 1000 over records at their size
+- the noisy neighbour: one tenant's heaviest allowed lists (limit 1000 over records at their size
   limits) from 3 threads at full speed, while another tenant's `projects/list` and `clients/validate` are
   timed (p50/p95);
 - push: a change acknowledged to its first delivery at a local receiver (one change every 0.3 s), and
@@ -153,7 +153,14 @@ def load_cpu(base: str, path: str, body: str | None, workdir: Path) -> dict:
     return result
 
 
-SYNC_COMMAND = ["gunicorn", "iam.wsgi:application", "-c", "iam/gunicorn.conf.py", "--workers", str(WORKERS)]
+SYNC_COMMAND = [
+    "gunicorn",
+    "iam.wsgi:application",
+    "-c",
+    "iam/server/gunicorn.conf.py",
+    "--workers",
+    str(WORKERS),
+]
 
 
 def serve(command: list[str], env: dict, processes: list) -> str:
@@ -313,7 +320,8 @@ def main() -> None:
         "DJANGO_SETTINGS_MODULE": "bench.settings",
         "DATABASE_URL": url,
         "SECRET_KEY": os.environ.get("SECRET_KEY", secrets.token_urlsafe(50)),
-        # DEBUG off refuses to start without its own keys (CONTRACT 14): the bench makes throw-away ones.
+        # DEBUG off refuses to start without its own keys (docs/operations.md#required-settings): the bench
+        # makes throw-away ones.
         "IAM_JWT_SIGNING_KEY": os.environ.get("IAM_JWT_SIGNING_KEY", secrets.token_urlsafe(50)),
         "DEBUG": "0",
         "PYTHONPATH": str(ROOT),
@@ -374,7 +382,7 @@ def _bench(env: dict, workdir: Path, processes: list) -> None:
     from authn.models import Credential
     from authn.sessions import issue_session
     from clients.services import create_client
-    from iam import counts
+    from iam.platform import counts
     from rbac.models import Membership, Permission, Role
     from tenancy.models import Workspace
 
@@ -536,7 +544,7 @@ def _validate_figures(base: str, sync_base: str, body: str, workdir: Path) -> No
         )
     }
     errors = sum(result["errors"] for result in ping + validate + sync_ping + sync_validate)
-    shape = " ".join(word for word in web_command() if word not in ("-c", "iam/gunicorn.conf.py"))
+    shape = " ".join(word for word in web_command() if word not in ("-c", "iam/server/gunicorn.conf.py"))
     rows.append(
         (
             f"bare Django view (floor), same server and middleware (`{shape}`)",
@@ -691,7 +699,7 @@ def _totp_accounts(workspace) -> list[tuple[str, str]]:
 
     from accounts.models import Account
     from authn.models import Credential, Totp
-    from iam import crypto
+    from iam.platform import crypto
 
     encoded = make_password(PASSWORD)
     accounts = Account.objects.bulk_create(
@@ -845,7 +853,7 @@ NEIGHBOUR_THREADS = 3
 
 
 def _max_meta(seed: str) -> dict:
-    """Just under 16 KiB of `meta` (CONTRACT 12's limit) in many small keys."""
+    """Just under 16 KiB of `meta` (the docs/api.md#validation limit) in many small keys."""
     meta, size, index = {"schema_version": "1"}, 24, 0
     while size + len(seed) + 20 < 16 * 1024 - 40:
         meta[f"{seed}-{index}"] = f"value-{index:06}"
@@ -855,12 +863,12 @@ def _max_meta(seed: str) -> dict:
 
 
 def _neighbour_figures(base: str, token: str, workspace, validate_body: str) -> None:
-    """Issue 23 item 3: a tenant at its size limits sends its heaviest lists at full speed; another
+    """A tenant at its size limits sends its heaviest lists at full speed; another
     tenant's `projects/list` and `clients/validate` are timed meanwhile (goal: p95 under one second)."""
     from accounts.models import Account
     from authn.sessions import issue_session
     from rbac.models import Permission, Role
-    from rbac.services import create_workspace
+    from rbac.services.workspaces import create_workspace
 
     owner = Account.objects.create(email="heavy@bench.example", name="Heavy", verified=True)
     heavy = create_workspace(
@@ -977,7 +985,7 @@ def _explain(token: str, workspace, medians: dict[str, float]) -> None:
 def _push_figures(api: Api, token: str, push_space, pushed, arrivals, worker) -> None:
     from django.db import transaction
 
-    from iam import events
+    from iam.platform import events
 
     headers = {"Authorization": f"Bearer {token}", "X-Workspace": str(push_space.pk)}
     seen: dict[str, float] = {}

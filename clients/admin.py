@@ -1,6 +1,6 @@
-"""Admin for clients and their push deliveries (CONTRACT 14), through `clients.services` and
-`clients.push`: the same validation as the API (its request serializers, the endpoint's SSRF check), the
-same events and cache purges.
+"""Admin for clients and their push deliveries (docs/operations.md#the-admin-and-management-commands), through
+`clients.services` and `clients.push`: the same validation as the API (its request serializers, the endpoint's
+SSRF check), the same events and cache purges.
 
 A client's secret is never rendered from the database (neither `secret_encrypted` nor `secret_digest`).
 A new secret (on add, or from the "Regenerate secret" action) is shown once, in the response to the POST
@@ -19,16 +19,9 @@ from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
-from iam.admin import (
-    RESOURCE_READONLY,
-    ReadOnlyInline,
-    ServiceAdmin,
-    ServiceForm,
-    ViewOnly,
-    api_fields,
-    audit_subject,
-)
-from iam.errors import ApiError
+from iam.admin import audit_subject
+from iam.http.admin import RESOURCE_READONLY, ReadOnlyInline, ServiceAdmin, ServiceForm, ViewOnly, api_fields
+from iam.http.errors import ApiError
 from tenancy.admin import InWorkspaceAdmin
 
 from . import push, services

@@ -35,9 +35,9 @@ from django.db import connection
 from django.db.models import Q
 from django.utils import timezone
 
-from iam import crypto
-from iam.errors import ApiError
+from iam.http.errors import ApiError
 from iam.models import Event
+from iam.platform import crypto
 
 from .client_cache import ClientRecord, find_client
 
@@ -49,7 +49,7 @@ def authenticate(client_id: UUID, client_secret: str) -> ClientRecord:
     """The check of `clients/validate` (same cached record, same keyed digest): an unknown client, a wrong
     secret or a regenerated one is refused, here with 401 `invalid client`."""
     client = find_client(client_id)
-    if client is None or not crypto.matches(client_secret, client.secret_digest):
+    if client is None or not crypto.digest_matches(client_secret, client.secret_digest):
         raise ApiError(401, INVALID_CLIENT)
     return client
 

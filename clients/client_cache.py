@@ -6,7 +6,7 @@ from uuid import UUID
 
 from django.conf import settings
 
-from iam import cache
+from iam.platform import cache
 from tenancy.models import Workspace
 from tenancy.workspace_cache import purge_on_delete
 
@@ -73,7 +73,8 @@ def forget_client(client_id: UUID | str) -> None:
 @purge_on_delete("clients")
 def forget_workspace_clients(workspace: Workspace) -> None:
     """A deleted workspace takes its clients in its cascade: each stops validating, and stops reading
-    `clients/events`, when that commits (CONTRACT 7), not when its cached record expires."""
+    `clients/events`, when that commits (docs/integration.md#validate-each-token-clientsvalidate), not when
+    its cached record expires."""
     keys = [client_key(pk) for pk in Client.objects.filter(workspace=workspace).values_list("pk", flat=True)]
     if keys:
         cache.around_commit(lambda: cache.delete_many(keys))

@@ -5,15 +5,15 @@ from django.db import models
 from django.db.models import Count, Exists, Min, OuterRef, Q
 from django.utils import timezone
 
-from iam import metrics, retention
 from iam.models import Resource
+from iam.platform import metrics, retention
 from tenancy.models import WorkspaceScopedQuerySet
 
 
 class Client(Resource):
-    """An external service of a workspace (SPEC 2): validates tokens and receives push events. The secret
-    is stored encrypted (to sign pushes) and as a keyed digest (to compare in validate), never in
-    plaintext (CONTRACT 7)."""
+    """An external service of a workspace (docs/api.md#answers): validates tokens and receives push events.
+    The secret is stored encrypted (to sign pushes) and as a keyed digest (to compare in validate), never in
+    plaintext (docs/security.md#secrets-at-rest)."""
 
     workspace = models.ForeignKey("tenancy.Workspace", on_delete=models.CASCADE, related_name="clients")
     name = models.CharField(max_length=255)
@@ -50,7 +50,7 @@ class Delivery(models.Model):
         DELIVERED = "delivered"
         FAILED = "failed"
 
-    event_id = models.UUIDField()
+    event_id = models.UUIDField("event ID")
     event_type = models.CharField(max_length=64)
     # A workspace's delete takes its clients, yet owes them `workspace.deleted`: a delivery outlives both,
     # keeping the endpoint and the (encrypted) secret it had when the event happened.

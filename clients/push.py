@@ -1,7 +1,7 @@
-"""Push events to client endpoints (CONTRACT 8). `iam.events.emit` writes each event in the change's
-transaction and sends it to `fan_out` at once (the `iam.events.emitted` signal), which writes one
-`Delivery` per client with an endpoint. The delivery row is the whole retry state (due time, attempts,
-deadline); every attempt is recorded as a `DeliveryAttempt` row (Saleor).
+"""Push events to client endpoints (docs/integration.md#push-events). `iam.platform.events.emit` writes each
+event in the change's transaction and sends it to `fan_out` at once (the `iam.platform.events.emitted`
+signal), which writes one `Delivery` per client with an endpoint. The delivery row is the whole retry state
+(due time, attempts, deadline); every attempt is recorded as a `DeliveryAttempt` row (Saleor).
 
 After commit each client with new deliveries gets one `clients.deliver_push` task (a task already queued
 for it and not yet started takes the new ones too). The task locks the client's due deliveries, oldest
@@ -25,13 +25,11 @@ from django.conf import settings
 from django.core.cache import cache
 from django.db import transaction
 from django.db.models import F, Min, Q
-from django.dispatch import receiver
 from django.utils import timezone
 
-from iam import audit, crypto, events, metrics, outbox
 from iam.models import OutboxMessage
+from iam.platform import audit, crypto, egress, events, metrics, outbox
 
-from . import egress
 from .models import Client, Delivery, DeliveryAttempt
 
 logger = logging.getLogger(__name__)
@@ -53,10 +51,10 @@ def sign(secret: str, event_id: str, timestamp: int, body: bytes) -> str:
     return f"v1,{base64.b64encode(mac).decode()}"
 
 
-@receiver(events.emitted)
 def fan_out(sender: object, *, event: dict, **kwargs: object) -> None:
-    """One delivery per client, written in one statement: the fan-out runs inside the change's
-    transaction, so its round trips are the change's. Each delivery is due at once."""
+    """The receiver of `iam.platform.events.emitted`, connected in `ClientsConfig.ready` (clients/apps.py):
+    one delivery per client, written in one statement. The fan-out runs inside the change's transaction, so
+    its round trips are the change's. Each delivery is due at once."""
     clients = list(
         Client.objects.filter(workspace_id=event["workspace_id"], endpoint__isnull=False)
         .exclude(endpoint="")
@@ -66,10 +64,10 @@ def fan_out(sender: object, *, event: dict, **kwargs: object) -> None:
         owe(event, clients)
 
 
-@receiver(events.emitted_each)
 def fan_out_each(sender: object, *, events: list[dict], **kwargs: object) -> None:
-    """`fan_out` of many events of one workspace (`iam.events.emit_each`): its clients read once, every
-    delivery written in a few statements."""
+    """The receiver of `iam.platform.events.emitted_each`, connected in `ClientsConfig.ready`: `fan_out` of
+    many events of one workspace (`emit_each`), its clients read once, every delivery written in a few
+    statements."""
     if not events:
         return
     clients = list(
@@ -92,6 +90,7 @@ def fan_out_message(message: OutboxMessage) -> None:
 def owe(event: dict, clients: list[Client]) -> list[Delivery]:
     """Writes one delivery of `event` per client, in the caller's transaction (the change's), each due at
     once, and hands them to a worker after commit: from then on the delivery row carries its retries."""
+    assert event["type"] in events.KINDS | events.PUSHED_ONLY, event["type"]
     deliveries = Delivery.objects.bulk_create(
         Delivery(
             event_id=event["id"],

@@ -1,29 +1,19 @@
 from rest_framework import serializers
 
 from accounts.serializers import AccountBriefSerializer
-from iam.fields import (
-    Boolean,
-    Description,
-    Integer,
-    Invalid,
-    Name,
-    PermissionName,
-    String,
-    Url,
-    Uuid,
-)
-from iam.serializers import RECORD_TAIL, RecordRequest, ResourceSerializer, UpdateRequest
+from iam.http.fields import Boolean, Description, Integer, Invalid, Name, PermissionName, String, Url, Uuid
+from iam.http.serializers import RECORD_TAIL, RecordRequest, ResourceSerializer, UpdateRequest
+from iam.platform import egress
 from rbac.serializers import Deleted, GrantPath
 from tenancy.serializers import WorkspaceSerializer
 
-from . import egress
 from .models import Client
 
 
 class ClientSerializer(ResourceSerializer):
     """describe, list and update: never the secret, which only create and regenerate-secret answer."""
 
-    workspace = WorkspaceSerializer(read_only=True)  # SPEC 2: the full workspace, embedded
+    workspace = WorkspaceSerializer(read_only=True)  # docs/api.md#clients: the full workspace, embedded
     workspace_id = serializers.UUIDField(read_only=True)
 
     class Meta:

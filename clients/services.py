@@ -1,4 +1,5 @@
-"""Every write to clients (SPEC 4 Clients, CONTRACT 7): the API and the admin call these."""
+"""Every write to clients (docs/api.md#clients, docs/integration.md#validate-each-token-clientsvalidate): the
+API and the admin call these."""
 
 import uuid
 from typing import Any
@@ -9,23 +10,23 @@ from django.db import transaction
 from django.utils import timezone
 
 from accounts.models import Account
-from iam import audit, crypto, events
-from iam.errors import ApiError
-from iam.service_helpers import UNSET, apply_changes, save_unique, sent
+from iam.http.errors import ApiError
+from iam.platform import audit, crypto, egress, events
+from iam.platform.service_helpers import UNSET, apply_changes, save_unique, sent
 from tenancy.models import Workspace
 from tenancy.quotas import check_quota
 
-from . import egress, push
+from . import push
 from .client_cache import forget_client
 from .models import Client, Delivery
 
-NAME_CONFLICT = "name already exists"  # CONTRACT 12, as `save_unique` answers it
+NAME_CONFLICT = "name already exists"  # docs/api.md#validation, as `save_unique` answers it
 NO_ENDPOINT = "client has no endpoint"
 AUDITED = ("name", "endpoint", "description", "tags")  # what the audit log shows of a client
 
 
 def get_client(workspace: Workspace, *, id: UUID) -> Client:
-    """CONTRACT 2: a client of another workspace is not found."""
+    """docs/api.md#x-workspace: a client of another workspace is not found."""
     client = Client.objects.in_workspace(workspace).select_related("workspace").filter(pk=id).first()
     if client is None:
         raise ApiError(404, "client not found", "id")
@@ -60,7 +61,7 @@ def create_client(
     description: str | None = None,
     endpoint: str | None = None,
 ) -> tuple[Client, str]:
-    """Returns the client and its plaintext secret, shown this once (SPEC 4 Clients rule 1)."""
+    """Returns the client and its plaintext secret, shown this once (docs/api.md#clients)."""
     endpoint = endpoint or None
     check_endpoint(endpoint)
     with transaction.atomic():
@@ -125,7 +126,8 @@ def update_client(
 
 
 def delete_client(client: Client, *, actor: Account | None) -> dict:
-    """Destructive (SPEC 4): the client stops validating at once and its pending pushes are dropped."""
+    """Destructive (docs/api.md#clients): the client stops validating at once and its pending pushes are
+    dropped."""
     summary = {"id": str(client.pk)}
     with transaction.atomic():
         audit.record(
@@ -142,7 +144,7 @@ def delete_client(client: Client, *, actor: Account | None) -> dict:
 
 
 def regenerate_secret(client: Client, *, actor: Account | None) -> str:
-    """The old secret stops working when this commits (SPEC 4 Clients rule 2)."""
+    """The old secret stops working when this commits (docs/api.md#clients)."""
     with transaction.atomic():
         secret = _set_secret(client)
         client.secret_version += 1

@@ -1,6 +1,6 @@
-"""`POST /clients/validate` (CONTRACT 7): the hot path other services call on every request they serve.
-On a warm cache it makes no query: the client, the account, the grants and the workspace's MFA policy
-are all cached, and each is
+"""`POST /clients/validate` (docs/integration.md#validate-each-token-clientsvalidate): the hot path other
+services call on every request they serve. On a warm cache it makes no query: the client, the account, the
+grants and the workspace's MFA policy are all cached, and each is
 purged around the commit of any change to it, so a revoke, a rotation or a removed membership answers
 `authorized: false` at once, and with the cache down the database answers."""
 
@@ -11,8 +11,9 @@ from uuid import UUID
 from authn import tokens
 from authn.sessions import check_session_state, session_keys
 from authn.tokens import TokenError
-from iam import cache, crypto
+from iam.platform import cache, crypto
 from rbac import policy
+from rbac.explain import grant_paths
 from tenancy.workspace_cache import requires_mfa, workspace_key
 
 from .client_cache import client_key, find_client, workspace_of
@@ -106,7 +107,7 @@ def validate(
             with_grants = True
     found = cache.get_many(keys)
     client = find_client(client_id, prefetched=found.get(keys[0], cache.MISSING))
-    if client is None or not crypto.matches(client_secret, client.secret_digest):
+    if client is None or not crypto.digest_matches(client_secret, client.secret_digest):
         return _answer("invalid_client", allowed=denied)
     workspace_id = workspace_of.remember(client_id, client.workspace_id)
     try:
@@ -142,11 +143,11 @@ def validate(
 
 def explained(answer: dict, *, permission: str | None = None, project_id: UUID | None = None) -> dict:
     """`"explain": true`: the answer plus `matched`, every grant path behind `allowed` (the same policy
-    data, `rbac.policy.grant_paths`); empty when nothing was asked or nothing allows it. Costs nothing
+    data, `rbac.explain.grant_paths`); empty when nothing was asked or nothing allows it. Costs nothing
     when not asked for."""
     matched = []
     if answer["allowed"]:
-        matched = policy.grant_paths(
+        matched = grant_paths(
             UUID(answer["account"]["id"]), UUID(answer["workspace_id"]), permission, project_id
         )
     return {**answer, "matched": matched}

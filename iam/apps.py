@@ -9,14 +9,14 @@ class IamConfig(AppConfig):
     def ready(self) -> None:
         from django.db.backends.signals import connection_created
 
-        from iam import cache, outbox, timeouts
+        from iam.platform import cache, outbox, timeouts
 
         outbox.handler(cache.PURGE_TOPIC)(cache.purge_later)
         connection_created.connect(timeouts.limit_request_connection, dispatch_uid="iam.statement_timeout")
 
 
 class IamAdminConfig(admin_apps.AdminConfig):
-    """Django's admin with the operators' site (`iam.sites.IamAdminSite`)."""
+    """Django's admin with the operators' site (`iam.http.admin_site.IamAdminSite`)."""
 
     default = False  # `iam` itself is IamConfig
-    default_site = "iam.sites.IamAdminSite"
+    default_site = "iam.http.admin_site.IamAdminSite"

@@ -5,9 +5,9 @@ from django.utils import timezone
 
 
 class Resource(models.Model):
-    """What every SPEC resource has: a UUID, tags, meta and timestamps."""
+    """What every API resource has: a UUID, tags, meta and timestamps."""
 
-    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    id = models.UUIDField("ID", primary_key=True, default=uuid.uuid4, editable=False)
     tags = models.JSONField(default=list, blank=True)
     meta = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(default=timezone.now, editable=False)
@@ -20,14 +20,14 @@ class Resource(models.Model):
 class OutboxMessage(models.Model):
     """Work owed by a committed change (an e-mail, a push delivery), written in the change's transaction
     and carried out after commit by a Celery worker; the beat sweeper re-dispatches what a broker or worker
-    outage left behind (see iam/outbox.py)."""
+    outage left behind (see iam/platform/outbox.py)."""
 
     class Status(models.TextChoices):
         PENDING = "pending"
         DONE = "done"
         FAILED = "failed"
 
-    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    id = models.UUIDField("ID", primary_key=True, default=uuid.uuid4, editable=False)
     topic = models.CharField(max_length=64)
     payload = models.JSONField(default=dict)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
@@ -49,8 +49,9 @@ class OutboxMessage(models.Model):
 
 
 class Event(models.Model):
-    """The event log that `POST /clients/events` reads: every push event (CONTRACT 8) once per workspace,
-    written by `iam.events.emit` in the change's transaction, kept `IAM_EVENT_RETENTION_DAYS`.
+    """The event log that `POST /clients/events` reads: every push event (docs/integration.md#push-events)
+    once per workspace, written by `iam.platform.events.emit` in the change's transaction, kept
+    `IAM_EVENT_RETENTION_DAYS`.
 
     `xid` is the writing transaction's id on PostgreSQL (`pg_current_xact_id()`), 0 elsewhere. A reader
     is served only rows whose `xid` is below the oldest transaction still running, in (`xid`, `id`)
@@ -76,22 +77,22 @@ class Event(models.Model):
 
 
 class AuditEntry(models.Model):
-    """One change, recorded in the change's transaction by `iam.audit.record`. Append-only: nothing
+    """One change, recorded in the change's transaction by `iam.platform.audit.record`. Append-only: nothing
     updates or deletes an entry but `manage.py cleanup` after IAM_AUDIT_RETENTION_DAYS. Actor, workspace
     and resource are plain UUIDs, not foreign keys: the entry outlives them, and `iam` imports no app."""
 
-    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    id = models.UUIDField("ID", primary_key=True, default=uuid.uuid4, editable=False)
     occurred_at = models.DateTimeField(default=timezone.now, db_index=True)
-    actor_id = models.UUIDField(null=True, blank=True)
+    actor_id = models.UUIDField("actor ID", null=True, blank=True)
     actor_kind = models.CharField(max_length=16)
     action = models.CharField(max_length=64)
-    workspace_id = models.UUIDField(null=True, blank=True)
+    workspace_id = models.UUIDField("workspace ID", null=True, blank=True)
     resource_type = models.CharField(max_length=64)
-    resource_id = models.UUIDField(null=True, blank=True)
+    resource_id = models.UUIDField("resource ID", null=True, blank=True)
     changes = models.JSONField(default=dict, blank=True)
-    ip = models.GenericIPAddressField(null=True, blank=True)
+    ip = models.GenericIPAddressField("IP address", null=True, blank=True)
     user_agent = models.CharField(max_length=512, blank=True, default="")
-    request_id = models.CharField(max_length=128, blank=True, default="")
+    request_id = models.CharField("request ID", max_length=128, blank=True, default="")
 
     class Meta:
         verbose_name = "audit entry"

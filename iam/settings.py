@@ -9,15 +9,16 @@ import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
 from iam.env import env
+from iam.version import VERSION
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 DEBUG = env("DEBUG", False, bool)
 TESTING = env("IAM_TESTING", False, bool)
 
-# With DEBUG off these must come from the environment (CONTRACT 14). Per-process caches (no REDIS_URL)
-# cannot enforce revocation or throttling across several web processes, and a built-in key signs nothing.
-# DEBUG on (`make run`) and the test suite keep the embedded defaults.
+# With DEBUG off these must come from the environment (docs/operations.md#required-settings). Per-process
+# caches (no REDIS_URL) cannot enforce revocation or throttling across several web processes, and a built-in
+# key signs nothing. DEBUG on (`make run`) and the test suite keep the embedded defaults.
 _DEV_SECRET_KEY = "dev-insecure-secret-key-change-me-0123456789abcdef"
 _REQUIRED_IN_PRODUCTION = ("SECRET_KEY", "IAM_JWT_SIGNING_KEY", "REDIS_URL")
 if not (DEBUG or TESTING):
@@ -40,6 +41,9 @@ SECRET_KEY = env("SECRET_KEY", _DEV_SECRET_KEY)
 
 ALLOWED_HOSTS = env("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"], list)
 CSRF_TRUSTED_ORIGINS = env("CSRF_TRUSTED_ORIGINS", [], list)
+# A POST whose CSRF check fails (the hosted pages', the admin's) gets a page of its own (iam/http/pages.py).
+# The API is not concerned: its endpoints take Bearer tokens, never cookies, and are exempt.
+CSRF_FAILURE_VIEW = "iam.http.pages.csrf_failure"
 
 INSTALLED_APPS = [
     "iam.apps.IamAdminConfig",  # django.contrib.admin with the operators' site
@@ -62,10 +66,13 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
-    "iam.middleware.SecurityHeadersMiddleware",  # outermost: errors made by the others get the headers too
-    "iam.middleware.RequestContextMiddleware",
-    "iam.middleware.MetricsMiddleware",
-    "iam.middleware.JsonErrorsMiddleware",
+    # outermost: errors made by the others get the headers too
+    "iam.http.middleware.SecurityHeadersMiddleware",
+    "iam.http.middleware.RequestContextMiddleware",
+    "iam.http.middleware.MetricsMiddleware",
+    # inside the request id and the metrics: its 503 has both
+    "iam.http.middleware.RequestDeadlineMiddleware",
+    "iam.http.middleware.JsonErrorsMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -118,7 +125,7 @@ REDIS_URL = env("REDIS_URL", "")
 if REDIS_URL:
     CACHES = {
         "default": {
-            "BACKEND": "iam.redis_cache.RedisCache",
+            "BACKEND": "iam.platform.redis_cache.RedisCache",
             "LOCATION": REDIS_URL,
             "KEY_PREFIX": env("IAM_CACHE_PREFIX", "iam"),
             # A cache outage must cost milliseconds, not seconds: callers fall back to the database.
@@ -126,7 +133,8 @@ if REDIS_URL:
                 "socket_connect_timeout": 0.2,
                 "socket_timeout": 0.5,
                 # What `clients/validate` and Bearer checks read is also kept in process memory, dropped
-                # as Redis reports each change (iam/redis_cache.py): a warm check makes no round trip.
+                # as Redis reports each change (iam/platform/redis_cache.py): a warm check makes no round
+                # trip.
                 "LOCAL_PREFIXES": (
                     ["client:", "account:", "session:", "grants:", "authz-generation:", "workspace:"]
                     if env("IAM_CACHE_LOCAL", True, bool)
@@ -147,13 +155,18 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
 ]
 
-LANGUAGE_CODE = "en-us"
+# The hosted pages' text goes through Django's translation machinery (docs/pages.md#languages): English is
+# shipped; a language added to LANGUAGES with its catalogue under locale/ is chosen by Accept-Language.
+LANGUAGE_CODE = "en"
+LANGUAGES = [("en", "English")]
+LOCALE_PATHS = [BASE_DIR / "locale"]
 TIME_ZONE = "UTC"
-USE_I18N = False
+USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
+STATICFILES_DIRS = [BASE_DIR / "static"]  # the hosted pages' stylesheet (static/pages/)
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {
@@ -163,7 +176,7 @@ STORAGES = {
     },
 }
 
-# CONTRACT 1: bodies over 1 MiB are refused with 413.
+# docs/api.md#errors: bodies over 1 MiB are refused with 413.
 DATA_UPLOAD_MAX_MEMORY_SIZE = 1024 * 1024
 
 SECURE_CONTENT_TYPE_NOSNIFF = True
@@ -172,21 +185,22 @@ SESSION_COOKIE_SECURE = env("SESSION_COOKIE_SECURE", not DEBUG, bool)
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
 IAM_BEHIND_PROXY = env("IAM_BEHIND_PROXY", False, bool)  # TLS ends at a proxy: X-Forwarded-Proto, HSTS
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if IAM_BEHIND_PROXY else None
-# CONTRACT 13: the client address is REMOTE_ADDR unless N trusted reverse proxies stand in front, in which
-# case it is the N-th X-Forwarded-For entry from the right (iam/addresses.py).
+# docs/operations.md#behind-a-reverse-proxy: the client address is REMOTE_ADDR unless N trusted reverse
+# proxies stand in front, in which case it is the N-th X-Forwarded-For entry from the right
+# (iam/platform/addresses.py).
 IAM_NUM_PROXIES = env("IAM_NUM_PROXIES", 0, int)
 if IAM_NUM_PROXIES < 0:
     raise ImproperlyConfigured("IAM_NUM_PROXIES must be 0 or more")
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["authn.authentication.BearerAuthentication"],
-    "DEFAULT_PERMISSION_CLASSES": ["rbac.policy.EndpointPermission"],
-    "DEFAULT_PARSER_CLASSES": ["iam.parsers.JsonBodyParser"],
+    "DEFAULT_PERMISSION_CLASSES": ["rbac.api.access.EndpointPermission"],
+    "DEFAULT_PARSER_CLASSES": ["iam.http.parsers.JsonBodyParser"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "EXCEPTION_HANDLER": "iam.errors.exception_handler",
+    "EXCEPTION_HANDLER": "iam.http.errors.exception_handler",
     "UNAUTHENTICATED_USER": None,
     "NUM_PROXIES": IAM_NUM_PROXIES,  # 0: DRF's own get_ident uses REMOTE_ADDR too (None trusts the header)
-    "DEFAULT_SCHEMA_CLASS": "iam.schema.EndpointSchema",
+    "DEFAULT_SCHEMA_CLASS": "iam.http.schema.EndpointSchema",
 }
 
 SPECTACULAR_SETTINGS = {
@@ -198,7 +212,7 @@ SPECTACULAR_SETTINGS = {
         "Workspace-scoped operations name their workspace in the `X-Workspace` header (id or slug). "
         "Guides: the repository's README.md and docs/."
     ),
-    "VERSION": "1.0.0",
+    "VERSION": VERSION,  # the release (pyproject.toml)
     "SERVE_INCLUDE_SCHEMA": False,
     # The reference served at /docs (schema at /docs/schema): Swagger UI from the sidecar package's static
     # files, so the page loads nothing from another origin.
@@ -216,7 +230,7 @@ SPECTACULAR_SETTINGS = {
     },
 }
 
-# E-mail (CONTRACT 9).
+# E-mail (docs/operations.md#e-mail).
 EMAIL_BACKEND = env(
     "EMAIL_BACKEND",
     "django.core.mail.backends.console.EmailBackend"
@@ -243,7 +257,7 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # Publishing must not hang a request while the broker is down: the outbox sweeper catches up later.
-# No ack emulation (issue 12 item 7): with it, kombu's Redis transport keeps unacknowledged messages in a
+# No ack emulation: with it, kombu's Redis transport keeps unacknowledged messages in a
 # hash and, when the broker connection drops while the worker holds one, puts it back through the
 # transport it has just closed (`'NoneType' object has no attribute 'hostname'`): the worker logs
 # "Unrecoverable error" and exits. The outbox rows in PostgreSQL are the record of what is owed, and the
@@ -260,20 +274,20 @@ CELERY_BROKER_CONNECTION_RETRY = True
 CELERY_BROKER_CONNECTION_MAX_RETRIES = None
 CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
 CELERY_BEAT_SCHEDULE = {
-    "compact-row-counts": {"task": "iam.compact_row_counts", "schedule": 60.0},  # iam/counts.py
+    "compact-row-counts": {"task": "iam.compact_row_counts", "schedule": 60.0},  # iam/platform/counts.py
     "sweep-outbox": {"task": "iam.sweep_outbox", "schedule": env("IAM_OUTBOX_SWEEP_SECONDS", 5.0, float)},
     # Push deliveries carry their own retry state (clients/push.py): the due ones no task took.
     "sweep-push": {"task": "clients.sweep_push", "schedule": env("IAM_OUTBOX_SWEEP_SECONDS", 5.0, float)},
 }
 # Without a broker (eager tasks) outbox messages run in this many threads of the web process, never in
-# the request that committed them (CONTRACT 13). Only the unit suite sets 0: its transactions never commit,
-# so another thread could not see their rows (iam/test_settings.py).
+# the request that committed them (docs/api.md#throttling). Only the unit suite sets 0: its transactions never
+# commit, so another thread could not see their rows (iam/test_settings.py).
 IAM_OUTBOX_THREADS = 2
 # The sweeper leaves a message this long after it was due before re-publishing it (its publish may be in
 # flight); the live test layer shortens it so outage recovery is measured in seconds.
 IAM_OUTBOX_SWEEP_GRACE_SECONDS = env("IAM_OUTBOX_SWEEP_GRACE_SECONDS", 30.0, float)
 
-# IAM settings (CONTRACT).
+# IAM settings.
 IAM_ROOT_WORKSPACE = env("IAM_ROOT_WORKSPACE", "root")
 IAM_JWT_SIGNING_KEY = env("IAM_JWT_SIGNING_KEY", SECRET_KEY)
 IAM_JWT_ALGORITHM = env("IAM_JWT_ALGORITHM", "HS256")
@@ -286,24 +300,28 @@ IAM_ACCESS_TOKEN_LIFETIME = timedelta(minutes=60)
 IAM_REFRESH_TOKEN_LIFETIME = timedelta(days=env("IAM_REFRESH_TOKEN_DAYS", 30, int))
 IAM_EMAIL_TOKEN_LIFETIME = timedelta(hours=24)
 IAM_AUTH_CACHE_SECONDS = env("IAM_AUTH_CACHE_SECONDS", 300, int)
-# CONTRACT 17: ending another session needs a login at most this many seconds old (`auth_time`).
+# docs/api.md#sessions: ending another session needs a login at most this many seconds old (`auth_time`).
 IAM_REAUTH_SECONDS = env("IAM_REAUTH_SECONDS", 600, int)
 IAM_FRONTEND_URL = env("IAM_FRONTEND_URL", "http://localhost:3000").rstrip("/")
 IAM_PUBLIC_URL = env("IAM_PUBLIC_URL", "http://127.0.0.1:8000").rstrip("/")
+# The name the hosted pages (/signin and the others, docs/pages.md) show in their header and title.
+IAM_SITE_NAME = env("IAM_SITE_NAME", "IAM")
 IAM_LOGIN_FAILURES_PER_EMAIL = env("IAM_LOGIN_FAILURES_PER_EMAIL", 5, int)
 IAM_LOGIN_FAILURES_PER_IP = env("IAM_LOGIN_FAILURES_PER_IP", 50, int)
 IAM_LOGIN_FAILURE_WINDOW = timedelta(minutes=15)
-# CONTRACT 17: wrong second-factor codes one account may send within IAM_LOGIN_FAILURE_WINDOW; past it, 429.
+# docs/api.md#second-factor-totp: wrong second-factor codes one account may send within
+# IAM_LOGIN_FAILURE_WINDOW; past it, 429.
 IAM_MFA_FAILURES_PER_ACCOUNT = env("IAM_MFA_FAILURES_PER_ACCOUNT", 5, int)
 IAM_MFA_TOKEN_LIFETIME = timedelta(minutes=5)
 IAM_EMAILS_PER_ADDRESS_PER_HOUR = env("IAM_EMAILS_PER_ADDRESS_PER_HOUR", 3, int)
-# reset-password and resend-confirm requests one client address may make per hour (CONTRACT 13); past it, 429.
+# reset-password and resend-confirm requests one client address may make per hour
+# (docs/operations.md#behind-a-reverse-proxy); past it, 429.
 IAM_EMAIL_REQUESTS_PER_IP_PER_HOUR = env("IAM_EMAIL_REQUESTS_PER_IP_PER_HOUR", 20, int)
-# `auth/register` requests one client address may make per hour (docs/security.md#throttling-and-
-# enumeration): the per-account workspace quota is not bypassed by registering more accounts.
+# `auth/register` requests one client address may make per hour (docs/security.md#throttling-and-enumeration):
+# the per-account workspace quota is not bypassed by registering more accounts.
 IAM_REGISTRATIONS_PER_IP_PER_HOUR = env("IAM_REGISTRATIONS_PER_IP_PER_HOUR", 100, int)
-# Invitation e-mails (CONTRACT 15) one address receives per hour, whoever invites; past it the invitation
-# still stands (the account sees it signed in, `memberships/accept` with Bearer and id), unmailed.
+# Invitation e-mails (docs/api.md#invitations) one address receives per hour, whoever invites; past it the
+# invitation still stands (the account sees it signed in, `memberships/accept` with Bearer and id), unmailed.
 IAM_INVITATIONS_PER_ADDRESS_PER_HOUR = env("IAM_INVITATIONS_PER_ADDRESS_PER_HOUR", 10, int)
 # OAuth and SSO logins one client address may start per minute: a whole office behind one address signs
 # in at nine (docs/security.md#throttling-and-enumeration).
@@ -322,9 +340,10 @@ IAM_SCIM_LOG_DAYS = env("IAM_SCIM_LOG_DAYS", 7, int)
 # `GET /metrics` asks for `Authorization: Bearer <this>` when set.
 IAM_METRICS_TOKEN = env("IAM_METRICS_TOKEN", "")
 
-# CONTRACT 16: quotas. Per workspace, the records it may hold (`PENDING_INVITATIONS`: invitations not yet
-# answered; `PERMISSIONS_PER_ROLE`, `ROLES_PER_MEMBERSHIP`: one role's, one membership's), and per account
-# the workspaces it has created and not deleted. Operators (and management commands) are exempt.
+# docs/api.md#quotas-and-budgets: quotas. Per workspace, the records it may hold (`PENDING_INVITATIONS`:
+# invitations not yet answered; `PERMISSIONS_PER_ROLE`, `ROLES_PER_MEMBERSHIP`: one role's, one membership's),
+# and per account the workspaces it has created and not deleted. Operators (and management commands) are
+# exempt.
 IAM_QUOTA_PROJECTS = env("IAM_QUOTA_PROJECTS", 1000, int)
 IAM_QUOTA_ROLES = env("IAM_QUOTA_ROLES", 1000, int)
 IAM_QUOTA_PERMISSIONS = env("IAM_QUOTA_PERMISSIONS", 5000, int)
@@ -334,22 +353,27 @@ IAM_QUOTA_PENDING_INVITATIONS = env("IAM_QUOTA_PENDING_INVITATIONS", 1000, int)
 IAM_QUOTA_PERMISSIONS_PER_ROLE = env("IAM_QUOTA_PERMISSIONS_PER_ROLE", 500, int)
 IAM_QUOTA_ROLES_PER_MEMBERSHIP = env("IAM_QUOTA_ROLES_PER_MEMBERSHIP", 50, int)
 IAM_QUOTA_WORKSPACES = env("IAM_QUOTA_WORKSPACES", 20, int)
-# CONTRACT 16: every statement of a request is cancelled past this (503 `request took too long`); the
-# worker, beat and management commands run without it (iam/timeouts.py).
+# docs/api.md#quotas-and-budgets: every statement of a request is cancelled past this (503 `request took too
+# long`); the worker, beat and management commands run without it (iam/platform/timeouts.py).
 IAM_STATEMENT_TIMEOUT_MS = env("IAM_STATEMENT_TIMEOUT_MS", 5000, int)
-# CONTRACT 11: a list page ends before the record that would take its serialized records past this.
+# No request runs longer than this in all (seconds): past it, 503 `request took too long`, nothing written
+# (iam/platform/timeouts.py). gunicorn's `timeout` must stay above it.
+IAM_REQUEST_SECONDS = env("IAM_REQUEST_SECONDS", 20.0, float)
+# docs/api.md#lists: a list page ends before the record that would take its serialized records past this.
 IAM_PAGE_MAX_BYTES = env("IAM_PAGE_MAX_BYTES", 4 * 1024 * 1024, int)
-# CONTRACT 16 (issue 23): request-body bytes one web worker holds at once, across its connections
-# (iam/web.py): past it the request holding the most is answered 503 and its connection closed.
+# docs/api.md#quotas-and-budgets: request-body bytes one web worker holds at once, across its connections
+# (iam/server/app.py): past it the request holding the most is answered 503 and its connection closed.
+# As much again for answers its clients have not taken yet (iam/server/answers.py).
 IAM_WEB_BUFFER_BYTES = env("IAM_WEB_BUFFER_BYTES", 64 * 1024 * 1024, int)
 
-# The key that encrypts client secrets at rest (CONTRACT 7): derived from SECRET_KEY when unset.
+# The key that encrypts client secrets at rest (docs/security.md#secrets-at-rest): derived from SECRET_KEY
+# when unset.
 IAM_ENCRYPTION_KEY = env(
     "IAM_ENCRYPTION_KEY",
     base64.urlsafe_b64encode(hashlib.sha256(f"iam-encryption:{SECRET_KEY}".encode()).digest()).decode(),
 )
 
-# OAuth provider idp_a (CONTRACT 10).
+# OAuth provider idp_a (docs/api.md#oauth-login).
 IAM_IDP_A_CLIENT_ID = env("IAM_IDP_A_CLIENT_ID", "")
 IAM_IDP_A_CLIENT_SECRET = env("IAM_IDP_A_CLIENT_SECRET", "")
 IAM_IDP_A_AUTHORIZE_URL = env("IAM_IDP_A_AUTHORIZE_URL", "")
@@ -358,7 +382,7 @@ IAM_IDP_A_USERINFO_URL = env("IAM_IDP_A_USERINFO_URL", "")
 IAM_IDP_A_SCOPE = env("IAM_IDP_A_SCOPE", "openid email profile")
 IAM_OAUTH_REDIRECT_ALLOWLIST = env("IAM_OAUTH_REDIRECT_ALLOWLIST", [], list)
 
-# Enterprise SSO per workspace (CONTRACT 18): the nameservers that answer the DNS TXT proof of a domain
+# Enterprise SSO per workspace (docs/api.md#sso): the nameservers that answer the DNS TXT proof of a domain
 # (`address` or `address:port`, comma-separated; the system's when empty).
 IAM_DNS_NAMESERVERS = env("IAM_DNS_NAMESERVERS", [], list)
 # A request waits on the network (DNS, an OpenID provider) this long at most in all; at most this many
@@ -373,7 +397,7 @@ IAM_NETWORK_REQUESTS_PER_PROCESS = env(
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "filters": {"request_id": {"()": "iam.context.RequestIdFilter"}},
+    "filters": {"request_id": {"()": "iam.platform.context.RequestIdFilter"}},
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s [%(request_id)s] %(message)s"}},
     "handlers": {
         "console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["request_id"]}

@@ -1,6 +1,6 @@
 from celery import shared_task
 
-from iam import counts, outbox
+from iam.platform import counts, outbox
 
 
 @shared_task(name="iam.process_outbox_message", ignore_result=True)

@@ -1,7 +1,8 @@
 from django.contrib import admin
 from django.urls import include, path
 
-from iam import docs, metrics, views
+from iam.http import docs, views
+from iam.platform import metrics
 
 # Patterns are tried in order: `clients/validate`, which every client service calls on every request it
 # serves, comes first.

@@ -10,11 +10,11 @@ from django.contrib import admin, messages
 from django.db import transaction
 from django.http import HttpRequest
 
-from iam.admin import RESOURCE_READONLY, ViewOnly, api_fields, audit_subject
-from iam.errors import ApiError
+from iam.admin import audit_subject
+from iam.http.admin import RESOURCE_READONLY, ViewOnly, api_fields
+from iam.http.errors import ApiError
 from tenancy.admin import InWorkspaceAdmin, InWorkspaceForm
 
-from . import services
 from .models import Invitation, Membership, Permission, Role
 from .serializers import (
     MembershipCreateRequest,
@@ -27,6 +27,10 @@ from .serializers import (
     RoleSerializer,
     RoleUpdateRequest,
 )
+from .services.invitations import resend_invitation, revoke_invitation
+from .services.memberships import create_membership, delete_membership, update_membership
+from .services.permissions import create_permission, delete_permission, update_permission
+from .services.roles import create_role, delete_role, update_role
 
 
 class PermissionForm(InWorkspaceForm):
@@ -40,9 +44,9 @@ class PermissionAdmin(InWorkspaceAdmin):
     list_display = ("name", "code", "workspace", "created_at", "id")
     search_fields = ("name", "code", "=id", "workspace__slug")
     fields = api_fields(PermissionSerializer)
-    create_service = staticmethod(services.create_permission)
-    update_service = staticmethod(services.update_permission)
-    delete_service = staticmethod(services.delete_permission)
+    create_service = staticmethod(create_permission)
+    update_service = staticmethod(update_permission)
+    delete_service = staticmethod(delete_permission)
 
 
 def names_column(relation: str) -> Callable[[Any, Any], str]:
@@ -68,9 +72,9 @@ class RoleAdmin(InWorkspaceAdmin):
     permission_names = names_column("permissions")
     search_fields = ("name", "=id", "workspace__slug")
     fields = api_fields(RoleSerializer)
-    create_service = staticmethod(services.create_role)
-    update_service = staticmethod(services.update_role)
-    delete_service = staticmethod(services.delete_role)
+    create_service = staticmethod(create_role)
+    update_service = staticmethod(update_role)
+    delete_service = staticmethod(delete_role)
 
 
 # What a membership's title reads (`Membership.__str__`), in one query and one for the roles.
@@ -97,9 +101,9 @@ class MembershipAdmin(InWorkspaceAdmin):
     fields = api_fields(MembershipSerializer)
     readonly_fields = (*RESOURCE_READONLY, "accepted_at")
     fixed_on_change = ("account", "workspace")
-    create_service = staticmethod(services.create_membership)
-    update_service = staticmethod(services.update_membership)
-    delete_service = staticmethod(services.delete_membership)
+    create_service = staticmethod(create_membership)
+    update_service = staticmethod(update_membership)
+    delete_service = staticmethod(delete_membership)
 
 
 audit_subject("permission", Permission.objects.all())
@@ -149,11 +153,11 @@ class InvitationAdmin(ViewOnly, admin.ModelAdmin):
 
     @admin.action(description="Resend (valid 7 more days)")
     def resend_invitations(self, request: HttpRequest, queryset) -> None:
-        self._each(request, queryset, services.resend_invitation, "resent")
+        self._each(request, queryset, resend_invitation, "resent")
 
     @admin.action(description="Revoke")
     def revoke_invitations(self, request: HttpRequest, queryset) -> None:
-        self._each(request, queryset, services.revoke_invitation, "revoked")
+        self._each(request, queryset, revoke_invitation, "revoked")
 
     def _each(self, request: HttpRequest, queryset, service: Callable[..., Any], done: str) -> None:
         changed = skipped = 0

@@ -11,10 +11,10 @@ from django.db import transaction
 from django.utils import timezone
 
 from accounts.models import Account
-from iam import audit, events
+from iam.platform import audit, events
 from rbac import policy
 from rbac.models import Membership, Role
-from rbac.services import _check_roles_per_membership, granted_by
+from rbac.services.memberships import _check_roles_per_membership, granted_by
 from tenancy.workspace_cache import forget_authorization
 
 AT_ONCE = 5_000  # rows or ids per statement: PostgreSQL takes at most 65,535 parameters

@@ -47,8 +47,8 @@ class Membership(AccountInWorkspace):
     scope = models.CharField(max_length=16, choices=Scope.choices)
     status = models.CharField(max_length=16, choices=Status.choices)
     roles = models.ManyToManyField(Role, related_name="memberships", blank=True)
-    # CONTRACT 15: when the account consented (accepted the invitation, created the workspace, or was
-    # added by an operator); null while it has not. Only a consented membership is ever `active`.
+    # docs/api.md#invitations: when the account consented (accepted the invitation, created the workspace, or
+    # was added by an operator); null while it has not. Only a consented membership is ever `active`.
     accepted_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
@@ -68,7 +68,7 @@ class Membership(AccountInWorkspace):
             ),
         ]
         # Every list is within one workspace: its filters with the default order read from an index
-        # (issue 14: one workspace with 1M members).
+        # (docs/performance.md: one workspace with 1M members).
         indexes = [
             created_index("membership"),
             models.Index(fields=["workspace", "updated_at", "id"], name="membership_updated"),
@@ -93,7 +93,7 @@ class Membership(AccountInWorkspace):
 
 
 class Invitation(InWorkspace):
-    """An invitation by e-mail address (CONTRACT 15, revised 2026-11-24): the tenant names an address, not
+    """An invitation by e-mail address (docs/api.md#invitations): the tenant names an address, not
     an account, and learns nothing of whether one holds it. Accepting it makes (or activates) the
     membership it describes. `expired` is a `pending` invitation past `expires_at`; the status stored
     stays `pending` until something writes it (`Invitation.current_status` says what it is now)."""

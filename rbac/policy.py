@@ -1,12 +1,11 @@
-"""Authorization, decided in one place (CONTRACT 4, 15; STYLE "Authorization is decided in one place").
+"""Authorization, decided in one place (docs/api.md#authorization, #invitations; docs/architecture.md).
 
 Every API request is decided by two functions of this module: `admit` before the body is read (the
 endpoint's declared permission, asked by `EndpointPermission`, the DRF permission class at the end of this
-module), and `authorize` once the endpoint has loaded, through `get_object` (below), the object
-the request names (its project, its account, a
-workspace). Every rule reads here: wildcards (`matches`), project scope (`Grants.allows`), self access on
-accounts and root-workspace rights for global resources (`authorize`), no escalation
-(`require_grantable`), consent (`require_activation`), the operators' credential fields
+module), and `authorize` once `get_object` (below) has found the object the request names within the
+caller's reach (`reaches`; else 404). Every rule reads here: wildcards (`matches`), project scope
+(`Grants.allows`), self access on accounts and root-workspace rights for global resources (`authorize`),
+no escalation (`require_grantable`), consent (`require_activation`), the operators' credential fields
 (`require_credential_change`) and what an SSO connection trusts (`require_provider_change`);
 tests/rbac/test_policy_table.py holds them in one table. `clients/validate`
 reads the same grants. The grants of an (account, workspace) pair are cached under the workspace's
@@ -14,26 +13,22 @@ authorization generation, which every change to memberships, roles, permissions 
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
 from uuid import UUID
 
 from django.conf import settings
 from django.db.models import Q, QuerySet
-from rest_framework.exceptions import NotAuthenticated
-from rest_framework.permissions import BasePermission
-from rest_framework.request import Request
 
 from accounts.models import Account
-from iam import cache, events
-from iam.errors import ApiError
+from iam.http.errors import ApiError
+from iam.platform import cache, events
 from tenancy.models import Project, Workspace
-from tenancy.workspace_cache import authz_generation, find_workspace, generation_key, root_workspace
+from tenancy.workspace_cache import authz_generation, generation_key, root_workspace
 
 from .models import Membership
 
 
 def matches(granted: str, wanted: str) -> bool:
-    """`resource:action`, `resource:*`, `*:action` and `*` (SPEC 2)."""
+    """`resource:action`, `resource:*`, `*:action` and `*` (docs/api.md#authorization)."""
     if granted == "*" or granted == wanted:
         return True
     granted_resource, _, granted_action = granted.partition(":")
@@ -53,9 +48,9 @@ def _sides(name: str) -> tuple[str, str]:
 
 
 def covers(granted: str, wanted: str) -> bool:
-    """CONTRACT 4's escalation rule: holding `granted` lets a caller grant `wanted`. Unlike `matches`, a
-    wildcard is covered only by an equal or wider wildcard: `projects:*` covers `projects:create` and
-    `projects:*`, but `projects:create` does not cover `projects:*`, nor `*:create` cover `projects:*`."""
+    """The docs/api.md#authorization escalation rule: holding `granted` lets a caller grant `wanted`. Unlike
+    `matches`, a wildcard is covered only by an equal or wider wildcard: `projects:*` covers `projects:create`
+    and `projects:*`, but `projects:create` does not cover `projects:*`, nor `*:create` cover `projects:*`."""
     return all(held in ("*", want) for held, want in zip(_sides(granted), _sides(wanted), strict=True))
 
 
@@ -146,7 +141,7 @@ def grants(account_id: UUID, workspace_id: UUID, *, prefetched: dict | None = No
 def has_permission(
     account: Account, workspace: Workspace, permission: str, *, project_id: UUID | str | None = None
 ) -> bool:
-    if account.is_superuser:  # operators pass every check (CONTRACT 4)
+    if account.is_superuser:  # operators pass every check (docs/api.md#authorization)
         return True
     return grants(account.pk, workspace.pk).allows(permission, project_id)
 
@@ -168,11 +163,11 @@ def require_grantable(
     *,
     project_id: UUID | str | None = None,
 ) -> None:
-    """CONTRACT 4, no escalation (Kubernetes RBAC's rule): a caller may attach a permission to a role,
-    a role to a membership, or create or rename a permission, only when its own grants in the workspace
-    at the same or a wider scope already cover every permission name the result grants. `project_id`:
-    the result grants only in that project, so the caller's grants there count too. Operators, holders
-    of `*` and the system (`account=None`: commands, bootstrap) are exempt."""
+    """docs/api.md#authorization, no escalation (Kubernetes RBAC's rule): a caller may attach a permission to
+    a role, a role to a membership, or create or rename a permission, only when its own grants in the
+    workspace at the same or a wider scope already cover every permission name the result grants.
+    `project_id`: the result grants only in that project, so the caller's grants there count too. Operators,
+    holders of `*` and the system (`account=None`: commands, bootstrap) are exempt."""
     if account is None or account.is_superuser:
         return
     held = grants(account.pk, getattr(workspace, "pk", workspace))
@@ -185,7 +180,7 @@ def require_grantable(
         raise ApiError(403, CANNOT_GRANT)
 
 
-# Credentials (CONTRACT 12): what only an operator may change.
+# Credentials (docs/api.md#credentials): what only an operator may change.
 
 OPERATOR_ONLY_CREDENTIAL_FIELDS = frozenset(
     {"secret", "status", "kind", "provider", "new_provider_id", "new_email"}
@@ -217,7 +212,7 @@ def require_provider_change(account: Account, workspace: Workspace, fields: Iter
         require_grantable(account, workspace, ["*"])
 
 
-# Consent (CONTRACT 15)
+# Consent (docs/api.md#invitations)
 
 ONLY_INVITED_CAN_ACCEPT = "only the invited account can accept"
 
@@ -235,9 +230,9 @@ def require_activation(account: Account | None, membership: Membership, *, vouch
 
 def has_global_permission(account: Account, permission: str, *, claims: dict | None) -> bool:
     """Permissions on global resources are granted by roles in the root workspace (docs/api.md#accounts),
-    and the root workspace's MFA policy covers them (docs/security.md#second-factors-and-the-workspace-mfa-
-    policy): while it requires MFA, a session of `claims` that does not meet it holds none of them,
-    operators included."""
+    and the root workspace's MFA policy covers them
+    (docs/security.md#second-factors-and-the-workspace-mfa-policy): while it requires MFA, a session of
+    `claims` that does not meet it holds none of them, operators included."""
     root = root_workspace()
     return has_permission(account, root, permission) and not mfa_unmet(claims, root)
 
@@ -263,9 +258,9 @@ def admit(
     decided_on_object: bool = False,
     claims: dict | None = None,
 ) -> None:
-    """Before the body (CONTRACT 1's order): the endpoint's declared `permission`, in the `X-Workspace`
-    workspace, or in the root workspace for a global resource (docs/api.md#accounts), with the root's
-    MFA policy (`require_global`: `claims` are the caller's token's). `project_scoped`: a grant in some
+    """Before the body (the docs/api.md#errors order): the endpoint's declared `permission`, in the
+    `X-Workspace` workspace, or in the root workspace for a global resource (docs/api.md#accounts), with the
+    root's MFA policy (`require_global`: `claims` are the caller's token's). `project_scoped`: a grant in some
     project admits, and `authorize` checks the record's project. `decided_on_object`: the permission
     depends on the object alone (self access, a workspace's own grants), so `authorize` decides it."""
     if permission is None or decided_on_object:
@@ -292,22 +287,35 @@ def project_of(record: object) -> UUID | None:
     return getattr(record, "project_id", None)
 
 
+def reaches(account: Account, record: object, permission: str) -> bool:
+    """A global record within the caller's reach: the account itself, a workspace where it holds an
+    active membership, any with `permission` in the root workspace (operators: all). Out of reach is not
+    found, whoever asks. A workspace's records are reached through the `X-Workspace` querysets."""
+    if account.is_superuser or not isinstance(record, Account | Workspace):
+        return True
+    if isinstance(record, Account) and record.pk == account.pk:
+        return True
+    if isinstance(record, Workspace) and grants(account.pk, record.pk).member:
+        return True
+    # Reach is existence, not the right to act: the root's MFA policy is decided after (`authorize`).
+    return has_permission(account, root_workspace(), permission)
+
+
 def authorize(
     account: Account,
     workspace: Workspace | None,
     permission: str | None,
-    record: object | None,
+    record: object,
     *,
     project_scoped: bool = False,
     fields: Iterable[str] | None = None,
     claims: dict | None = None,
 ) -> None:
-    """Once the record is loaded (None: nothing matched, and the caller then gets the lookup's 404, so
-    whatever does not depend on the record is refused first, as `admit` would have).
+    """The decision on a record found within the caller's reach (`get_object`).
 
     - Global resources (`workspace` None): an account describes and updates itself, but not its
       `enabled`/`verified` flags; a workspace needs the permission in itself or in the root workspace,
-      and is not found by a caller who is not its member; anything else needs the root workspace.
+      after its MFA policy; anything else needs the root workspace.
     - Credentials: only operators change a secret, status, kind, provider, identity or e-mail, or delete.
     - SSO connections: their provider, secret, domains and trust in the provider's MFA need `*`.
     - `project_scoped`: a project-scope grant counts for the record's own project only.
@@ -317,7 +325,9 @@ def authorize(
     if permission is None:
         return
     if workspace is None and isinstance(record, Workspace):
-        require_in_workspace(account, record, permission, claims=claims)
+        require_mfa(claims, record)  # a member without the permission learns the policy first
+        if not has_permission(account, record, permission):
+            require_global(account, permission, claims=claims)  # under the root's MFA policy too
         return
     fields = frozenset(fields or ())
     if workspace is None:
@@ -340,25 +350,6 @@ def authorize(
         require_provider_change(account, workspace, fields)
     if project_scoped and record is not None:
         require(account, workspace, permission, project_id=project_of(record))
-
-
-def require_in_workspace(
-    account: Account, workspace: Workspace, permission: str, *, claims: dict | None
-) -> None:
-    """A workspace's own endpoints (CONTRACT 4): the permission in the workspace or in the root workspace;
-    to a caller who is not a member, another workspace does not exist. Once the workspace is in reach,
-    its MFA policy, before the permission, as for an `X-Workspace` request: a member without the
-    permission learns the policy first, a stranger never. A permission held only in the root workspace
-    is a global right, under the root's MFA policy too."""
-    allowed = has_permission(account, workspace, permission)
-    through_root = not allowed and has_permission(account, root_workspace(), permission)
-    if not (allowed or through_root) and not grants(account.pk, workspace.pk).member:
-        raise ApiError(404, "workspace not found")
-    require_mfa(claims, workspace)
-    if through_root:
-        require_mfa(claims, root_workspace())
-    elif not allowed:
-        raise ApiError(403, f"missing permission {permission}")
 
 
 # A workspace's MFA policy (`mfa_required`)
@@ -438,7 +429,7 @@ def visible_projects(account: Account, workspace: Workspace, permission: str | N
 
 @events.register_account_workspaces
 def workspaces_of(account_ids: Iterable[UUID | str]) -> set[UUID]:
-    """Where events about these accounts go (CONTRACT 15): workspaces where they hold an accepted
+    """Where events about these accounts go (docs/api.md#invitations): workspaces where they hold an accepted
     membership, and the root workspace, which holds their credentials. An invitation alone tells a
     workspace nothing more about an account."""
     account_ids = list(account_ids)
@@ -450,155 +441,3 @@ def workspaces_of(account_ids: Iterable[UUID | str]) -> set[UUID]:
     if Account.objects.filter(pk__in=account_ids, credentials__isnull=False).exists():
         found.add(root_workspace().pk)
     return found
-
-
-# Explaining a decision (`POST /permissions/check`, `clients/validate` with `explain`)
-
-
-def grant_paths(
-    account_id: UUID, workspace_id: UUID, permission: str, project_id: UUID | str | None = None
-) -> list[dict]:
-    """Every (active membership, role, permission pattern) of the account in the workspace that grants
-    `permission`, by the rules of `Grants.allows`: a workspace-scope membership everywhere, a project-scope
-    one only for its own project (CONTRACT 4). Read from the same rows `_load_grants` reads."""
-    rows = Membership.roles.through.objects.filter(
-        membership__account_id=account_id,
-        membership__workspace_id=workspace_id,
-        membership__status=Membership.Status.ACTIVE,
-        role__permissions__name__isnull=False,
-    ).values_list(
-        "membership_id",
-        "membership__scope",
-        "membership__project_id",
-        "role_id",
-        "role__name",
-        "role__permissions__name",
-    )
-    paths = [
-        {
-            "membership_id": str(membership_id),
-            "scope": scope,
-            "project_id": str(project) if project else None,
-            "role_id": str(role_id),
-            "role": role,
-            "pattern": pattern,
-        }
-        for membership_id, scope, project, role_id, role, pattern in rows
-        if matches(pattern, permission)
-        and (
-            scope == Membership.Scope.WORKSPACE
-            or (project_id is not None and str(project) == str(project_id))
-        )
-    ]
-    return sorted(paths, key=lambda path: (path["scope"] != "workspace", path["role"], path["pattern"]))
-
-
-def explain(
-    account: Account, workspace_id: UUID, permission: str, *, project_id: UUID | str | None = None
-) -> dict:
-    """`allowed` is the decision `clients/validate` makes (`grants().allows`); `matched` every grant path
-    behind it, or `reason` why there is none. A disabled account is named only to a workspace it belongs
-    to. Operators pass API checks whatever this says (CONTRACT 4): it explains grants, not the flag.
-    An account that never accepted a membership here (one only invited) is `not_a_member`, whatever its
-    flags: an invitation tells a workspace nothing about the account (CONTRACT 15)."""
-    statuses = set(
-        Membership.objects.filter(
-            account_id=account.pk, workspace_id=workspace_id, accepted_at__isnull=False
-        ).values_list("status", flat=True)
-    )
-    reason = None
-    if not statuses:
-        reason = "not_a_member"
-    elif not account.enabled:
-        reason = "account_disabled"
-    elif Membership.Status.ACTIVE not in statuses:
-        reason = "not_active"
-    elif not grants(account.pk, workspace_id).allows(permission, project_id):
-        reason = "no_matching_permission"
-    matched = grant_paths(account.pk, workspace_id, permission, project_id) if reason is None else []
-    return {"allowed": reason is None, "matched": matched, "reason": reason}
-
-
-# The door: DRF's permission class for every API endpoint
-
-
-class EndpointPermission(BasePermission):
-    """Runs after authentication, before the body is read (CONTRACT 1's order): the caller must be
-    authenticated, the `X-Workspace` workspace of a workspace-scoped endpoint must exist, count the
-    caller as an active member (CONTRACT 2) and, when it requires MFA, see a session that meets it
-    (`require_mfa`), and the endpoint's declared permission must be held there (`admit`)."""
-
-    def has_permission(self, request, view) -> bool:
-        if getattr(view, "public", False):
-            return True
-        account = request.user
-        if account is None:
-            raise NotAuthenticated()
-        workspace = None
-        if getattr(view, "workspace_scoped", False):
-            workspace = request.workspace = select_workspace(request, account)
-        admit(
-            account,
-            workspace,
-            getattr(view, "permission", None),
-            project_scoped=getattr(view, "project_scoped", False),
-            decided_on_object=getattr(view, "decided_on_object", False),
-            claims=request.auth,
-        )
-        return True
-
-
-def select_workspace(request, account):
-    ref = request.headers.get("X-Workspace", "").strip()
-    if not ref:
-        raise ApiError(400, "workspace required", "X-Workspace")
-    workspace = find_workspace(ref)
-    if workspace is None:
-        raise ApiError(404, "workspace not found", "X-Workspace")
-    if not account.is_superuser and not grants(account.pk, workspace.pk).member:
-        raise ApiError(403, "not a member of this workspace")
-    require_mfa(request.auth, workspace)
-    return workspace
-
-
-def get_object(
-    request: Request,
-    queryset: QuerySet,
-    *,
-    permission: str,
-    project_scoped: bool = False,
-    fields: Iterable[str] = (),
-    **lookup: Any,
-) -> Any:
-    """The object of `queryset` (already scoped to the `X-Workspace` workspace where it belongs to one)
-    that every `lookup` key names, once the caller may act on it with `permission`. `project_scoped`: a
-    project-scope grant counts for the object's own project. `fields`: the request's fields (an update's),
-    for the rules that depend on what changes (an account's own flags, a credential's secret)."""
-    found = queryset.filter(**lookup).first() if lookup else None
-    authorize(
-        request.user,
-        getattr(request, "workspace", None),
-        permission,
-        found,
-        project_scoped=project_scoped,
-        fields=fields,
-        claims=getattr(request, "auth", None),
-    )
-    if found is None:
-        raise ApiError(404, f"{queryset.model._meta.verbose_name} not found")
-    return found
-
-
-def named_by(data: dict, *keys: str) -> dict:
-    """The lookup of the object the body names by any of `keys` (`id`, `slug`): every key sent must match."""
-    return {key: data[key] for key in keys if key in data}
-
-
-def in_visible_projects(
-    request: Request, queryset: QuerySet, *, permission: str, project_field: str = "project_id"
-) -> QuerySet:
-    """For a list a project-scope grant of `permission` lets in (`project_scoped = True`): `queryset` (of
-    the `X-Workspace` workspace) as it is for a workspace-wide grant, else only what belongs to the
-    projects where the caller holds `permission` (`project_field` names an object's project)."""
-    visible = visible_projects(request.user, request.workspace, permission)
-    return queryset if visible is None else queryset.filter(**{f"{project_field}__in": visible})

@@ -1,8 +1,8 @@
 from rest_framework import serializers
 
-from iam.api import require_one
-from iam.fields import Choice, Description, Email, JsonObject, Name, PermissionName, Tags, Uuid, UuidList
-from iam.serializers import RECORD_TAIL, RecordRequest, ResourceSerializer, UpdateRequest
+from iam.http.endpoint import require_one
+from iam.http.fields import Choice, Description, Email, JsonObject, Name, PermissionName, Tags, Uuid, UuidList
+from iam.http.serializers import RECORD_TAIL, RecordRequest, ResourceSerializer, UpdateRequest
 
 from .models import Invitation, Membership, Permission, Role
 
@@ -85,7 +85,7 @@ class MembershipCreateRequest(RecordRequest):
 
 class MembershipUpdateRequest(UpdateRequest, IdRequest, MembershipCreateRequest):
     account_id = None  # a membership keeps its account
-    meta = JsonObject(required=False, require_schema_version=False)  # SPEC 4: optional here
+    meta = JsonObject(required=False, require_schema_version=False)  # docs/api.md#validation: optional here
 
 
 class PermissionCheckRequest(serializers.Serializer):
@@ -107,7 +107,7 @@ class GrantPath(serializers.Serializer):
 
 
 class PermissionCheckResult(serializers.Serializer):
-    """Documentation only: the payload is built by `rbac.policy.explain`."""
+    """Documentation only: the payload is built by `rbac.explain.explain`."""
 
     allowed = serializers.BooleanField()
     matched = GrantPath(many=True)
@@ -117,8 +117,8 @@ class PermissionCheckResult(serializers.Serializer):
 
 
 class InvitationSerializer(ResourceSerializer):
-    # CONTRACT 15 (a comment: docstrings become the OpenAPI descriptions). `status` is what it is now:
-    # `expired` once past `expires_at`.
+    # docs/api.md#invitations (a comment: docstrings become the OpenAPI descriptions). `status` is what it is
+    # now: `expired` once past `expires_at`.
 
     roles = RoleSerializer(many=True, read_only=True)
     status = Choice(Invitation.Status.choices, source="current_status", read_only=True)
@@ -146,7 +146,7 @@ class MembershipAsInvitation(ResourceSerializer):
     # An invited membership in the shape of an invitation (`invitations/mine`, `invitations/accept` and
     # `invitations/decline` of one by its id): its own id, the account's address, `pending` while
     # invited (`accepted` once active; `context["status"]` says otherwise: `declined`), no inviter and no
-    # expiry. A `ResourceSerializer`, so that `iam.serializers.Encoder` writes it, its roles read a few
+    # expiry. A `ResourceSerializer`, so that `iam.http.encoder.Encoder` writes it, its roles read a few
     # at a time.
 
     email = serializers.EmailField(source="account.email", read_only=True)

@@ -9,7 +9,8 @@ from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html
 
-from iam.admin import ServiceAdmin, ViewOnly, audit_subject
+from iam.admin import audit_subject
+from iam.http.admin import ServiceAdmin, ViewOnly
 
 from . import services
 from .models import ScimRequest, ScimToken

@@ -12,7 +12,7 @@ from django.db.models import Count, QuerySet
 
 from rbac.holders import change_holders
 from rbac.models import Membership, Role
-from rbac.services import create_role, delete_role, update_role
+from rbac.services.roles import create_role, delete_role, update_role
 from tenancy.models import Workspace
 
 from .models import ScimGroup

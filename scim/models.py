@@ -8,14 +8,14 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
-from iam import retention
+from iam.platform import retention
 from tenancy.models import InWorkspace, created_index
 
 
 class ScimToken(InWorkspace):
     """A bearer token of one workspace's SCIM service. Only its keyed digest is stored
-    (`iam.crypto.digest`), so a database dump holds no usable token; the token itself is answered once,
-    at creation. It opens the SCIM service of its workspace and nothing else."""
+    (`iam.platform.crypto.digest`), so a database dump holds no usable token; the token itself is answered
+    once, at creation. It opens the SCIM service of its workspace and nothing else."""
 
     name = models.CharField(max_length=255)
     token_digest = models.CharField(max_length=64, unique=True, editable=False)
@@ -25,7 +25,7 @@ class ScimToken(InWorkspace):
     )
 
     class Meta:
-        verbose_name = "scim token"
+        verbose_name = "SCIM token"
         constraints = [models.UniqueConstraint(fields=["workspace", "name"], name="scim_token_unique_name")]
         indexes = [created_index("scim_token")]
 
@@ -45,7 +45,7 @@ class ScimUser(models.Model):
     created_at = models.DateTimeField(default=timezone.now, editable=False)
 
     class Meta:
-        verbose_name = "scim user"
+        verbose_name = "SCIM user"
         constraints = [
             models.UniqueConstraint(fields=["workspace", "account"], name="scim_user_unique_account")
         ]
@@ -62,7 +62,7 @@ class ScimGroup(models.Model):
     external_id = models.CharField(max_length=255, null=True, blank=True)
 
     class Meta:
-        verbose_name = "scim group"
+        verbose_name = "SCIM group"
 
     def __str__(self) -> str:
         return f"{self.role_id} ({self.external_id or 'no externalId'})"
@@ -78,13 +78,13 @@ class ScimRequest(models.Model):
     method = models.CharField(max_length=8)
     path = models.CharField(max_length=1024)
     status = models.PositiveSmallIntegerField()
-    scim_type = models.CharField(max_length=32, blank=True, default="")
+    scim_type = models.CharField("SCIM type", max_length=32, blank=True, default="")
     detail = models.CharField(max_length=512, blank=True, default="")
-    duration_ms = models.PositiveIntegerField(default=0)
+    duration_ms = models.PositiveIntegerField("duration (ms)", default=0)
     occurred_at = models.DateTimeField(default=timezone.now, editable=False)
 
     class Meta:
-        verbose_name = "scim request"
+        verbose_name = "SCIM request"
         indexes = [models.Index(fields=["workspace", "occurred_at"], name="scim_request_recent")]
 
     def __str__(self) -> str:

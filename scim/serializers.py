@@ -1,7 +1,7 @@
 from rest_framework import serializers
 
-from iam.fields import Name, Uuid
-from iam.serializers import ResourceSerializer
+from iam.http.fields import Name, Uuid
+from iam.http.serializers import ResourceSerializer
 from rbac.serializers import Deleted
 
 from .models import ScimToken

@@ -2,7 +2,7 @@
 call these), and the Users a workspace's directory asks for, mapped onto the services of the API so that
 the same audit entries, push events, cache invalidation and quotas follow.
 
-A SCIM request acts as no account: the services are called with `actor=None` inside an `iam.context`
+A SCIM request acts as no account: the services are called with `actor=None` inside an `iam.platform.context`
 of kind `scim` whose actor id is the token's, so their audit entries name the token, and the quotas
 hold (`tenancy.quotas.exempt`). The directory vouches only for its own people: the accounts of the domains
 the workspace has verified, and those it created (`vouched_for`). It sees no one else, creates and links
@@ -21,16 +21,12 @@ from django.utils import timezone
 from accounts.models import Account, normalize_email
 from accounts.services import create_account, update_account
 from authn.services import reclaim_account
-from iam import audit, crypto
-from iam.errors import ApiError
-from iam.service_helpers import save_unique
+from iam.http.errors import ApiError
+from iam.platform import audit, crypto
+from iam.platform.service_helpers import save_unique
 from rbac import policy
 from rbac.models import Membership
-from rbac.services import (
-    create_membership,
-    delete_membership,
-    update_membership,
-)
+from rbac.services.memberships import create_membership, delete_membership, update_membership
 from sso.models import SsoDomain
 from tenancy.models import Workspace
 

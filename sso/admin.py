@@ -1,4 +1,4 @@
-"""Admin for SSO connections (CONTRACT 18): each workspace's connections with their domains, the
+"""Admin for SSO connections (docs/api.md#sso): each workspace's connections with their domains, the
 domains' verification state and the last login through each connection; for a SAML connection, its IdP
 (entity id, single sign-on URL, signing certificates), the service's side (entity id, ACS, the metadata
 link) and its recent failed logins from the audit log (docs/saml.md). Connections are changed by their
@@ -15,8 +15,9 @@ from django.http import HttpRequest
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
-from iam.admin import ReadOnlyInline, ServiceAdmin, ViewOnly
-from iam.errors import ApiError
+from iam.admin import audit_subject
+from iam.http.admin import ReadOnlyInline, ServiceAdmin, ViewOnly
+from iam.http.errors import ApiError
 from iam.models import AuditEntry
 
 from . import services
@@ -117,7 +118,7 @@ class SsoConnectionAdmin(ViewOnly, ServiceAdmin):
         lines = (_certificate_line(body) for body in connection.idp_certificates)
         return format_html_join(mark_safe("<br>"), "{} ({})", lines) or "-"
 
-    @admin.display(description="SP entity id")
+    @admin.display(description="SP entity ID")
     def sp_entity_id(self, connection: SsoConnection) -> str:
         return connection.sp_entity_id
 
@@ -201,3 +202,6 @@ class SsoDomainAdmin(ViewOnly, ServiceAdmin):
     @admin.action(description="Verify domain (operator)")
     def verify_domains(self, request: HttpRequest, queryset) -> None:
         _verify(self, request, list(queryset.select_related("connection")))
+
+
+audit_subject("ssoconnection", SsoConnection.objects.select_related("workspace"), search=("name", "issuer"))

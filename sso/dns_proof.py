@@ -1,7 +1,7 @@
-"""The DNS proof of a domain (CONTRACT 18): a TXT record `_iam-verification.<domain>` holding the domain's
+"""The DNS proof of a domain (docs/api.md#sso): a TXT record `_iam-verification.<domain>` holding the domain's
 verification token, read with dnspython from `IAM_DNS_NAMESERVERS` (`address` or `address:port`,
 comma-separated) when set, else from the system's resolvers, within what is left of the request's network
-budget (`iam.upstream`)."""
+budget (`iam.platform.upstream`)."""
 
 import ipaddress
 
@@ -11,7 +11,7 @@ import dns.resolver
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
-from iam import upstream
+from iam.platform import upstream
 
 RECORD_PREFIX = "_iam-verification."
 LIFETIME_SECONDS = 5.0

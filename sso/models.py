@@ -1,11 +1,11 @@
-"""Enterprise SSO per workspace (CONTRACT 18): a workspace's own OpenID Connect provider or SAML 2.0
+"""Enterprise SSO per workspace (docs/api.md#sso): a workspace's own OpenID Connect provider or SAML 2.0
 identity provider (docs/saml.md), and the e-mail domains that route logins to it once proven."""
 
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
-from iam import retention
+from iam.platform import retention
 from tenancy.models import InWorkspace, created_index
 
 
@@ -25,24 +25,34 @@ class SsoConnection(InWorkspace):
         max_length=8, choices=Protocol.choices, default=Protocol.OIDC, db_default=Protocol.OIDC
     )
     issuer = models.CharField(max_length=2048)
-    client_id = models.CharField(max_length=255)
+    client_id = models.CharField("client ID", max_length=255)
     client_secret_encrypted = models.TextField(editable=False)
     enabled = models.BooleanField(default=True)
     # The provider's own second factor stands for the account's TOTP at a login through this connection.
-    trust_provider_mfa = models.BooleanField(default=False, db_default=False)
+    trust_provider_mfa = models.BooleanField("trust the provider's MFA", default=False, db_default=False)
     default_roles = models.ManyToManyField("rbac.Role", related_name="+", blank=True)
     authorization_endpoint = models.CharField(max_length=2048, editable=False)
     token_endpoint = models.CharField(max_length=2048, editable=False)
     userinfo_endpoint = models.CharField(max_length=2048, blank=True, default="", editable=False)
-    jwks_uri = models.CharField(max_length=2048, editable=False)
+    jwks_uri = models.CharField("JWKS URI", max_length=2048, editable=False)
     token_auth_methods = models.JSONField(default=list, blank=True, editable=False)
     # SAML: the IdP's metadata as given, and what the service reads of it (sso/saml.py). Database
     # defaults: a process of the release before still inserts OpenID connections during a deploy.
-    idp_metadata_xml = models.TextField(blank=True, default="", db_default="", editable=False)
-    idp_entity_id = models.CharField(max_length=1024, blank=True, default="", db_default="", editable=False)
-    idp_sso_url = models.CharField(max_length=2048, blank=True, default="", db_default="", editable=False)
+    idp_metadata_xml = models.TextField(
+        "IdP metadata XML", blank=True, default="", db_default="", editable=False
+    )
+    idp_entity_id = models.CharField(
+        "IdP entity ID", max_length=1024, blank=True, default="", db_default="", editable=False
+    )
+    idp_sso_url = models.CharField(
+        "IdP single sign-on URL", max_length=2048, blank=True, default="", db_default="", editable=False
+    )
     idp_certificates = models.JSONField(  # base64 DER, as the metadata has them
-        default=list, db_default=models.Value([], models.JSONField()), blank=True, editable=False
+        "IdP signing certificates",
+        default=list,
+        db_default=models.Value([], models.JSONField()),
+        blank=True,
+        editable=False,
     )
     last_login_at = models.DateTimeField(null=True, blank=True, editable=False)
     created_by = models.ForeignKey(
@@ -50,7 +60,7 @@ class SsoConnection(InWorkspace):
     )
 
     class Meta:
-        verbose_name = "sso connection"
+        verbose_name = "SSO connection"
         constraints = [
             models.UniqueConstraint(fields=["workspace", "name"], name="sso_connection_unique_name")
         ]
@@ -76,7 +86,7 @@ class SsoConnection(InWorkspace):
 
     @property
     def domains(self) -> list["SsoDomain"]:
-        """Its domains: the rows a list prefetched (`iam.serializers.prefetch`), else a query."""
+        """Its domains: the rows a list prefetched (`iam.http.serializers.prefetch`), else a query."""
         rows = getattr(self, "prefetched_domain_rows", None)
         return list(self.domain_rows.all()) if rows is None else rows
 
@@ -96,6 +106,7 @@ class SsoDomain(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
+        verbose_name = "SSO domain"
         ordering = ["domain"]
         constraints = [
             models.UniqueConstraint(fields=["workspace", "domain"], name="sso_domain_unique_in_workspace"),
@@ -124,6 +135,7 @@ class SamlAssertion(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
+        verbose_name = "SAML assertion"
         constraints = [
             models.UniqueConstraint(fields=["connection", "assertion_digest"], name="saml_assertion_once")
         ]

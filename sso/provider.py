@@ -1,7 +1,7 @@
-"""An SSO connection's OpenID Connect provider as a client sees it (CONTRACT 18): discovery, the
+"""An SSO connection's OpenID Connect provider as a client sees it (docs/api.md#sso): discovery, the
 authorization URL, the code exchange and the ID token's checks. Every request to the provider goes
-through the address guard of push deliveries (`clients.egress`, CONTRACT 8). The protocol is the
-libraries': oauthlib builds the authorization URL and the token request and reads the token answer,
+through the address guard of push deliveries (`iam.platform.egress`, docs/security.md#the-edges). The protocol
+is the libraries': oauthlib builds the authorization URL and the token request and reads the token answer,
 PyJWT's `PyJWKClient` reads the provider's keys and `jwt.decode` checks the ID token."""
 
 import base64
@@ -19,7 +19,7 @@ from django.conf import settings
 from oauthlib.oauth2 import WebApplicationClient
 
 from authn.oauth_provider import OAuthFailure, Profile, _is_loopback_http, _profile, transport_for
-from clients import egress
+from iam.platform import egress
 
 SSO_FAILED = "sso_failed"
 TIMEOUT_SECONDS = 5

@@ -5,16 +5,20 @@ steps every SSO login shares (`login.admit`, `authn.oauth.answer`). Any failure 
 `error=sso_failed`, its reason in the audit entry `sso.login_failed` of the connection's workspace and
 never in the browser."""
 
+import hashlib
 import logging
+import secrets
+from urllib.parse import urlencode
 from uuid import UUID
 
+from django.core.cache import cache
 from django.db import IntegrityError, transaction
 
 from authn.models import OAuthState
-from authn.oauth import SignedIn, answer
+from authn.oauth import SignedIn, SigninOutcome, answer, finish_for_signin
 from authn.oauth_provider import OAuthFailure, _profile
-from authn.oauth_state import consume_state, fallback_redirect, secret_of, with_query
-from iam import audit
+from authn.oauth_state import consume_state, fallback_redirect, secret_of, started_from_signin, with_query
+from iam.platform import audit
 
 from . import login, saml
 from .models import SamlAssertion, SsoConnection
@@ -22,6 +26,7 @@ from .provider import SSO_FAILED
 
 logger = logging.getLogger(__name__)
 REASON_MAX = 500
+HANDOVER_SECONDS = 120
 
 
 def _connection(connection_id: UUID) -> SsoConnection | None:
@@ -113,3 +118,61 @@ def complete(connection_id: UUID, form: dict[str, str], *, ip: str, user_agent: 
         target = failure.redirect_url or redirect_url or fallback_redirect()
         return with_query(target, {"error": SSO_FAILED})
     return with_query(redirect_url, session)
+
+
+# A login the hosted sign-in page started (docs/pages.md) ends in the browser session, bound to the
+# browser that started it by its session cookie. The IdP's page posts to the ACS from its own site, and a
+# SameSite=Lax cookie does not come with a cross-site POST: the ACS keeps the response two minutes under
+# a one-time handle and sends the browser (303, a top-level GET, with its cookies) to the SSO callback,
+# where the page's own flow checks the browser and `complete_for_signin` the response.
+
+
+def _handover_key(handle: str) -> str:
+    return "saml-handover:" + hashlib.sha256(handle.encode()).hexdigest()
+
+
+def hand_over(connection_id: UUID, form: dict[str, str]) -> str | None:
+    """The SSO callback's URL with the handle of the posted response, for a login the sign-in page
+    started; None for any other (the ACS answers it itself)."""
+    relay_state = form.get("RelayState")
+    if not started_from_signin(relay_state, login.PROVIDER):
+        return None
+    handle = secrets.token_urlsafe(32)
+    held = {"connection_id": str(connection_id), "saml_response": form.get("SAMLResponse", "")}
+    cache.set(_handover_key(handle), held, HANDOVER_SECONDS)
+    return f"/auth/sso/callback?{urlencode({'state': relay_state, 'code': handle})}"
+
+
+def handed_over(code: str | None) -> bool:
+    """Whether the callback's `code` is a handle `hand_over` gave."""
+    return bool(code) and cache.get(_handover_key(code)) is not None
+
+
+def _take_handed(state: OAuthState, code: str, verifier: str) -> SignedIn:
+    """`finish_for_signin`'s sign-in step: the handed response, taken once, checked at the ACS it was
+    posted to, as `complete` checks it."""
+    key = _handover_key(code)
+    held = cache.get(key)
+    cache.delete(key)
+    connection = _connection(UUID(held["connection_id"])) if held else None
+    if connection is None:
+        raise OAuthFailure(SSO_FAILED, "handed response gone or of no saml connection")
+    try:
+        return _sign_in(connection, state, {"SAMLResponse": held["saml_response"]})
+    except OAuthFailure as failure:
+        logger.info("saml login failed: %s", failure)
+        _record_failure(connection, str(failure))
+        raise
+
+
+def complete_for_signin(params: dict[str, str], *, ip: str, user_agent: str) -> SigninOutcome:
+    """The SSO callback of a SAML login the sign-in page started: the browser session, or the second
+    factor still due, or the error; the page finishes it (docs/pages.md)."""
+    return finish_for_signin(
+        params,
+        provider=login.PROVIDER,
+        failed=SSO_FAILED,
+        sign_in_with=_take_handed,
+        ip=ip,
+        user_agent=user_agent,
+    )

@@ -3,8 +3,8 @@ from typing import Any
 
 from rest_framework import serializers
 
-from iam.fields import Boolean, Choice, Email, Invalid, Name, String, Url, Uuid, UuidList
-from iam.serializers import RecordRequest, ResourceSerializer, UpdateRequest
+from iam.http.fields import Boolean, Choice, Email, Invalid, Name, String, Url, Uuid, UuidList
+from iam.http.serializers import RecordRequest, ResourceSerializer, UpdateRequest
 from rbac.serializers import Deleted, RoleSerializer
 
 from .models import SsoConnection, SsoDomain

@@ -1,4 +1,4 @@
-"""Every write to SSO connections and their domains (CONTRACT 18): the API, the admin and the
+"""Every write to SSO connections and their domains (docs/api.md#sso): the API, the admin and the
 `verify_domain` command call these."""
 
 import secrets
@@ -12,12 +12,12 @@ from django.utils import timezone
 
 from accounts.models import Account
 from authn.models import Credential
-from iam import audit, crypto, upstream
-from iam.errors import ApiError
-from iam.service_helpers import UNSET, apply_changes, save_unique, sent
+from iam.http.errors import ApiError
+from iam.platform import audit, crypto, upstream
+from iam.platform.service_helpers import UNSET, apply_changes, save_unique, sent
 from rbac import policy
 from rbac.models import Role
-from rbac.services import granted_by
+from rbac.services.memberships import granted_by
 from tenancy.models import Workspace
 from tenancy.quotas import check_quota
 
@@ -55,7 +55,7 @@ def record_audit(action: str, connection: SsoConnection, changes: dict, actor: A
 
 
 def get_connection(workspace: Workspace, *, id: UUID) -> SsoConnection:
-    """CONTRACT 2: a connection of another workspace is not found."""
+    """docs/api.md#x-workspace: a connection of another workspace is not found."""
     found = SsoConnection.objects.in_workspace(workspace).filter(pk=id).first()
     if found is None:
         raise ApiError(404, "sso connection not found", "id")
@@ -115,7 +115,7 @@ DISCOVERED = (
 
 def _check_roles(workspace: Workspace, roles: list[Role], actor: Account | None) -> None:
     """Whoever logs in through the connection gets its default roles: only roles whose permissions the
-    caller itself holds may be attached (CONTRACT 4, no escalation)."""
+    caller itself holds may be attached (docs/api.md#authorization, no escalation)."""
     policy.require_grantable(actor, workspace, granted_by(roles))
 
 

@@ -1,29 +1,31 @@
 """Admin for workspaces and projects, through their services. A workspace created here gets its owner set
-up as over the API (`rbac.services.create_workspace`: the `*` permission, the `owner` role and the
+up as over the API (`rbac.services.workspaces.create_workspace`: the `*` permission, the `owner` role and the
 operator's membership), and its page shows its projects, roles, permissions and invitations and what it
 uses against each quota. The admin is the HTTP tier: it may use the domain tier of any app."""
 
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import urlencode
 
 from django import forms
 from django.conf import settings
 from django.contrib import admin
 from django.db.models import Count, Field, ManyToManyField, Max, QuerySet
 from django.http import HttpRequest
+from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
-from iam.admin import (
+from iam.admin import audit_subject
+from iam.http.admin import (
     REQUEST_KEYS,
     RESOURCE_READONLY,
     ReadOnlyInline,
     ServiceAdmin,
     ServiceForm,
     api_fields,
-    audit_subject,
 )
 from rbac.models import Invitation, Membership, Permission, Role
-from rbac.services import create_workspace
+from rbac.services.workspaces import create_workspace
 
 from . import services
 from .models import Project, Workspace
@@ -48,9 +50,9 @@ class InWorkspaceChoices(forms.ModelMultipleChoiceField):
 
 
 class InWorkspaceForm(ServiceForm):
-    """The form of a workspace's record whose relations must be of the same workspace (CONTRACT 6). On the
-    change form the choice lists hold the workspace's own records; on the add form, where the workspace is
-    chosen with them, `clean_relations` refuses another's, in the API's words."""
+    """The form of a workspace's record whose relations must be of the same workspace (docs/api.md#answers).
+    On the change form the choice lists hold the workspace's own records; on the add form, where the workspace
+    is chosen with them, `clean_relations` refuses another's, in the API's words."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -108,6 +110,16 @@ class InvitationInline(ReadOnlyInline):
     ordering = ("-created_at",)
 
 
+# (label, admin changelist, the workspace's reverse relation): the workspace page links to each list,
+# filtered to the workspace; by their URL names, so this admin imports none of those apps.
+RELATED_LISTS = (
+    ("Members", "rbac_membership_changelist", "memberships"),
+    ("Clients", "clients_client_changelist", "clients"),
+    ("SSO connections", "sso_ssoconnection_changelist", "ssoconnections"),
+    ("SCIM tokens", "scim_scimtoken_changelist", "scimtokens"),
+)
+
+
 @admin.register(Workspace)
 class WorkspaceAdmin(ServiceAdmin):
     form = WorkspaceForm
@@ -125,20 +137,35 @@ class WorkspaceAdmin(ServiceAdmin):
 
     def get_fields(self, request: HttpRequest, obj=None):
         fields = super().get_fields(request, obj)
-        return fields if obj is None else (*fields, "quota_use")
+        return fields if obj is None else ("related_lists", *fields, "quota_use")
 
     def get_readonly_fields(self, request: HttpRequest, obj=None):
         readonly = super().get_readonly_fields(request, obj)
-        return readonly if obj is None else (*readonly, "quota_use")
+        return readonly if obj is None else (*readonly, "related_lists", "quota_use")
+
+    @admin.display(description="in this workspace")
+    def related_lists(self, workspace: Workspace) -> str:
+        """Links to the lists of its members, clients, SSO connections and SCIM tokens, each filtered to
+        this workspace, with how many each holds."""
+        query = urlencode({"workspace__id__exact": workspace.pk})
+        return format_html_join(
+            " · ",
+            '<a href="{}?{}">{} ({})</a>',
+            (
+                (reverse(f"admin:{changelist}"), query, label, getattr(workspace, related).count())
+                for label, changelist, related in RELATED_LISTS
+            ),
+        )
 
     def create(self, request: HttpRequest, form: ServiceForm) -> Workspace:
-        # CONTRACT 4: the creator becomes the owner
+        # docs/api.md#authorization: the creator becomes the owner
         return create_workspace(**form.values(), owner=request.user, actor=request.user)
 
     @admin.display(description="use against quotas")
     def quota_use(self, workspace: Workspace) -> str:
-        """What the workspace holds beside each quota it counts against (CONTRACT 16), and the largest role
-        and membership beside theirs; operators pass the quotas, so a figure may stand past its limit."""
+        """What the workspace holds beside each quota it counts against (docs/api.md#quotas-and-budgets), and
+        the largest role and membership beside theirs; operators pass the quotas, so a figure may stand past
+        its limit."""
         rows = use_against_quotas(workspace)
         return format_html(
             "<table><tbody>{}</tbody></table>",

@@ -11,9 +11,11 @@ class Workspace(Resource):
     config = models.JSONField(default=dict, blank=True)
     # A policy: every call naming the workspace needs a session that used two factors (or came through
     # one of the workspace's own SSO connections); see rbac.policy.require_mfa.
-    mfa_required = models.BooleanField(default=False, db_default=False)  # old processes insert without it
-    # The account whose request created it (CONTRACT 16: the workspaces an account created count against its
-    # quota); null for one an operator's command made, or when that account is gone.
+    mfa_required = models.BooleanField(
+        "MFA required", default=False, db_default=False
+    )  # old processes insert without it
+    # The account whose request created it (docs/api.md#quotas-and-budgets: the workspaces an account created
+    # count against its quota); null for one an operator's command made, or when that account is gone.
     created_by = models.ForeignKey(
         "accounts.Account", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
@@ -26,15 +28,15 @@ class Workspace(Resource):
 
 
 class WorkspaceScopedQuerySet(models.QuerySet):
-    """STYLE: a workspace-scoped record is only reached through a queryset that names the workspace."""
+    """A workspace-scoped record is only reached through a queryset that names the workspace."""
 
     def in_workspace(self, workspace: Workspace) -> "WorkspaceScopedQuerySet":
         return self.filter(workspace=workspace)
 
 
 class InWorkspace(Resource):
-    """A record of one workspace (deleted with it, CONTRACT 6), reached through `in_workspace`; the
-    workspace's reverse relation is the model's name in the plural (`workspace.projects`)."""
+    """A record of one workspace (deleted with it, docs/api.md#validation), reached through `in_workspace`;
+    the workspace's reverse relation is the model's name in the plural (`workspace.projects`)."""
 
     workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="%(class)ss")
 
@@ -54,12 +56,12 @@ class AccountInWorkspace(InWorkspace):
 
 
 def created_index(model: str) -> models.Index:
-    """The index a workspace's list in its default order reads (issue 14)."""
+    """The index a workspace's list in its default order reads."""
     return models.Index(fields=["workspace", "created_at", "id"], name=f"{model}_created")
 
 
 def unique_name_and_code(model: str) -> list[models.UniqueConstraint]:
-    """CONTRACT 12: a name unique in the workspace, and a code unique there when there is one."""
+    """docs/api.md#validation: a name unique in the workspace, and a code unique there when there is one."""
     return [
         models.UniqueConstraint(fields=["workspace", "name"], name=f"{model}_unique_name"),
         models.UniqueConstraint(

@@ -1,4 +1,5 @@
-"""Quotas (CONTRACT 16): what one tenant may hold, so that no tenant can make the service slow for another.
+"""Quotas (docs/api.md#quotas-and-budgets): what one tenant may hold, so that no tenant can make the service
+slow for another.
 
 `check_quota` is the one check: every service that adds what a quota counts calls it where it adds,
 naming the quota (`"projects"`) and its setting there. A quota on records (projects, roles, permissions,
@@ -9,15 +10,15 @@ has committed (READ COMMITTED: each statement sees the latest commits), so exact
 The lock is `FOR NO KEY UPDATE`, which the inserts of the workspace's records do not wait for (their
 foreign keys take `FOR KEY SHARE`): only the creates a quota counts queue on it. The count reads at most
 `limit` rows (an index range of the workspace), so it costs what the quota allows and no more; the
-database's trigger counts (iam/counts.py) would add a write to every insert of these tables for a read
-the lock already makes exact. A quota on a request's list (a role's permissions, a membership's roles)
+database's trigger counts (iam/platform/counts.py) would add a write to every insert of these tables for a
+read the lock already makes exact. A quota on a request's list (a role's permissions, a membership's roles)
 weighs the list the request sends, which replaces the relation whole."""
 
 from django.db.models import Model, QuerySet
 
 from accounts.models import Account
-from iam import context
-from iam.errors import ApiError
+from iam.http.errors import ApiError
+from iam.platform import context
 
 
 def exempt(actor: Account | None) -> bool:

@@ -1,8 +1,8 @@
 from rest_framework import serializers
 
-from iam.api import require_one
-from iam.fields import Boolean, Description, JsonObject, Name, Slug, String, Uuid
-from iam.serializers import RECORD_TAIL, RecordRequest, ResourceSerializer, UpdateRequest
+from iam.http.endpoint import require_one
+from iam.http.fields import Boolean, Description, JsonObject, Name, Slug, String, Uuid
+from iam.http.serializers import RECORD_TAIL, RecordRequest, ResourceSerializer, UpdateRequest
 
 from .models import Project, Workspace
 

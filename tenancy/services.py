@@ -1,5 +1,5 @@
 """Writes to workspaces and projects. Creating a workspace also makes its owner, which is RBAC's business:
-see `rbac.services.create_workspace`."""
+see `rbac.services.workspaces.create_workspace`."""
 
 from typing import Any
 
@@ -7,9 +7,9 @@ from django.conf import settings
 from django.db import transaction
 
 from accounts.models import Account
-from iam import audit, events
-from iam.errors import ApiError
-from iam.service_helpers import UNSET, apply_changes, save_unique, sent
+from iam.http.errors import ApiError
+from iam.platform import audit, events
+from iam.platform.service_helpers import UNSET, apply_changes, save_unique, sent
 
 from .models import Project, Workspace
 from .quotas import check_quota
@@ -18,6 +18,11 @@ from .workspace_cache import forget_authorization, forget_records, forget_worksp
 
 def _member_ids(memberships) -> list:
     return list(memberships.values_list("account_id", flat=True).distinct())
+
+
+# What a workspace holds that decides who is authorized there: a change to any of them concerns every
+# account with an active membership (`workspace.updated` names them all, docs/integration.md#push-events).
+AUTHORIZING_FIELDS = frozenset({"mfa_required"})
 
 
 @transaction.atomic
@@ -46,10 +51,12 @@ def update_workspace(
             actor=actor,
         )
     forget_workspace(workspace)
+    concerned = AUTHORIZING_FIELDS.intersection(entry)
     events.emit(
         "workspace.updated",
         resource=("workspace", workspace.pk),
-        account_ids=[],
+        # "active": rbac's `Membership.Status.ACTIVE`, through the reverse relation (tenancy is below rbac)
+        account_ids=_member_ids(workspace.memberships.filter(status="active")) if concerned else [],
         workspace_ids=[workspace.pk],
     )
     return workspace
@@ -57,7 +64,8 @@ def update_workspace(
 
 @transaction.atomic
 def delete_workspace(workspace: Workspace, *, actor: Account | None) -> dict:
-    """CONTRACT 6: takes its projects, roles, permissions, memberships, credentials and clients."""
+    """docs/api.md#validation: takes its projects, roles, permissions, memberships, credentials and
+    clients."""
     if workspace.slug == settings.IAM_ROOT_WORKSPACE:
         raise ApiError(400, "the root workspace cannot be deleted")
     summary = {"id": str(workspace.pk), "slug": workspace.slug, "name": workspace.name}
@@ -128,7 +136,7 @@ def update_project(
     *,
     actor: Account | None,
     name: str = UNSET,
-    new_code: str | None = UNSET,  # the API's name for `code` (SPEC 4)
+    new_code: str | None = UNSET,  # the API's name for `code` (docs/api.md#projects)
     description: str | None = UNSET,
     config: dict[str, Any] = UNSET,
     tags: list[str] = UNSET,
@@ -154,7 +162,7 @@ def update_project(
 
 @transaction.atomic
 def delete_project(project: Project, *, actor: Account | None) -> dict:
-    """CONTRACT 6: takes its project-scope memberships, whose accounts lose what they granted."""
+    """docs/api.md#validation: takes its project-scope memberships, whose accounts lose what they granted."""
     summary = {"id": str(project.pk), "name": project.name, "code": project.code}
     audit.record(
         "project.delete",

@@ -1,16 +1,16 @@
 from django.urls import path
 
-from . import api
+from .api import projects, workspaces
 
 urlpatterns = [
-    path("workspace/create", api.WorkspaceCreate.as_view()),
-    path("workspace/describe", api.WorkspaceDescribe.as_view()),
-    path("workspace/list", api.WorkspaceList.as_view()),
-    path("workspace/update", api.WorkspaceUpdate.as_view()),
-    path("workspace/delete", api.WorkspaceDelete.as_view()),
-    path("projects/create", api.ProjectCreate.as_view()),
-    path("projects/describe", api.ProjectDescribe.as_view()),
-    path("projects/list", api.ProjectList.as_view()),
-    path("projects/update", api.ProjectUpdate.as_view()),
-    path("projects/delete", api.ProjectDelete.as_view()),
+    path("workspace/create", workspaces.WorkspaceCreate.as_view()),
+    path("workspace/describe", workspaces.WorkspaceDescribe.as_view()),
+    path("workspace/list", workspaces.WorkspaceList.as_view()),
+    path("workspace/update", workspaces.WorkspaceUpdate.as_view()),
+    path("workspace/delete", workspaces.WorkspaceDelete.as_view()),
+    path("projects/create", projects.ProjectCreate.as_view()),
+    path("projects/describe", projects.ProjectDescribe.as_view()),
+    path("projects/list", projects.ProjectList.as_view()),
+    path("projects/update", projects.ProjectUpdate.as_view()),
+    path("projects/delete", projects.ProjectDelete.as_view()),
 ]

@@ -1,12 +1,12 @@
-"""Workspace resolution for `X-Workspace` (CONTRACT 2), cached by id and by slug."""
+"""Workspace resolution for `X-Workspace` (docs/api.md#x-workspace), cached by id and by slug."""
 
 import uuid
 from collections.abc import Callable
 
 from django.conf import settings
 
-from iam import cache
-from iam.registry import Registry
+from iam.platform import cache
+from iam.platform.registry import Registry
 
 from .models import Workspace
 
@@ -36,8 +36,9 @@ def find_workspace(ref: str, *, prefetched: object = cache.MISSING) -> Workspace
 
 
 def requires_mfa(workspace_id: str, *, prefetched: object = cache.MISSING) -> bool | None:
-    """The workspace's MFA policy (CONTRACT 17) from the same entry as `find_workspace`, without building
-    a model instance (`clients/validate` reads nothing else of it); None when the workspace is gone."""
+    """The workspace's MFA policy (docs/security.md#second-factors-and-the-workspace-mfa-policy) from the same
+    entry as `find_workspace`, without building a model instance (`clients/validate` reads nothing else of
+    it); None when the workspace is gone."""
     values = _cached_values(workspace_id, prefetched)
     return None if values is None else values[_MFA_REQUIRED]
 
@@ -67,7 +68,8 @@ def forget_workspace(workspace: Workspace, *, old_slug: str | None = None) -> No
 
 
 def root_workspace() -> Workspace:
-    """CONTRACT 3. `bootstrap` gives it its owner role; this only makes sure the row exists."""
+    """docs/api.md#the-root-workspace. `bootstrap` gives it its owner role; this only makes sure the row
+    exists."""
     workspace = find_workspace(settings.IAM_ROOT_WORKSPACE)
     if workspace is None:
         workspace, _ = Workspace.objects.get_or_create(

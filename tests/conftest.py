@@ -104,7 +104,7 @@ def err(response, status: int, message: str | None = None) -> dict:
     body = body_of(response)
     assert response.status_code == status, body
     assert body["success"] is False and body["status"] == status, body
-    assert set(body) <= {"success", "status", "message", "field"}, body
+    assert set(body) <= {"success", "status", "message", "field", "hint"}, body
     if message is not None:
         assert body["message"] == message, body
     return body
@@ -119,8 +119,8 @@ def client_for(account: Account, workspace=None) -> ApiClient:
 
 
 def access_claims(account: Account, **overrides) -> dict:
-    """The claims of an access token as `authn.sessions` issues them (CONTRACT 5), for a test that signs
-    a token itself: `overrides` change claims, and a claim given as None is left out."""
+    """The claims of an access token as `authn.sessions` issues them (docs/security.md#tokens), for a test
+    that signs a token itself: `overrides` change claims, and a claim given as None is left out."""
     now = timezone.now()
     claims = {
         "sub": str(account.pk),
@@ -153,7 +153,7 @@ def break_cache(monkeypatch, *methods: str) -> None:
 
 @pytest.fixture
 def cache_down(monkeypatch):
-    """Every cache call raises: `iam.cache` falls back to the database."""
+    """Every cache call raises: `iam.platform.cache` falls back to the database."""
     break_cache(monkeypatch)
 
 
@@ -205,7 +205,7 @@ def account_api(account) -> ApiClient:
 @pytest.fixture
 def member(db) -> Account:
     """An account that can log in: its password credential (PASSWORD) lives in the root workspace
-    (CONTRACT 3)."""
+    (docs/api.md#the-root-workspace)."""
     account = AccountFactory()
     CredentialFactory(account=account)
     return account
@@ -237,7 +237,7 @@ def admin_account(request, workspace, member_of) -> Account:
     """The account behind `admin`: a member of `workspace` holding every permission (`*`), or the grants a
     module names with `pytestmark = pytest.mark.admin("clients:*")`, so its tests also prove that those
     grants suffice. `pytest.mark.admin(operator=True)`: the operator instead, for what only operators may
-    do (CONTRACT 12)."""
+    do (docs/api.md#validation)."""
     mark = request.node.get_closest_marker("admin")
     if mark is not None and mark.kwargs.get("operator"):
         return request.getfixturevalue("operator")
@@ -256,7 +256,7 @@ def embedded_outbox(transactional_db, settings):
     """The embedded mode as `make run` runs it: outbox messages run in background threads after commit,
     so the database really commits (the threads must see the rows). `outbox.drain()` waits for them; the
     fixture drains at the end too, so no thread outlives the test."""
-    from iam import outbox
+    from iam.platform import outbox
 
     settings.IAM_OUTBOX_THREADS = 2
     yield outbox

@@ -3,8 +3,8 @@
 
 from django.urls import URLResolver, get_resolver
 
-from iam.api import Endpoint
-from iam.list_endpoint import ListEndpoint
+from iam.http.endpoint import Endpoint
+from iam.http.list_endpoint import ListEndpoint
 
 
 def _endpoints(patterns=None, prefix: str = "") -> dict[str, type[Endpoint]]:

@@ -8,7 +8,7 @@ from django.utils import timezone
 from accounts.models import Account
 from authn.models import Credential
 from clients.models import Client, Delivery, DeliveryAttempt
-from iam import crypto
+from iam.platform import crypto
 from rbac.models import Membership, Permission, Role
 from tenancy.models import Project, Workspace
 from tenancy.workspace_cache import root_workspace
@@ -26,7 +26,7 @@ def schema_v1() -> dict:
 
 
 class ResourceFactory(factory.django.DjangoModelFactory):
-    """SPEC's resources carry a `meta` with its schema version."""
+    """The API's resources carry a `meta` with its schema version."""
 
     class Meta:
         abstract = True
@@ -99,7 +99,7 @@ class MembershipFactory(ResourceFactory):
     workspace = factory.SubFactory(WorkspaceFactory)
     scope = Membership.Scope.WORKSPACE
     status = Membership.Status.ACTIVE
-    # CONTRACT 15: a membership made active is one its account accepted.
+    # docs/api.md#invitations: a membership made active is one its account accepted.
     accepted_at = factory.LazyAttribute(
         lambda membership: None if membership.status == Membership.Status.INVITED else timezone.now()
     )
@@ -115,7 +115,8 @@ class CredentialFactory(factory.django.DjangoModelFactory):
         model = Credential
 
     account = factory.SubFactory(AccountFactory)
-    workspace = factory.LazyFunction(root_workspace)  # CONTRACT 3: credentials live in the root workspace
+    # docs/api.md#the-root-workspace: credentials live in the root workspace
+    workspace = factory.LazyFunction(root_workspace)
     kind = Credential.Kind.PASSWORD
     provider = Credential.Provider.LOCAL
     status = Credential.Status.ACTIVE
@@ -124,8 +125,8 @@ class CredentialFactory(factory.django.DjangoModelFactory):
 
 class ClientFactory(ResourceFactory):
     """A client whose secret is stored as `clients.services` stores it: encrypted (to sign pushes) and
-    digested (to compare in validate), never in plaintext (CONTRACT 7). The plaintext, which the service
-    shows once, is on `client.secret`; `ClientFactory(secret="...")` chooses it."""
+    digested (to compare in validate), never in plaintext (docs/security.md#secrets-at-rest). The plaintext,
+    which the service shows once, is on `client.secret`; `ClientFactory(secret="...")` chooses it."""
 
     class Meta:
         model = Client

@@ -7,7 +7,7 @@ import pytest
 from django.utils import timezone
 
 from clients.models import Client
-from iam import crypto
+from iam.platform import crypto
 from rbac.models import Membership
 from tests.conftest import ApiClient, err, ok, token_for
 from tests.factories import (
@@ -54,12 +54,14 @@ def test_a_factory_client_is_stored_as_the_service_stores_it(workspace, member):
     stored = Client.objects.get(pk=client.pk)
     assert client.secret not in {stored.secret_encrypted, stored.secret_digest}
     assert crypto.decrypt(stored.secret_encrypted) == client.secret
-    assert crypto.matches(client.secret, stored.secret_digest)
+    assert crypto.digest_matches(client.secret, stored.secret_digest)
     MembershipFactory(account=member, workspace=workspace)
     body = {"client_id": str(client.pk), "client_secret": client.secret, "token": token_for(member)}
     assert ok(ApiClient().call("/clients/validate", body))["authorized"] is True
     chosen = ClientFactory(secret="a chosen secret")
-    assert crypto.matches("a chosen secret", chosen.secret_digest) and chosen.secret == "a chosen secret"
+    assert (
+        crypto.digest_matches("a chosen secret", chosen.secret_digest) and chosen.secret == "a chosen secret"
+    )
 
 
 def test_a_factory_delivery_copies_its_client_and_backdates(db):

@@ -1,5 +1,5 @@
-# Exact counts of accounts, whole and per `verified` and `enabled` (iam.counts); nothing on SQLite.
-# The SQL is frozen here as it was written (iam/counts.py may change; a migration never does).
+# Exact counts of accounts, whole and per `verified` and `enabled` (iam.platform.counts); nothing on SQLite.
+# The SQL is frozen here as it was written (iam/platform/counts.py may change; a migration never does).
 
 from django.db import migrations
 

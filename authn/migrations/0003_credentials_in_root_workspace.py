@@ -1,4 +1,4 @@
-"""CONTRACT 3 (revised): credentials live in the root workspace only. An earlier version let
+"""docs/api.md#the-root-workspace: credentials live in the root workspace only. An earlier version let
 `X-Workspace` on register and the OAuth initiate choose the credential's workspace, which handed the
 owner of that workspace `credentials/update` over someone else's account. Every credential moves to the
 root workspace, and OAuth states no longer carry a workspace."""

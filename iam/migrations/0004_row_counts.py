@@ -1,5 +1,5 @@
-# The table of exact row counts kept by PostgreSQL triggers (iam.counts); nothing on SQLite.
-# The SQL is frozen here as it was written (iam/counts.py may change; a migration never does).
+# The table of exact row counts kept by PostgreSQL triggers (iam.platform.counts); nothing on SQLite.
+# The SQL is frozen here as it was written (iam/platform/counts.py may change; a migration never does).
 
 from django.db import migrations
 

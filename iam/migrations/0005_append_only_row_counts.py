@@ -1,10 +1,10 @@
-# The row counts become append-only (iam.counts): the triggers insert delta rows instead of upserting a
-# shared counter row, whose lock a writer held until commit (writers of one key queued, and two writers
+# The row counts become append-only (iam.platform.counts): the triggers insert delta rows instead of upserting
+# a shared counter row, whose lock a writer held until commit (writers of one key queued, and two writers
 # touching accounts and memberships in opposite orders could deadlock). Rebuilds the table with each key's
 # sum and replaces both trigger functions; nothing on SQLite. A fresh database already gets this design
 # from the earlier migrations (their frozen SQL installs it too), and the rebuild leaves it as it is.
 
-# The SQL is frozen here as it was written (iam/counts.py may change; a migration never does).
+# The SQL is frozen here as it was written (iam/platform/counts.py may change; a migration never does).
 
 from django.db import migrations
 

@@ -1,5 +1,5 @@
-"""CONTRACT 15: memberships record the account's consent. Memberships that are active or suspended today
-were in force before the rule: they count as accepted when they were made; invited ones stay open."""
+"""docs/api.md#invitations: memberships record the account's consent. Memberships that are active or suspended
+today were in force before the rule: they count as accepted when they were made; invited ones stay open."""
 
 from django.db import migrations, models
 from django.db.models import F

@@ -1,6 +1,6 @@
-# Exact counts of memberships per workspace, whole and per `status` and `scope` (iam.counts);
+# Exact counts of memberships per workspace, whole and per `status` and `scope` (iam.platform.counts);
 # nothing on SQLite.
-# The SQL is frozen here as it was written (iam/counts.py may change; a migration never does).
+# The SQL is frozen here as it was written (iam/platform/counts.py may change; a migration never does).
 
 from django.db import migrations
 

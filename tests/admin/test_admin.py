@@ -322,7 +322,8 @@ def test_disabling_an_account_in_the_admin_refuses_its_token_at_once(admin_web):
         reverse("admin:accounts_account_changelist"),
         {"action": "enable_accounts", "_selected_action": [str(account.pk)]},
     )
-    # CONTRACT 4: the disable ended the sessions; enabling again does not bring the old token back.
+    # docs/api.md#authorization: the disable ended the sessions; enabling again does not bring the old token
+    # back.
     err(api.call("/accounts/describe", {"id": str(account.pk)}), 401, AUTH)
     account.refresh_from_db()
     ok(client_for(account).call("/accounts/describe", {"id": str(account.pk)}))
@@ -356,7 +357,7 @@ def test_granting_operator_status_takes_effect_at_once(admin_web, operator):
     [entry] = AuditEntry.objects.filter(action="account.update", resource_id=account.pk)
     assert entry.changes == {"is_superuser": {"before": False, "after": True}}
     assert entry.actor_id == operator.pk and entry.actor_kind == "operator"
-    [event] = events("account.updated")  # CONTRACT 8: what the account may do changed
+    [event] = events("account.updated")  # docs/integration.md#push-events: what the account may do changed
     assert event["workspace_id"] == str(membership.workspace_id)
     assert event["data"]["account_ids"] == [str(account.pk)]
     account.refresh_from_db()
@@ -400,7 +401,7 @@ def test_setting_a_password_in_the_admin_ends_sessions(admin_web, root):
     err(api.call("/accounts/describe", {"id": str(account.pk)}), 401, AUTH)
     login = ApiClient().call("/auth/login", {"email": account.email, "password": "a-new-passphrase"})
     assert login.status_code == 200
-    # CONTRACT 15: the root workspace holds its credentials, so its clients are told; no other is.
+    # docs/api.md#invitations: the root workspace holds its credentials, so its clients are told; no other is.
     assert [event["workspace_id"] for event in events("session.revoked")] == [str(root.pk)]
 
 
@@ -551,7 +552,9 @@ def test_creating_and_updating_a_project_in_the_admin(admin_web):
 
 def test_retrying_failed_outbox_messages(admin_web, monkeypatch, django_capture_on_commit_callbacks):
     published = []
-    monkeypatch.setattr("iam.outbox.publish", lambda message_id, **kwargs: published.append(message_id))
+    monkeypatch.setattr(
+        "iam.platform.outbox.publish", lambda message_id, **kwargs: published.append(message_id)
+    )
     now = timezone.now()
     failed = OutboxMessage.objects.create(
         topic="push.event", status="failed", deadline=now - timedelta(hours=1), attempts=9

@@ -9,7 +9,7 @@ import pytest
 from django.db import connections
 
 from clients.models import Client
-from iam import crypto
+from iam.platform import crypto
 from rbac.models import Membership, Role
 from tenancy.models import Workspace
 from tests.factories import PASSWORD, AccountFactory, WorkspaceFactory
@@ -70,7 +70,7 @@ def test_operator_signs_in_creates_a_workspace_and_a_role(browser, live_server, 
     assert page.locator("#result_list").get_by_text("acme", exact=True).count() == 1
     workspace = Workspace.objects.get(slug="acme")
     owner = Membership.objects.get(workspace=workspace, account=operator)
-    assert [role.name for role in owner.roles.all()] == ["owner"]  # rbac.services.create_workspace
+    assert [role.name for role in owner.roles.all()] == ["owner"]  # rbac.services.workspaces.create_workspace
     screenshot = tmp_path / "workspaces.png"
     page.screenshot(path=str(screenshot), full_page=True)
     assert screenshot.exists() and screenshot.stat().st_size > 0

@@ -13,7 +13,7 @@ from authn.models import Credential
 from authn.serializers import CredentialSerializer
 from clients.models import Client
 from clients.serializers import ClientSerializer
-from iam.admin import api_fields
+from iam.http.admin import api_fields
 from rbac.models import Membership, Permission, Role
 from rbac.serializers import MembershipSerializer, PermissionSerializer, RoleSerializer
 from tenancy.models import Project, Workspace

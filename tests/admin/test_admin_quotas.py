@@ -1,4 +1,4 @@
-"""The workspace's page shows its use against its quotas (CONTRACT 16), read-only."""
+"""The workspace's page shows its use against its quotas (docs/api.md#quotas-and-budgets), read-only."""
 
 from django.urls import reverse
 

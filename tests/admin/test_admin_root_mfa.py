@@ -1,7 +1,8 @@
-"""The admin while the root workspace requires MFA (docs/security.md#second-factors-and-the-workspace-mfa-
-policy): an operator signs in with a second factor; one without a factor sets one up at sign-in (its
-secret, a first code, its recovery codes shown once) before the admin lets it in; a browser session
-signed in with a password alone may not use the admin. Two operators: ada without a factor, bob with one."""
+"""The admin while the root workspace requires MFA
+(docs/security.md#second-factors-and-the-workspace-mfa-policy): an operator signs in with a second factor; one
+without a factor sets one up at sign-in (its secret, a first code, its recovery codes shown once) before the
+admin lets it in; a browser session signed in with a password alone may not use the admin. Two operators: ada
+without a factor, bob with one."""
 
 import re
 
@@ -13,8 +14,8 @@ from django.utils import timezone
 
 from authn import mfa
 from authn.models import RecoveryCode, Totp
-from iam import crypto
 from iam.models import AuditEntry
+from iam.platform import crypto
 from tenancy.services import update_workspace
 from tests.conftest import ApiClient, err, ok
 from tests.factories import PASSWORD, AccountFactory, CredentialFactory

@@ -1,6 +1,6 @@
-"""The admin and second factors (CONTRACT 17): an operator with TOTP signs in to the admin in two steps
-(a wrong code refused, each code once, wrong codes throttled with the API's), and an operator resets an
-account's second factor from its page (recorded, its sessions ended, the account e-mailed)."""
+"""The admin and second factors (docs/api.md#second-factor-totp): an operator with TOTP signs in to the admin
+in two steps (a wrong code refused, each code once, wrong codes throttled with the API's), and an operator
+resets an account's second factor from its page (recorded, its sessions ended, the account e-mailed)."""
 
 import pyotp
 import pytest
@@ -11,8 +11,8 @@ from django.utils import timezone
 
 from authn import mfa
 from authn.models import RecoveryCode, Totp
-from iam import crypto
 from iam.models import AuditEntry
+from iam.platform import crypto
 from tests.conftest import ApiClient, err, ok
 from tests.factories import PASSWORD, AccountFactory, CredentialFactory
 

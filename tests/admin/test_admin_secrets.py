@@ -14,9 +14,9 @@ from authn import tokens
 from authn.sessions import issue_session
 from clients.models import Client, Delivery, DeliveryAttempt
 from clients.services import create_client, regenerate_secret
-from iam import crypto
 from iam.admin import AUDIT_SUBJECTS
 from iam.models import AuditEntry, OutboxMessage
+from iam.platform import crypto
 from tests.factories import (
     AccountFactory,
     CredentialFactory,

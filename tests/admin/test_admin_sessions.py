@@ -1,5 +1,5 @@
-"""The operators' admin shows an account's sessions (CONTRACT 17) and ends one through the service the
-API's `sessions/revoke` calls: recorded with the operator as actor, pushed, refused at once."""
+"""The operators' admin shows an account's sessions (docs/api.md#sessions) and ends one through the service
+the API's `sessions/revoke` calls: recorded with the operator as actor, pushed, refused at once."""
 
 from urllib.parse import urlencode
 

@@ -1,5 +1,5 @@
-"""Issue 11 item 6 in the admin: an operator's change goes through the API's services, so it ends the
-same sessions and owes the same events."""
+"""docs/operations.md#the-admin-and-management-commands in the admin: an operator's change goes through the
+API's services, so it ends the same sessions and owes the same events."""
 
 from django.urls import reverse
 
@@ -29,8 +29,8 @@ def test_revoking_a_credential_in_the_admin_ends_the_accounts_sessions(admin_web
 
 
 def test_the_admin_sign_in_counts_failed_logins_with_the_api(db, operator):
-    """CONTRACT 13's limit (5 failures per e-mail in 15 minutes) holds for the admin's form too, and the
-    failures add up with the API's: the admin is no side door for guessing an operator's password."""
+    """The docs/api.md#throttling limit (5 failures per e-mail in 15 minutes) holds for the admin's form too,
+    and the failures add up with the API's: the admin is no side door for guessing an operator's password."""
     from django.test import Client
 
     web = Client()

@@ -9,8 +9,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from iam import audit
 from iam.models import AuditEntry
+from iam.platform import audit
 from rbac.models import Membership
 from tests.conftest import client_for, ok
 from tests.factories import (

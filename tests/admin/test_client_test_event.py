@@ -9,12 +9,12 @@ import pytest
 from django.test import Client as WebClient
 from django.urls import reverse
 
-from clients import egress, services
+from clients import services
 from clients.models import Client, Delivery, DeliveryAttempt
 from clients.services import create_client
-from iam import crypto
-from iam.errors import ApiError
+from iam.http.errors import ApiError
 from iam.models import AuditEntry, Event
+from iam.platform import crypto, egress
 from tests.clients.test_push import Receiver, run_due_retry, verify
 from tests.factories import AccountFactory, WorkspaceFactory
 

@@ -13,8 +13,8 @@ from django.utils import timezone
 
 from clients import services
 from clients.models import Client, Delivery, DeliveryAttempt
-from iam import crypto
 from iam.models import Event
+from iam.platform import crypto
 from tests.admin.conftest import form_data
 from tests.conftest import ApiClient, ok, token_for
 from tests.factories import WorkspaceFactory

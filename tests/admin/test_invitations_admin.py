@@ -1,4 +1,4 @@
-"""Invitations by e-mail in the admin (issue 22 items 3 and 6): listed per workspace, resent and revoked
+"""Invitations by e-mail in the admin: listed per workspace, resent and revoked
 through the services the API calls, each recorded with the operator as the actor."""
 
 from datetime import timedelta
@@ -7,8 +7,8 @@ from django.core import mail
 from django.urls import reverse
 from django.utils import timezone
 
-from iam import outbox
 from iam.models import AuditEntry, OutboxMessage
+from iam.platform import outbox
 from rbac.models import Invitation
 from tests.conftest import ApiClient, err
 from tests.factories import RoleFactory, WorkspaceFactory

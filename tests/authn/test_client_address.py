@@ -1,12 +1,13 @@
-"""CONTRACT 13 over HTTP: the per-address limits count the connection's address (`REMOTE_ADDR`), never a
-client-sent `X-Forwarded-For`; only with `IAM_NUM_PROXIES=N` is the N-th entry from the right used."""
+"""docs/operations.md#behind-a-reverse-proxy over HTTP: the per-address limits count the connection's address
+(`REMOTE_ADDR`), never a client-sent `X-Forwarded-For`; only with `IAM_NUM_PROXIES=N` is the N-th entry from
+the right used."""
 
 import pytest
 from django.conf import settings
 from django.test import override_settings
 
 from authn import throttling
-from iam.addresses import client_ip
+from iam.platform.addresses import client_ip
 from tests.authn.test_oauth import APP, INITIATE, provider_settings
 from tests.conftest import err, ok
 from tests.factories import PASSWORD

@@ -1,4 +1,5 @@
-"""Confirmation and password reset by e-mail (SPEC 4 rules 1-2, SPEC 7, CONTRACT 5, 9, 13) over HTTP.
+"""Confirmation and password reset by e-mail (docs/api.md#auth, #errors, docs/security.md#tokens,
+docs/operations.md#e-mail, docs/api.md#throttling) over HTTP.
 
 E-mails go through the outbox after commit; the `post` fixture runs the commit hooks of each request, so
 the locmem backend's `mail.outbox` holds what a worker would have sent."""
@@ -17,8 +18,8 @@ from django.core.mail import EmailMultiAlternatives
 from accounts.models import Account
 from authn import emails, tokens
 from authn.models import Credential
-from iam import outbox
 from iam.models import OutboxMessage
+from iam.platform import outbox
 from tests.conftest import ApiClient, err, ok
 from tests.factories import PASSWORD, AccountFactory, CredentialFactory
 
@@ -258,9 +259,9 @@ def test_email_request_validation(api, path, body, message):
 
 
 def test_requests_for_known_and_unknown_addresses_do_the_same_database_work(member):
-    """CONTRACT 13: no enumeration by timing. Both look the address up and run the outbox insert in one
-    transaction; for an unknown address it is rolled back to its savepoint, so no row stays. The mail
-    itself goes out in the worker."""
+    """docs/security.md#throttling-and-enumeration: no enumeration by timing. Both look the address up and run
+    the outbox insert in one transaction; for an unknown address it is rolled back to its savepoint, so no row
+    stays. The mail itself goes out in the worker."""
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
@@ -289,7 +290,7 @@ def test_requests_for_known_and_unknown_addresses_do_the_same_database_work(memb
 def test_only_a_mailable_address_writes_a_row_and_queues_a_task(
     api, root, path, django_capture_on_commit_callbacks
 ):
-    """Issue 23: every request wrote an outbox row and queued a task (600 requests, 600 rows). Now an
+    """Every request wrote an outbox row and queued a task (600 requests, 600 rows). Now an
     unknown address, one that gets no mail (a confirmed one asking for a confirmation) and one past its
     hourly limit write nothing and queue nothing, and all get the same answer."""
     known = AccountFactory(verified=False)
@@ -331,7 +332,7 @@ def test_past_twenty_requests_an_hour_from_one_client_address_is_429(post, membe
     assert ok(post("/auth/reset-password", {"email": member.email}, client=other))
 
 
-# CONTRACT 13: at most 3 e-mails per address per hour, and the answer does not change
+# docs/api.md#throttling: at most 3 e-mails per address per hour, and the answer does not change
 
 
 def test_three_mails_per_address_per_hour(post, member):
@@ -357,7 +358,7 @@ def test_the_limit_is_per_address(post, member):
     assert len(mail.outbox) == 4
 
 
-# Delivery failures (STYLE "Side effects"): retry what is temporary, give up on what is permanent
+# Delivery failures (docs/architecture.md): retry what is temporary, give up on what is permanent
 
 
 @pytest.mark.parametrize(
@@ -402,7 +403,7 @@ def test_a_mail_for_an_account_confirmed_meanwhile_is_not_sent(post, root):
 
 
 def test_confirm_does_not_revive_a_revoked_password_credential(api, root):
-    # e.g. revoked by the OAuth hijack defence (CONTRACT 10) or by an administrator
+    # e.g. revoked by the OAuth hijack defence (docs/api.md#oauth-login) or by an administrator
     account = AccountFactory(verified=False)
     CredentialFactory(account=account, workspace=root, status=Credential.Status.REVOKED)
     ok(api.call("/auth/confirm", {"token": special(account, tokens.ACCOUNT_CONFIRM)}))

@@ -1,5 +1,5 @@
-"""Second factors and sessions leave a trail (CONTRACT 17): each change is an audit entry naming who
-made it, and the account is e-mailed when a second factor is added or removed or a recovery code is
+"""Second factors and sessions leave a trail (docs/api.md#second-factor-totp): each change is an audit entry
+naming who made it, and the account is e-mailed when a second factor is added or removed or a recovery code is
 used. Over HTTP, with two accounts: nothing is recorded about, or mailed to, the other one."""
 
 import jwt

@@ -1,4 +1,4 @@
-"""OAuth login with idp_a (SPEC 4 rules 3-6, CONTRACT 10), driven end to end through a real stand-in
+"""OAuth login with idp_a (docs/api.md#oauth-login), driven end to end through a real stand-in
 provider on loopback: initiate -> the provider's /authorize -> our callback -> the client app."""
 
 import base64
@@ -22,7 +22,7 @@ from django.utils import timezone
 from accounts.models import Account
 from authn import oauth_provider
 from authn.models import Credential, OAuthState
-from iam import crypto
+from iam.platform import crypto
 from tenancy.workspace_cache import root_workspace
 from tests.conftest import ApiClient, err, ok
 from tests.factories import PASSWORD, AccountFactory, CredentialFactory, WorkspaceFactory
@@ -320,7 +320,7 @@ def test_name_defaults_to_the_local_part_and_a_bad_picture_is_dropped(api, confi
 
 
 def test_the_credential_is_the_root_workspaces_whatever_x_workspace_says(api, configured):
-    """CONTRACT 3 (revised): `X-Workspace` on the initiate is ignored (it once let a tenant hold the
+    """docs/api.md#the-root-workspace: `X-Workspace` on the initiate is ignored (it once let a tenant hold the
     credential and so the account)."""
     workspace = WorkspaceFactory()
     sign_in(api, **{"X-Workspace": workspace.slug})
@@ -340,7 +340,7 @@ def test_redirect_url_with_a_query_and_fragment_keeps_them(api, configured):
     assert response["Cache-Control"] == "no-store" and response["Referrer-Policy"] == "no-referrer"
 
 
-# linking (CONTRACT 10)
+# linking (docs/api.md#oauth-login)
 
 
 def test_verified_provider_email_links_to_the_existing_verified_account(api, configured, root):
@@ -432,7 +432,7 @@ def test_revoked_oauth_credential_gets_no_tokens(api, configured):
     assert sign_in(api) == {"error": "oauth_failed"}
 
 
-# state (SPEC 4 rules 3 and 5, CONTRACT 10: single use)
+# state (docs/api.md#oauth-login: single use)
 
 
 def test_expired_state_is_refused(api, configured):

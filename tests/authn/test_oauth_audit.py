@@ -1,4 +1,4 @@
-"""OAuth sign-ins and links leave audit entries with the signed-in account as actor (issue 16)."""
+"""OAuth sign-ins and links leave audit entries with the signed-in account as actor."""
 
 from accounts.models import Account
 from authn.models import Credential
@@ -48,8 +48,8 @@ def test_a_new_account_from_the_provider_is_recorded(api, configured, root):  # 
 
 
 def test_linking_revokes_and_clears_through_the_services(api, configured, root):  # noqa: F811
-    """The pre-registration hijack defence (CONTRACT 10): each credential revoked and the password cleared
-    are recorded, the account's token dies, and the sessions end once (one `session.revoked`)."""
+    """The pre-registration hijack defence (docs/api.md#oauth-login): each credential revoked and the password
+    cleared are recorded, the account's token dies, and the sessions end once (one `session.revoked`)."""
     account = AccountFactory(email="alice@example.com", verified=False)
     workspace = MembershipFactory(account=account).workspace_id  # hears the account's events
     password = CredentialFactory(account=account, workspace=root, status="pending")

@@ -1,5 +1,5 @@
-"""Sessions as records (CONTRACT 17) over HTTP: every login starts one, its tokens name it (`sid`, `amr`),
-`sessions/list` and `sessions/revoke` for the account and for operators, `auth/revoke` with
+"""Sessions as records (docs/api.md#sessions) over HTTP: every login starts one, its tokens name it (`sid`,
+`amr`), `sessions/list` and `sessions/revoke` for the account and for operators, `auth/revoke` with
 `except_current`, and a revoked session refused at once on Bearer calls, on refresh and in
 `clients/validate`, from a warm cache, a flushed one and with the cache down."""
 

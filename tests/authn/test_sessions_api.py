@@ -1,4 +1,5 @@
-"""Register, login, refresh, revoke (SPEC 4, SPEC 7, CONTRACT 5, CONTRACT 13) over HTTP."""
+"""Register, login, refresh, revoke (docs/api.md#conventions, #errors, docs/security.md#tokens,
+docs/api.md#throttling) over HTTP."""
 
 import datetime as dt
 import uuid
@@ -60,8 +61,9 @@ def test_register_name_defaults_to_the_local_part(api):
 
 
 def test_register_ignores_x_workspace(api):
-    """CONTRACT 3 (revised): the header once chose the credential's workspace, which handed its owner the
-    account through `credentials/update`. The credential is the root workspace's, whatever is sent."""
+    """docs/api.md#the-root-workspace: the header once chose the credential's workspace, which handed its
+    owner the account through `credentials/update`. The credential is the root workspace's, whatever is
+    sent."""
     workspace = WorkspaceFactory()
     data = ok(api.call("/auth/register", REGISTER, headers={"X-Workspace": workspace.slug}))
     assert Credential.objects.get(account_id=data["account"]["id"]).workspace == root_workspace()
@@ -115,7 +117,7 @@ def test_wrong_password_and_unknown_email_look_the_same(api, member):
 
 
 def test_unknown_email_still_verifies_a_hash(api, monkeypatch):
-    # CONTRACT 13: unknown e-mails cost what a wrong password costs.
+    # docs/api.md#throttling: unknown e-mails cost what a wrong password costs.
     from django.contrib.auth import hashers
 
     calls = []
@@ -167,7 +169,8 @@ def test_five_failures_for_one_email_lock_it_for_the_window(api, member):
 def test_failures_from_one_ip_lock_every_email_from_it(api, member, monkeypatch):
     from authn import throttling
 
-    monkeypatch.setattr(throttling.login_failures_by_ip, "limit", 3)  # 50 in production (CONTRACT 13)
+    # 50 in production (docs/api.md#throttling)
+    monkeypatch.setattr(throttling.login_failures_by_ip, "limit", 3)
     for n in range(3):
         err(api.call("/auth/login", {"email": f"ghost{n}@example.com", "password": "x" * 8}), 401)
     err(login(api, member), 429, "too many failed login attempts")
@@ -208,16 +211,23 @@ def test_refresh_without_a_token(api):
     err(api.call("/auth/refresh"), 401, AUTH)
 
 
-IN_THE_HEADER = "refresh_token goes in the Authorization header as a Bearer token"
+IN_THE_HEADER = "send the refresh token as Authorization: Bearer <token>"
 
 
-def test_a_refresh_token_in_the_body_is_told_where_it_goes(api, member):
+def test_a_refresh_token_in_the_body_is_a_401_that_says_where_it_goes(api, member):
+    """docs/api.md#conventions: a 401 keeps its fixed message and status; the teaching is in `hint`."""
     session = ok(login(api, member))
     body = {"refresh_token": session["refresh_token"]}
-    answer = err(api.call("/auth/refresh", body), 400, IN_THE_HEADER)
-    assert answer["field"] == "refresh_token"
-    err(ApiClient("not-a-token").call("/auth/refresh", body), 400, IN_THE_HEADER)
-    err(api.call("/auth/refresh", {"refresh_token": None}), 400, IN_THE_HEADER)
+    for client, sent in (
+        (api, body),
+        (ApiClient("not-a-token"), body),
+        (api, {"refresh_token": None}),
+    ):
+        response = client.call("/auth/refresh", sent)
+        answer = err(response, 401, AUTH)
+        assert answer["hint"] == IN_THE_HEADER and "field" not in answer
+        assert response["WWW-Authenticate"] == 'Bearer realm="iam"'
+    err(api.call("/auth/refresh", body, method="GET"), 405, "use POST")  # the method first
     # the token in the body was not spent: in the header, it works once
     assert set(ok(ApiClient(session["refresh_token"]).call("/auth/refresh", body))) == {
         "access_token",
@@ -227,7 +237,7 @@ def test_a_refresh_token_in_the_body_is_told_where_it_goes(api, member):
 
 @pytest.mark.parametrize("raw", ['{"token": "x"}', "{bad", "[]", '"refresh_token"'])
 def test_refresh_without_a_bearer_and_no_refresh_token_in_the_body_is_401(api, raw):
-    err(api.call("/auth/refresh", raw=raw), 401, AUTH)
+    assert "hint" not in err(api.call("/auth/refresh", raw=raw), 401, AUTH)
 
 
 def test_revoke_ends_the_session_and_its_refresh_token(api, member):
@@ -269,7 +279,7 @@ def test_revoke_with_a_stale_cache_entry_for_the_account(api, member):
     err(client.call("/accounts/describe", {"id": str(member.pk)}), 401, AUTH)
 
 
-# token checks (CONTRACT 5)
+# token checks (docs/security.md#tokens)
 
 
 def forge(member, *, key: str | None = None, algorithm: str = "HS256", **overrides):
@@ -291,7 +301,7 @@ def forge(member, *, key: str | None = None, algorithm: str = "HS256", **overrid
         {"sub": str(uuid.uuid4())},
         {"sub": "not-a-uuid"},
         {"jti": None},
-        {"auth_time": None},  # CONTRACT 5: every session token carries its login time
+        {"auth_time": None},  # docs/security.md#tokens: every session token carries its login time
         {"auth_time": "1700000000"},
         {"key": "another-key-" + "k" * 64},
         {"algorithm": "HS512", "key": "k" * 64},

@@ -13,7 +13,8 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519
 from django.conf import settings
-from django.core.management import CommandError, call_command
+from django.core.management import call_command
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from authn import keys
@@ -68,13 +69,71 @@ def attacker_key(algorithm):
     )
 
 
-def test_hs256_stays_the_default_and_publishes_nothing(api, member):
+def rs256_keys(document: dict) -> list[dict]:
+    return [key for key in document["keys"] if key["alg"] == "RS256"]
+
+
+def test_under_hs256_the_jwks_publishes_the_rs256_key_and_never_the_secret(api, member):
+    """docs/security.md#tokens: the JWKS is never empty, whatever IAM_JWT_ALGORITHM is; under the
+    default HS256 it holds the RS256 key the service always has (made at the first read), never the HS
+    secret."""
     token = client_for(member).token
     assert jwt.get_unverified_header(token) == {"alg": "HS256", "typ": "JWT"}
     ok(describe_self(token, member))
-    response = jwks(api)
-    assert response.json() == {"keys": []}
-    assert SigningKey.objects.count() == 0
+    assert SigningKey.objects.count() == 0  # an HS256 session needs no key row
+    document = jwks(api).json()
+    [published] = document["keys"]
+    current = SigningKey.objects.get(retired_at__isnull=True)
+    assert (current.algorithm, published["kid"]) == ("RS256", current.kid)
+    assert (published["kty"], published["alg"], published["use"]) == ("RSA", "RS256", "sig")
+    assert not {"d", "p", "q", "dp", "dq", "qi", "k"} & set(published)  # the public half only
+    assert settings.IAM_JWT_SIGNING_KEY not in json.dumps(document)
+    # What signs with it verifies with the published key alone (the ID tokens to come).
+    private, header = keys.signing_key("RS256")
+    signed = jwt.encode({"sub": str(member.pk)}, private, algorithm="RS256", headers=header)
+    key = jwt.PyJWKSet.from_dict(document)[header["kid"]]
+    assert jwt.decode(signed, key.key, algorithms=["RS256"])["sub"] == str(member.pk)
+    # The same key in another process, and no second one.
+    keys.forget()
+    assert jwks(api).json() == document
+    assert SigningKey.objects.count() == 1
+    # An RS256 token is no session, even with the service's own key.
+    err(
+        describe_self(jwt.encode(access_claims(member), private, algorithm="RS256", headers=header), member),
+        401,
+        AUTH,
+    )
+
+
+def test_switching_to_an_asymmetric_algorithm_publishes_its_key_before_any_token(api, member, algorithm):
+    """The JWKS read first, before any token was signed, already holds the new algorithm's key: a
+    service fetching it then verifies the first token without fetching again."""
+    document = jwks(api).json()
+    assert sorted(key["alg"] for key in document["keys"]) == sorted(["RS256", algorithm])
+    token = client_for(member).token
+    published = {key["kid"]: key for key in document["keys"]}
+    assert published[jwt.get_unverified_header(token)["kid"]]["alg"] == algorithm
+    assert SigningKey.objects.filter(retired_at__isnull=True).count() == 2
+
+
+def test_an_rs256_token_is_refused_where_the_algorithm_is_another(member, algorithm):
+    private, header = keys.signing_key("RS256")
+    forged = jwt.encode(access_claims(member), private, algorithm="RS256", headers=header)
+    err(describe_self(forged, member), 401, AUTH)
+
+
+def test_two_processes_making_the_first_key_at_once_end_with_one(api, monkeypatch):
+    """The race, as the loser sees it: this process has loaded no key; another inserts the first RS256
+    key after this one found none (its check answered before the other's commit) and before the cache's
+    version moved; this one's insert is refused by the constraint, and the winner's key is published.
+    tests/live/test_signing_keys_live.py runs the race for real."""
+    keys._refresh(keys._version())  # this process: no key yet
+    winner = keys.new_key("RS256")  # the other process's, committed meanwhile
+    exists = QuerySet.exists
+    monkeypatch.setattr(QuerySet, "exists", lambda qs: False if qs.model is SigningKey else exists(qs))
+    [published] = jwks(api).json()["keys"]
+    assert published["kid"] == winner.kid
+    assert list(SigningKey.objects.values_list("kid", flat=True)) == [winner.kid]
 
 
 def test_a_service_verifies_a_token_with_the_jwks_document_alone(api, member, algorithm):
@@ -84,8 +143,8 @@ def test_a_service_verifies_a_token_with_the_jwks_document_alone(api, member, al
     response = jwks(api)
     assert response["Cache-Control"] == "public, max-age=300"
     document = response.json()
-    assert [key["kid"] for key in document["keys"]] == [header["kid"]]
-    published = document["keys"][0]
+    assert sorted(key["alg"] for key in document["keys"]) == sorted([algorithm, "RS256"])
+    [published] = [key for key in document["keys"] if key["kid"] == header["kid"]]
     assert published["alg"] == algorithm and published["use"] == "sig"
     assert not {"d", "p", "q", "k"} & set(published)  # public halves only
     # What the README shows another service doing.
@@ -93,16 +152,17 @@ def test_a_service_verifies_a_token_with_the_jwks_document_alone(api, member, al
     claims = jwt.decode(token, key.key, algorithms=[algorithm], issuer=settings.IAM_JWT_ISSUER)
     assert claims["sub"] == str(member.pk)
     ok(describe_self(token, member))
+    row = SigningKey.objects.get(kid=header["kid"])
     private = keys.serialization.load_pem_private_key(
-        keys.crypto.decrypt(SigningKey.objects.get().private_key_encrypted).encode(), password=None
+        keys.crypto.decrypt(row.private_key_encrypted).encode(), password=None
     )
     assert (
         private.public_key()
         .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
         .decode()
-        == SigningKey.objects.get().public_key
+        == row.public_key
     )
-    assert "PRIVATE" not in SigningKey.objects.get().private_key_encrypted  # encrypted at rest
+    assert "PRIVATE" not in row.private_key_encrypted  # encrypted at rest
 
 
 def test_hs_and_asymmetric_confusion_is_refused(member, algorithm):
@@ -171,10 +231,21 @@ def test_warm_validation_still_makes_no_query(member, workspace, algorithm, djan
         assert ok(ApiClient().call("/clients/validate", body))["authorized"] is True
 
 
+def current_kid(algorithm: str | None = None) -> str:
+    return SigningKey.objects.get(
+        algorithm=algorithm or settings.IAM_JWT_ALGORITHM, retired_at__isnull=True
+    ).kid
+
+
 def rotate(django_capture_on_commit_callbacks) -> str:
+    """The new key of IAM_JWT_ALGORITHM (RS256's is rotated with it)."""
     with django_capture_on_commit_callbacks(execute=True):
         call_command("rotate_signing_key", stdout=open("/dev/null", "w"))  # noqa: SIM115
-    return SigningKey.objects.get(retired_at__isnull=True).kid
+    return current_kid()
+
+
+def session_kids(document: dict) -> set[str]:
+    return {key["kid"] for key in document["keys"] if key["alg"] == settings.IAM_JWT_ALGORITHM}
 
 
 def test_rotation_signs_with_the_new_key_and_keeps_the_old_one_until_its_tokens_expire(
@@ -186,7 +257,7 @@ def test_rotation_signs_with_the_new_key_and_keeps_the_old_one_until_its_tokens_
     assert new_kid != old_kid
     new_token = client_for(member).token
     assert jwt.get_unverified_header(new_token)["kid"] == new_kid
-    assert {key["kid"] for key in jwks(api).json()["keys"]} == {old_kid, new_kid}
+    assert session_kids(jwks(api).json()) == {old_kid, new_kid}
     ok(describe_self(old_token, member))
     ok(describe_self(new_token, member))
 
@@ -201,7 +272,7 @@ def test_rotation_signs_with_the_new_key_and_keeps_the_old_one_until_its_tokens_
         retired_at=timezone.now() - settings.IAM_REFRESH_TOKEN_LIFETIME
     )
     keys.forget()
-    assert [key["kid"] for key in jwks(api).json()["keys"]] == [new_kid]
+    assert session_kids(jwks(api).json()) == {new_kid}
     err(describe_self(old_token, member), 401, AUTH)
     ok(describe_self(new_token, member))
 
@@ -220,20 +291,38 @@ def test_a_rotation_is_recorded_with_its_actor_and_key_ids_only(
     from authn.services import rotate_signing_key
     from iam.models import AuditEntry
 
+    def entries(**filters) -> dict:
+        rows = AuditEntry.objects.filter(action="signing_key.rotate", **filters)
+        return {entry.changes["algorithm"]: entry for entry in rows}
+
+    client_for(member)  # the first key of IAM_JWT_ALGORITHM
     first = rotate(django_capture_on_commit_callbacks)
-    by_command = AuditEntry.objects.get(action="signing_key.rotate")
-    assert (by_command.actor_kind, by_command.actor_id) == ("command", None)
-    assert by_command.changes["kid"]["after"] == first
-    second = rotate_signing_key(actor=operator)
-    entry = AuditEntry.objects.filter(action="signing_key.rotate").latest("occurred_at")
-    assert entry.actor_id == operator.pk
-    assert entry.changes == {"kid": {"before": [first], "after": second.kid}, "algorithm": algorithm}
+    by_command = entries()
+    assert set(by_command) == {algorithm, "RS256"}  # the RS256 key had none yet: nothing retired
+    assert {(entry.actor_kind, entry.actor_id) for entry in by_command.values()} == {("command", None)}
+    assert by_command[algorithm].changes["kid"]["after"] == first
+    assert by_command["RS256"].changes["kid"] == {"before": [], "after": current_kid("RS256")}
+    rs256 = current_kid("RS256")
+    second = {key.algorithm: key.kid for key in rotate_signing_key(actor=operator)}
+    by_operator = entries(actor_id=operator.pk)
+    assert by_operator[algorithm].changes == {
+        "kid": {"before": [first], "after": second[algorithm]},
+        "algorithm": algorithm,
+    }
+    assert by_operator["RS256"].changes == {
+        "kid": {"before": [rs256], "after": second["RS256"]},
+        "algorithm": "RS256",
+    }
 
 
-def test_rotate_refuses_under_hs256(db):
-    with pytest.raises(CommandError, match="IAM_JWT_ALGORITHM is HS256"):
-        call_command("rotate_signing_key")
-    assert SigningKey.objects.count() == 0
+def test_rotate_under_hs256_rotates_the_rs256_key(api, django_capture_on_commit_callbacks):
+    [before] = jwks(api).json()["keys"]
+    with django_capture_on_commit_callbacks(execute=True):
+        call_command("rotate_signing_key", stdout=open("/dev/null", "w"))  # noqa: SIM115
+    after = current_kid("RS256")
+    assert after != before["kid"]
+    assert {key["kid"] for key in jwks(api).json()["keys"]} == {before["kid"], after}
+    assert not SigningKey.objects.exclude(algorithm="RS256").exists()
 
 
 def test_admin_rotate_action(admin_web, member, algorithm, django_capture_on_commit_callbacks):
@@ -245,9 +334,9 @@ def test_admin_rotate_action(admin_web, member, algorithm, django_capture_on_com
             "/admin/authn/signingkey/", {"action": "rotate", "_selected_action": [old_kid]}, follow=True
         )
     assert response.status_code == 200
-    current = SigningKey.objects.get(retired_at__isnull=True)
-    assert current.kid != old_kid and "PRIVATE" not in response.content.decode()
-    assert jwt.get_unverified_header(client_for(member).token)["kid"] == current.kid
+    current = current_kid()
+    assert current != old_kid and "PRIVATE" not in response.content.decode()
+    assert jwt.get_unverified_header(client_for(member).token)["kid"] == current
 
 
 def test_a_first_key_rolled_back_with_its_transaction_is_dropped(member, algorithm, monkeypatch):

@@ -1,5 +1,5 @@
-"""TOTP with recovery codes (CONTRACT 17) over HTTP, with two accounts: enrolment, login in two steps,
-single use of codes, recovery codes and mfa tokens, the throttle, recent authentication."""
+"""TOTP with recovery codes (docs/api.md#second-factor-totp) over HTTP, with two accounts: enrolment, login in
+two steps, single use of codes, recovery codes and mfa tokens, the throttle, recent authentication."""
 
 import jwt
 import pyotp
@@ -10,8 +10,8 @@ from accounts.account_cache import forget_account
 from accounts.models import Account
 from authn import mfa
 from authn.models import MfaChallenge, RecoveryCode, Session, Totp
-from iam import crypto
 from iam.models import AuditEntry
+from iam.platform import crypto
 from tests.authn import test_oauth as oauth_flow
 from tests.conftest import ApiClient, err, ok
 from tests.factories import PASSWORD, AccountFactory, CredentialFactory

@@ -1,4 +1,4 @@
-"""What the outbound transport (`clients.egress`, requests with a pinned adapter) guarantees besides the
+"""What the outbound transport (`iam.platform.egress`, requests with a pinned adapter) guarantees besides the
 address rules, against real servers on loopback: the connection goes to the address the check vetted
 (a DNS answer that changes afterwards reaches nothing), TLS names the URL's host and checks the
 certificate for it on that connection, the timeout bounds the whole request however the peer drips its
@@ -19,8 +19,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from clients import egress
-from iam import upstream
+from iam.platform import egress, upstream
 from tests.clients.test_push import kept_connections
 
 OK = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Type: application/json\r\n\r\n{}"

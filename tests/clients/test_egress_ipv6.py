@@ -1,6 +1,6 @@
-"""CONTRACT 8, SSRF: an IPv6 address that embeds a loopback, private or link-local IPv4 address (6to4,
-NAT64, IPv4-compatible, IPv4-mapped, SIIT, Teredo) is refused like the IPv4 address itself, at create, at
-update and again at delivery. The endpoints are IPv6 literals, so no DNS answer is involved."""
+"""docs/security.md#the-edges, SSRF: an IPv6 address that embeds a loopback, private or link-local IPv4
+address (6to4, NAT64, IPv4-compatible, IPv4-mapped, SIIT, Teredo) is refused like the IPv4 address itself, at
+create, at update and again at delivery. The endpoints are IPv6 literals, so no DNS answer is involved."""
 
 import pytest
 from django.test import override_settings

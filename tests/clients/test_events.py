@@ -16,8 +16,8 @@ from django.utils import timezone
 
 from clients.client_cache import workspace_of
 from clients.models import Delivery
-from iam import events
 from iam.models import Event
+from iam.platform import events
 from tests.conftest import ApiClient, err, ok
 from tests.factories import AccountFactory, WorkspaceFactory
 
@@ -186,7 +186,7 @@ def test_expired_cursor_answers_410_and_cleanup_drops_old_events(side, settings)
 def test_the_cursor_survives_a_restart_and_an_outage_of_the_worker(side, monkeypatch, cache_down):
     """Events are written in the change's transaction, not by the worker: with the broker gone (nothing is
     published) and every cache and process memory lost, the cursor carries on where it was."""
-    from iam import outbox
+    from iam.platform import outbox
 
     monkeypatch.setattr(outbox, "publish", lambda *args, **kwargs: None)
     _, admin, client = side()

@@ -1,14 +1,17 @@
-"""Push events to clients (CONTRACT 8), delivered over real HTTP to a receiver on loopback: signature,
-fan-out, retries with every attempt recorded, broker outage, SSRF refusal at delivery time."""
+"""Push events to clients (docs/security.md#the-edges), delivered over real HTTP to a receiver on loopback:
+signature, fan-out, retries with every attempt recorded, broker outage, SSRF refusal at delivery time."""
 
 import base64
 import hashlib
 import hmac
 import json
+import re
 import threading
 import time
+import uuid
 from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
 import standardwebhooks
@@ -16,13 +19,13 @@ from django.db import transaction
 from django.test import override_settings
 from django.utils import timezone
 
-from clients import egress, push
+from clients import push
 from clients.client_cache import forget_client
 from clients.models import Client, Delivery, DeliveryAttempt
 from clients.push import fan_out, retry_delivery
 from clients.tasks import deliver_push
-from iam import crypto, events
-from iam.models import AuditEntry, OutboxMessage
+from iam.models import AuditEntry, Event, OutboxMessage
+from iam.platform import crypto, egress, events
 from tests.conftest import ok
 from tests.factories import AccountFactory, MembershipFactory, WorkspaceFactory
 
@@ -237,7 +240,7 @@ def test_failures_are_retried_until_delivered_once(
     emit_membership_created(workspace, django_capture_on_commit_callbacks)
     delivery = Delivery.objects.get()
     assert (delivery.status, delivery.attempts) == ("pending", 1)
-    # the first retry is due within 10 s (CONTRACT 8), and the delivery itself says so
+    # the first retry is due within 10 s (docs/integration.md#push-events), and the delivery itself says so
     assert timezone.now() < delivery.next_attempt_at <= timezone.now() + timedelta(seconds=10)
     assert delivery.last_error == "status 500"
     assert not OutboxMessage.objects.filter(topic="push.delivery").exists()
@@ -431,7 +434,7 @@ def test_attempts_survive_the_retry_in_committed_transactions(receiver, member_o
     assert verify(client["secret"], *receiver.requests[-1])
 
 
-# Throughput (issue 14): kept-alive connections and a one-statement fan-out, with CONTRACT 8 whole.
+# Throughput: kept-alive connections and a one-statement fan-out, with docs/integration.md#push-events whole.
 
 
 @pytest.fixture
@@ -544,3 +547,30 @@ def test_a_secret_issued_before_the_whsec_form_keeps_signing_as_before(
     headers, body = receiver.requests[-1]
     assert verify_legacy(legacy, headers, body)
     assert not verify_legacy(client["secret"], headers, body)
+
+
+def documented_kinds() -> set[str]:
+    """The `type`s docs/integration.md#push-events lists (`role.updated|deleted` is two)."""
+    text = (Path(__file__).resolve().parents[2] / "docs" / "integration.md").read_text()
+    section = text.split("## Push events", 1)[1].split("\n## ", 1)[0]
+    types = section.split("- `type`:", 1)[1].split("\n- ", 1)[0]
+    found = set()
+    for name in re.findall(r"`([a-z_]+\.[a-z_|]+)`", types):
+        resource, _, actions = name.partition(".")
+        found |= {f"{resource}.{action}" for action in actions.split("|")}
+    return found
+
+
+def test_every_kind_a_client_may_receive_is_documented():
+    assert documented_kinds() == events.KINDS | events.PUSHED_ONLY
+    assert "client.test" in events.PUSHED_ONLY
+
+
+def test_a_test_event_is_never_written_to_the_event_log(workspace):
+    """`client.test` goes to one client (clients.services.send_test_event), never through `emit`, whose
+    rows every client of the workspace reads with `clients/events`."""
+    with pytest.raises(AssertionError):
+        events.emit(
+            "client.test", resource=("client", uuid.uuid4()), account_ids=[], workspace_ids=[workspace.pk]
+        )
+    assert not Event.objects.exists()

@@ -1,4 +1,4 @@
-"""Push throughput (issue 14) with `Delivery` the only retry state (issue 13): a worker takes a client's
+"""Push throughput with `Delivery` the only retry state: a worker takes a client's
 due deliveries in one batch over one kept-alive connection, records each attempt, and writes the batch in a
 few statements; kicks for a client coalesce while one is queued; beat's sweep hands over what no task
 took; an endpoint that does not answer holds back only its own client's batch."""
@@ -12,9 +12,9 @@ from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from clients import egress, push
+from clients import push
 from clients.models import Delivery, DeliveryAttempt
-from iam import outbox
+from iam.platform import egress, outbox
 from tests.clients.test_push import (  # noqa: F401 (fixtures)
     Receiver,
     admin,

@@ -1,4 +1,4 @@
-"""Push delivery attempts are counted by result (issue 16)."""
+"""Push delivery attempts are counted by result."""
 
 from prometheus_client import REGISTRY
 

@@ -1,5 +1,6 @@
-"""`POST /clients/validate` (CONTRACT 7) over HTTP: the answers, the warm-cache budget of zero queries,
-and correctness right after a revoke, a rotation or a removed membership, with the cache up or down."""
+"""`POST /clients/validate` (docs/integration.md#validate-each-token-clientsvalidate) over HTTP: the answers,
+the warm-cache budget of zero queries, and correctness right after a revoke, a rotation or a removed
+membership, with the cache up or down."""
 
 import datetime as dt
 import uuid
@@ -11,7 +12,7 @@ from django.test import override_settings
 
 from authn import mfa, tokens
 from clients import validation
-from iam.redis_cache import RedisCache
+from iam.platform.redis_cache import RedisCache
 from rbac.models import Membership
 from tenancy.workspace_cache import forget_authorization
 from tests.conftest import ApiClient, client_for, err, ok

@@ -1,4 +1,4 @@
-"""The audit log (issue 16): one entry per change, in the change's transaction, with the right actor for
+"""The audit log: one entry per change, in the change's transaction, with the right actor for
 each source of change (API, admin, command, worker; OAuth in tests/authn/test_oauth_audit.py), no secret
 in `changes`, `POST /audit/list` scoped to the workspace, append-only, dropped by `cleanup`."""
 
@@ -16,8 +16,8 @@ from django.utils import timezone
 from accounts.models import Account
 from authn.models import Credential
 from clients.models import Client as ServiceClient
-from iam import audit, context, outbox
 from iam.models import AuditEntry, Event, OutboxMessage
+from iam.platform import audit, context, outbox
 from iam.tasks import process_outbox_message
 from tests.conftest import ApiClient, client_for, err, ok
 from tests.factories import PASSWORD, AccountFactory, CredentialFactory, WorkspaceFactory

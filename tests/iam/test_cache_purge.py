@@ -4,8 +4,8 @@ keep a revoked session alive once the cache is reachable again."""
 from django.core.cache import cache as django_cache
 
 from accounts.account_cache import CACHED_FIELDS, account_key
-from iam import outbox
 from iam.models import OutboxMessage
+from iam.platform import outbox
 from tests.conftest import ApiClient, break_cache, err, ok, token_for
 from tests.factories import AccountFactory
 
@@ -38,7 +38,7 @@ def test_a_revocation_during_a_cache_split_is_purged_when_the_cache_returns(
 
 def test_the_purge_is_retried_while_the_cache_stays_away(db, monkeypatch):
     break_cache(monkeypatch, "delete_many")
-    from iam import cache
+    from iam.platform import cache
 
     cache.delete_many(["account:x"])
     message = OutboxMessage.objects.get(topic="cache.purge")

@@ -1,4 +1,4 @@
-"""`manage.py cleanup` (CONTRACT 14 operations)."""
+"""`manage.py cleanup` (docs/operations.md#the-admin-and-management-commands operations)."""
 
 from datetime import timedelta
 from io import StringIO

@@ -12,7 +12,7 @@ from django.core.management import call_command
 from django.test import Client, override_settings
 from drf_spectacular.generators import SchemaGenerator
 
-from iam import docs
+from iam.http import docs
 from tests.endpoints import ENDPOINTS
 
 

@@ -6,7 +6,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from accounts.models import Account
-from iam.fields import is_address
+from iam.http.fields import is_address
 from rbac.models import Invitation
 from tests.authn import test_oauth as oauth_flow
 from tests.conftest import err

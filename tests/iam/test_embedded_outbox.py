@@ -1,5 +1,5 @@
-"""CONTRACT 13: e-mail and pushes never run inside a request, in any mode. Without a broker (`make run`:
-eager tasks) a thread pool of the web process runs the outbox after commit. The slow e-mail server and
+"""docs/api.md#throttling: e-mail and pushes never run inside a request, in any mode. Without a broker (`make
+run`: eager tasks) a thread pool of the web process runs the outbox after commit. The slow e-mail server and
 the slow webhook endpoint here block on an event until the test releases them: the request has already
 answered while they are held, which no timing can fake."""
 
@@ -12,10 +12,9 @@ from django.core.mail.backends.locmem import EmailBackend
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
-from clients import egress
 from clients.models import Delivery, DeliveryAttempt
 from clients.services import create_client
-from iam import events, outbox
+from iam.platform import egress, events, outbox
 from tests.clients.test_push import Receiver
 from tests.conftest import client_for, ok
 from tests.factories import AccountFactory, CredentialFactory, MembershipFactory, WorkspaceFactory

@@ -1,5 +1,5 @@
-"""iam/gunicorn.conf.py: multiprocess metrics need a directory cleared of dead processes' files at start
-and each exited worker marked dead."""
+"""iam/server/gunicorn.conf.py: multiprocess metrics need a directory cleared of dead processes' files at
+start and each exited worker marked dead; no control socket shared with every gunicorn of the host."""
 
 import importlib.util
 import os
@@ -7,7 +7,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-CONF = Path(__file__).resolve().parents[2] / "iam" / "gunicorn.conf.py"
+from gunicorn.app.base import Application
+from gunicorn.config import Config
+
+CONF = Path(__file__).resolve().parents[2] / "iam" / "server" / "gunicorn.conf.py"
 
 
 def load_conf():
@@ -55,3 +58,14 @@ def test_an_exited_worker_is_marked_dead(tmp_path, monkeypatch):
 
     conf.child_exit(server=None, worker=Worker())
     assert marked == [4242]
+
+
+def test_the_service_opens_no_control_socket():
+    """gunicorn 25.1+ opens ~/.gunicorn/gunicorn.ctl (or $XDG_RUNTIME_DIR's) by default, one path for every
+    gunicorn on the host. The setting is read as gunicorn reads the file, so a gunicorn that
+    renamed it fails here. (tests/live/test_slow_readers_live.py starts the tier and finds no socket.)"""
+    assert "control_socket_disable" in Config().settings
+    app = Application.__new__(Application)
+    app.cfg = Config()
+    app.load_config_from_file(str(CONF))
+    assert app.cfg.control_socket_disable is True

@@ -1,5 +1,6 @@
-"""Exact totals from the database's counts (iam.counts, issue 14 item 3): the triggers keep the counts
-equal to count(*) through every kind of write, and a list reads them exactly when they hold its total."""
+"""Exact totals from the database's counts (iam.platform.counts, docs/performance.md): the triggers keep the
+counts equal to count(*) through every kind of write, and a list reads them exactly when they hold its
+total."""
 
 from io import StringIO
 
@@ -9,8 +10,8 @@ from django.core.management import call_command
 from django.db import connection, transaction
 
 from accounts.models import Account
-from iam import counts
 from iam.celery import app
+from iam.platform import counts
 from rbac.models import Membership
 from tenancy.models import Workspace
 from tests.conftest import client_for, ok

@@ -1,4 +1,4 @@
-"""The in-process layer of the Redis cache (iam/redis_cache.py): warm reads make no round trip, and a
+"""The in-process layer of the Redis cache (iam/platform/redis_cache.py): warm reads make no round trip, and a
 change made by another process is seen by the next read, because Redis reports it (tracking) and each
 read drains the reports first."""
 
@@ -13,7 +13,7 @@ import redis
 from django.conf import settings
 from django.core.cache import cache, caches
 
-from iam.redis_cache import Invalidations, RedisCache
+from iam.platform.redis_cache import Invalidations, RedisCache
 
 # Another process of the service as far as the cache goes: the same CACHES setting, its own memory and
 # its own connections. It answers one JSON command a line: ["get", key], ["set", key, value],

@@ -1,4 +1,4 @@
-"""CONTRACT 1 and 11 through HTTP: every failure is a flat JSON body, on every endpoint family."""
+"""docs/api.md#errors, #lists through HTTP: every failure is a flat JSON body, on every endpoint family."""
 
 import io
 import json
@@ -7,7 +7,7 @@ import pytest
 from django.test import override_settings
 from django.urls import path
 
-from iam.api import Endpoint
+from iam.http.endpoint import Endpoint
 from tests.conftest import ApiClient, client_for, err, ok
 from tests.endpoints import ENDPOINTS, LISTS, PATHS
 
@@ -164,7 +164,7 @@ def test_unexpected_error_is_a_json_500(db):
     assert "unexpected" not in json.dumps(body)
 
 
-# The list contract (SPEC 4, CONTRACT 11), on accounts/list.
+# The list contract (docs/api.md#lists), on accounts/list.
 
 
 @pytest.mark.parametrize(
@@ -242,8 +242,9 @@ def test_answers_are_json_whatever_the_accept_header(operator_api, accept):
     assert ok(response)["metadata"]["total"] == 1
 
 
-# CONTRACT 1 and 12 against hostile bodies: whatever arrives, the answer is a 4xx with the flat body, never
-# a 5xx, on SQLite and on PostgreSQL (where NUL in a JSONField, or a number out of range, used to be 500s).
+# docs/api.md#errors, #validation against hostile bodies: whatever arrives, the answer is a 4xx with the flat
+# body, never a 5xx, on SQLite and on PostgreSQL (where NUL in a JSONField, or a number out of range, used to
+# be 500s).
 
 MAX_DEPTH = 32
 UNICODE = "{field} must be valid unicode without NUL characters"
@@ -264,7 +265,7 @@ def top_level_fields(path: str) -> list[str]:
 
 
 def answered_4xx(response) -> dict:
-    """A 4xx with CONTRACT 1's flat body, or a 200 envelope; never anything else."""
+    """A 4xx with the docs/api.md#errors flat body, or a 200 envelope; never anything else."""
     body = response.json()
     assert response.status_code < 500, (response.status_code, body)
     if response.status_code == 200:
@@ -389,7 +390,7 @@ def test_wrong_types_and_big_strings_are_answered_without_5xx(hostile, path):
     for field in [*fields, "unknown_field"]:
         for value in WRONG_TYPES:
             answered_4xx(hostile(path, f'{{"{field}": {value}}}'))
-        # just under the 1 MiB limit (CONTRACT 1: 413 is for bodies over it)
+        # just under the 1 MiB limit (docs/api.md#errors: 413 is for bodies over it)
         answered_4xx(hostile(path, json.dumps({field: "é" * (500 * 1024)}, ensure_ascii=False)))
     if fields:
         answered_4xx(hostile(path, json.dumps(dict.fromkeys(fields, "x" * (1000 * 1024 // len(fields))))))
@@ -470,7 +471,7 @@ def test_a_deep_body_is_refused_fast(api):
     assert time.monotonic() - started < 5
 
 
-# options.order_bys (CONTRACT 12): at most 8 entries
+# options.order_bys (docs/api.md#validation): at most 8 entries
 
 
 @pytest.mark.parametrize("path", LISTS)
@@ -500,7 +501,8 @@ IMPOSSIBLE_TIMES = [
 
 
 def test_list_filters_on_impossible_times_are_400(operator_api):
-    """accounts/list has the time filters (SPEC 4); every list parses them in `_parse_filter_value`."""
+    """accounts/list has the time filters (docs/api.md#lists); every list parses them in
+    `_parse_filter_value`."""
     for name in ("created_at", "updated_at"):
         for value in IMPOSSIBLE_TIMES:
             response = operator_api.call("/accounts/list", {"filter": {"fields": {name: value}}})

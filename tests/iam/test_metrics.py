@@ -1,12 +1,15 @@
-"""`GET /metrics` (issue 16): the Prometheus text format, guarded by IAM_METRICS_TOKEN when set; requests
+"""`GET /metrics`: the Prometheus text format, guarded by IAM_METRICS_TOKEN when set; requests
 by route and status, latency, logins by outcome, validations by reason, the outbox backlog computed at
 scrape time, e-mails and cache errors. (Push attempts: tests/clients/test_push_metrics.py; several
 gunicorn workers summed: tests/live/test_metrics_live.py.)"""
 
 import smtplib
+import tomllib
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
+from django.conf import settings
 from django.core.mail import EmailMultiAlternatives
 from django.test import Client, override_settings
 from django.utils import timezone
@@ -171,3 +174,12 @@ def test_cache_errors_are_counted(api, root, cache_down):
     before = value("iam_cache_errors_total", operation="get_many")
     err(api.call("/auth/login", {"email": "nobody@example.com", "password": "wrong password!"}), 401)
     assert value("iam_cache_errors_total", operation="get_many") > before
+
+
+def test_the_release_is_a_build_info_gauge(api):
+    """`iam_build_info{version="0.4.0"} 1`: the version written in pyproject.toml, its one place."""
+    release = tomllib.loads((Path(settings.BASE_DIR) / "pyproject.toml").read_text())["project"]["version"]
+    assert release == "0.4.0"
+    samples = scrape(api)
+    assert samples[("iam_build_info", (("version", release),))] == 1.0
+    assert [name for name, _ in samples if name == "iam_build_info"] == ["iam_build_info"]

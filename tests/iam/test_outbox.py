@@ -1,4 +1,4 @@
-"""`outbox.process` runs each handler in a savepoint (issue 12 item 6): a database error in a handler is a
+"""`outbox.process` runs each handler in a savepoint: a database error in a handler is a
 failed attempt with backoff, not a broken transaction that leaves the message pending forever."""
 
 from datetime import timedelta
@@ -7,8 +7,8 @@ import pytest
 from django.db import IntegrityError, connection
 from django.utils import timezone
 
-from iam import outbox
 from iam.models import OutboxMessage
+from iam.platform import outbox
 from tenancy.models import Workspace
 from tests.factories import WorkspaceFactory
 

@@ -1,6 +1,6 @@
-"""The outbox end to end with the real services (CONTRACT 8 "at least once", CONTRACT 9): a confirmation
-e-mail whose publish is lost to a broker outage is still delivered by a real `celery worker` process once
-the broker is back and the sweeper has run.
+"""The outbox end to end with the real services (docs/integration.md#push-events "at least once",
+docs/operations.md#e-mail): a confirmation e-mail whose publish is lost to a broker outage is still delivered
+by a real `celery worker` process once the broker is back and the sweeper has run.
 
 The worker is a separate process, so it must see this test's rows: the test needs a real shared database
 (DATABASE_URL, PostgreSQL) and commits its writes (`transactional_db`)."""
@@ -18,9 +18,9 @@ from django.conf import settings
 from django.db import connection
 from kombu import pools
 
-from iam import outbox
 from iam.celery import app
 from iam.models import OutboxMessage
+from iam.platform import outbox
 from tests.conftest import ApiClient, ok
 
 pytestmark = pytest.mark.services

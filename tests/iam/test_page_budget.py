@@ -1,6 +1,6 @@
-"""CONTRACT 11 and 16: a list page holds at most IAM_PAGE_MAX_BYTES of serialized records (at least one),
-and no list, however large its records within the quotas, grows a worker past about 64 MiB (issue 23,
-High 1: roles of 500 permissions, each with 16 KiB of meta, listed at limit 1000)."""
+"""docs/api.md#lists, #quotas-and-budgets: a list page holds at most IAM_PAGE_MAX_BYTES of serialized records
+(at least one), and no list, however large its records within the quotas, grows a worker past about 64 MiB
+(High 1: roles of 500 permissions, each with 16 KiB of meta, listed at limit 1000)."""
 
 import json
 import tracemalloc
@@ -79,8 +79,8 @@ def heavy_meta(n: int) -> dict:
 
 
 def test_roles_of_500_large_permissions_listed_at_limit_1000_stay_bounded(workspace, admin, settings):
-    """Issue 23, High 1: 1,000 permissions at their size limits (16 KiB meta, 4 KiB description, 50 tags of
-    64 characters), 40 roles each holding 500 of them; `roles/list` at limit 1000 built answers of
+    """docs/api.md#quotas-and-budgets: 1,000 permissions at their size limits (16 KiB meta, 4 KiB description,
+    50 tags of 64 characters), 40 roles each holding 500 of them; `roles/list` at limit 1000 built answers of
     hundreds of megabytes. Now: one request's peak allocation stays under 64 MiB."""
     tags = [f"{n:02}" + "t" * 62 for n in range(50)]
     permissions = Permission.objects.bulk_create(

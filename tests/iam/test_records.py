@@ -1,4 +1,4 @@
-"""`ResourceSerializer` (iam/serializers.py): every response serializer's fast `to_representation` gives
+"""`ResourceSerializer` (iam/http/serializers.py): every response serializer's fast `to_representation` gives
 exactly what DRF's own gives, for records made by the factories and for the same records read back from the
 database."""
 
@@ -19,7 +19,7 @@ from accounts.models import Account
 from authn.models import Credential, Session
 from authn.sessions import issue_session
 from clients.models import Client
-from iam.serializers import ResourceSerializer, prefetch
+from iam.http.serializers import ResourceSerializer, prefetch
 from rbac.models import Invitation, Membership, Permission, Role
 from tenancy.models import Project, Workspace
 from tests.factories import (
@@ -203,7 +203,8 @@ def test_other_datetime_format_goes_drf_way():
     "load",
     [
         lambda: Membership.objects.prefetch_related("roles__permissions").get(),
-        # As a list page reads them: the rows in plain lists (`iam.serializers.prefetch`), no manager each.
+        # As a list page reads them: the rows in plain lists (`iam.http.serializers.prefetch`), no manager
+        # each.
         lambda: Membership.objects.prefetch_related(prefetch("roles"), prefetch("roles__permissions")).get(),
     ],
     ids=["prefetch_related", "prefetch"],

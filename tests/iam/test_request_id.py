@@ -1,4 +1,4 @@
-"""Request ids (issue 16): generated per request, or taken from a trusted proxy's `X-Request-ID`; echoed
+"""Request ids: generated per request, or taken from a trusted proxy's `X-Request-ID`; echoed
 on every response, errors included, and on every log line written while the request runs."""
 
 import logging
@@ -7,7 +7,7 @@ import pytest
 from django.conf import settings
 from django.test import override_settings
 
-from iam.context import RequestIdFilter
+from iam.platform.context import RequestIdFilter
 from tests.conftest import ApiClient, err
 
 TRUSTED = {"REST_FRAMEWORK": {**settings.REST_FRAMEWORK, "NUM_PROXIES": 1}}
@@ -59,11 +59,11 @@ def test_log_lines_written_during_a_request_carry_its_id(api, root, caplog, cach
     caplog.set_level(logging.WARNING)
     response = api.call("/auth/login", {"email": "nobody@example.com", "password": "wrong password"})
     err(response, 401, "invalid credentials")
-    lines = [record for record in caplog.records if record.name == "iam.cache"]
+    lines = [record for record in caplog.records if record.name == "iam.platform.cache"]
     assert lines and {record.request_id for record in lines} == {response["X-Request-ID"]}
 
     caplog.clear()
-    logging.getLogger("iam.cache").warning("outside")
+    logging.getLogger("iam.platform.cache").warning("outside")
     assert caplog.records[0].request_id == "-"
 
 

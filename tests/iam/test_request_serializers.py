@@ -1,11 +1,11 @@
-"""The strict `Choice` and the request bases of `iam.serializers`."""
+"""The strict `Choice` and the request bases of `iam.http.serializers`."""
 
 import pytest
 from rest_framework import serializers
 
 from clients.serializers import ClientCreateRequest, ClientUpdateRequest
-from iam.fields import Choice
-from iam.serializers import UpdateRequest
+from iam.http.fields import Choice
+from iam.http.serializers import UpdateRequest
 from rbac.serializers import MembershipCreateRequest, MembershipUpdateRequest
 from tenancy.serializers import ProjectUpdateRequest
 
@@ -44,7 +44,7 @@ def test_record_fields_come_last():
     assert list(ClientCreateRequest().fields)[-2:] == ["tags", "meta"]
 
 
-def test_an_update_request_needs_the_create_request_last():
+def test_an_update_request_needs_its_create_request():
     with pytest.raises(TypeError):
 
         class Broken(UpdateRequest):  # no create request to take the fields from

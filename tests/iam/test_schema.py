@@ -2,8 +2,12 @@
 own docstring, the permission it declares and, for a list, the fields it filters and orders by."""
 
 import inspect
+import tomllib
+from pathlib import Path
 
 import pytest
+import yaml
+from django.conf import settings
 from drf_spectacular.generators import SchemaGenerator
 
 from tests.endpoints import ENDPOINTS, LISTS
@@ -45,3 +49,38 @@ def test_the_memberships_list_description(descriptions):
         "`filter.fields` and `options.order_bys` take `id`, `account_id`, `workspace_id`, `scope`, `status`, "
         "`project_id`; `order_bys` also `created_at`, `updated_at`."
     )
+
+
+@pytest.fixture(scope="module")
+def operations() -> list[tuple[str, str, dict]]:
+    schema = SchemaGenerator().get_schema(request=None, public=True)
+    return [
+        (path, method, operation)
+        for path, item in schema["paths"].items()
+        for method, operation in item.items()
+    ]
+
+
+def test_every_operation_has_a_one_line_summary(operations):
+    """/docs lists each operation by its summary: what it does, not a bare path."""
+    for path, method, operation in operations:
+        summary = operation.get("summary") or ""
+        assert summary.strip(), f"{method.upper()} {path} has no summary"
+        assert "\n" not in summary and len(summary) <= 80, summary
+        assert not summary.endswith("."), summary
+        assert summary.lower() != path.strip("/").replace("/", " ").replace("-", " "), summary
+
+
+def test_every_endpoint_states_its_summary(operations):
+    for path, endpoint in ENDPOINTS.items():
+        assert endpoint.__dict__.get("summary"), f"{endpoint.__name__} ({path}) states no summary"
+    summaries = [operation["summary"] for path, _, operation in operations if path in ENDPOINTS]
+    assert len(set(summaries)) == len(summaries)  # each tells its operation apart
+
+
+def test_the_document_carries_the_release(operations):
+    """`info.version` is the release (pyproject.toml), in the committed openapi.yaml too."""
+    release = tomllib.loads((Path(settings.BASE_DIR) / "pyproject.toml").read_text())["project"]["version"]
+    assert SchemaGenerator().get_schema(request=None, public=True)["info"]["version"] == release
+    committed = yaml.safe_load((Path(settings.BASE_DIR) / "openapi.yaml").read_text())
+    assert committed["info"]["version"] == release

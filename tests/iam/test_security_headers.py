@@ -1,6 +1,7 @@
-"""CONTRACT 14: every response, errors included, carries the security headers; Strict-Transport-Security
-only when IAM_BEHIND_PROXY is on. The errors made by the outermost middleware (the 413 refused before any
-other middleware runs, the re-rendered 404/405/500) are the ones that used to lose them."""
+"""docs/security.md#the-edges: every response, errors included, carries the security headers;
+Strict-Transport-Security only when IAM_BEHIND_PROXY is on. The errors made by the outermost middleware (the
+413 refused before any other middleware runs, the re-rendered 404/405/500) are the ones that used to lose
+them."""
 
 import json
 
@@ -8,7 +9,7 @@ import pytest
 from django.test import override_settings
 from django.urls import include, path
 
-from iam.api import Endpoint
+from iam.http.endpoint import Endpoint
 from tests.conftest import ApiClient, err, ok
 
 HEADERS = {

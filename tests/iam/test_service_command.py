@@ -1,14 +1,14 @@
-"""`iam.service_helpers.ServiceCommand`: what a command changes through the services commits together and
-is recorded as the command's, and a service's refusal is the command's error, taking back what came
+"""`iam.platform.service_helpers.ServiceCommand`: what a command changes through the services commits together
+and is recorded as the command's, and a service's refusal is the command's error, taking back what came
 before it."""
 
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from iam.errors import ApiError
+from iam.http.errors import ApiError
 from iam.models import AuditEntry
-from iam.service_helpers import ServiceCommand
+from iam.platform.service_helpers import ServiceCommand
 from tenancy.models import Workspace
 from tenancy.services import update_workspace
 from tests.factories import WorkspaceFactory

@@ -1,4 +1,4 @@
-"""SQLite, the development database (`make run`), under concurrent writes (issue 12 item 5): requests that
+"""SQLite, the development database (`make run`), under concurrent writes: requests that
 read then write in one transaction, as every write endpoint does, answered 500 `database is locked`.
 
 The settings are evaluated in a child process with a file-based SQLite `DATABASE_URL` (the suite's own

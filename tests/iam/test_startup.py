@@ -1,6 +1,7 @@
-"""CONTRACT 14: with DEBUG off the service refuses to start without SECRET_KEY, IAM_JWT_SIGNING_KEY and
-REDIS_URL, naming the setting; DEBUG on keeps the embedded defaults. Each case is a fresh process that
-loads the production settings (`iam.settings`, no IAM_TESTING), as gunicorn, celery and manage.py do."""
+"""docs/operations.md#required-settings: with DEBUG off the service refuses to start without SECRET_KEY,
+IAM_JWT_SIGNING_KEY and REDIS_URL, naming the setting; DEBUG on keeps the embedded defaults. Each case is a
+fresh process that loads the production settings (`iam.settings`, no IAM_TESTING), as gunicorn, celery and
+manage.py do."""
 
 import os
 import subprocess
@@ -79,7 +80,7 @@ def test_debug_off_blames_only_what_is_missing():
 def test_debug_off_starts_with_all_three_and_uses_the_shared_cache():
     process = start(DEBUG="0", **PRODUCTION)
     assert process.returncode == 0, process.stderr
-    assert process.stdout.split() == ["iam.redis_cache.RedisCache", "False"]
+    assert process.stdout.split() == ["iam.platform.redis_cache.RedisCache", "False"]
 
 
 def test_debug_on_keeps_the_embedded_defaults():

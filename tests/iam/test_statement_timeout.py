@@ -1,12 +1,12 @@
-"""CONTRACT 16: a request's statements run under IAM_STATEMENT_TIMEOUT_MS on PostgreSQL; past it the
-request answers 503 `request took too long` and writes nothing. Connections opened outside a request (the
-worker, commands) have no limit; SQLite has none at all."""
+"""docs/api.md#quotas-and-budgets: a request's statements run under IAM_STATEMENT_TIMEOUT_MS on PostgreSQL;
+past it the request answers 503 `request took too long` and writes nothing. Connections opened outside a
+request (the worker, commands) have no limit; SQLite has none at all."""
 
 import pytest
 from django.db import connection
 
-from iam import audit, counts
 from iam.models import AuditEntry
+from iam.platform import audit, counts
 from tenancy.models import Project
 from tests.conftest import err, ok
 from tests.factories import ProjectFactory

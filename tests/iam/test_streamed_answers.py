@@ -1,14 +1,15 @@
-"""CONTRACT 16: an answer of one object is written as a stream of bounded chunks once it is large, so a
-worker never holds it whole (issue 23: a membership of 50 roles of 500 permissions at their size limits
-answers hundreds of megabytes). The streamed body is the one a small answer sends whole, byte for byte."""
+"""docs/api.md#quotas-and-budgets: an answer of one object is written as a stream of bounded chunks once it is
+large, so a worker never holds it whole (docs/api.md#quotas-and-budgets: a membership of 50 roles of 500
+permissions at their size limits answers hundreds of megabytes). The streamed body is the one a small answer
+sends whole, byte for byte."""
 
 import json
 import tracemalloc
 
 import pytest
 
-import iam.api
-from iam import serializers as encoding
+import iam.http.endpoint
+from iam.http import encoder
 from rbac.models import Membership, Permission, Role
 from tests.conftest import ok
 from tests.factories import AccountFactory, MembershipFactory, PermissionFactory, RoleFactory
@@ -37,8 +38,8 @@ def test_a_streamed_answer_is_the_whole_one_byte_for_byte(admin, member, monkeyp
     body = {"id": str(member.pk)}
     whole = admin.call("/memberships/describe", body)
     assert not whole.streaming and whole["Content-Length"] == str(len(whole.content))
-    monkeypatch.setattr(iam.api, "STREAM_FROM", 0)
-    monkeypatch.setattr(iam.api, "CHUNK_BYTES", 7)  # many chunks, each cut anywhere
+    monkeypatch.setattr(iam.http.endpoint, "STREAM_FROM", 0)
+    monkeypatch.setattr(iam.http.endpoint, "CHUNK_BYTES", 7)  # many chunks, each cut anywhere
     assert streamed(admin.call("/memberships/describe", body)) == whole.content
     update = {"id": str(member.pk), "tags": ["u"]}
     changed = json.loads(streamed(admin.call("/memberships/update", update)))
@@ -49,12 +50,12 @@ def test_the_one_object_is_the_list_s_record(admin, member):
     """The same bytes as `memberships/list` writes for it (the page's encoder, records joined)."""
     described = admin.call("/memberships/describe", {"id": str(member.pk)}).content
     listed = admin.call("/memberships/list", {"filter": {"fields": {"id": str(member.pk)}}}).content
-    record = described[len(iam.api.ENVELOPE_HEAD) : -len(iam.api.ENVELOPE_TAIL)]
+    record = described[len(iam.http.endpoint.ENVELOPE_HEAD) : -len(iam.http.endpoint.ENVELOPE_TAIL)]
     assert b'{"memberships":[' + record + b"]" in listed
 
 
 def test_another_workspace_s_membership_is_not_found_streamed_or_not(admin, member, monkeypatch):
-    monkeypatch.setattr(iam.api, "STREAM_FROM", 0)
+    monkeypatch.setattr(iam.http.endpoint, "STREAM_FROM", 0)
     other = MembershipFactory(account=AccountFactory())
     response = admin.call("/memberships/describe", {"id": str(other.pk)})
     assert response.status_code == 404 and not response.streaming
@@ -64,7 +65,7 @@ def test_a_membership_of_roles_of_500_large_permissions_streams_within_64_mib(wo
     """Six roles, each of 500 permissions at their size limits out of 1,000 (most permissions in three
     roles): about 75 MB of JSON. Written, read and sent chunk by chunk, the request's peak allocation stays
     far under 64 MiB, with a fixed number of queries per read; the body is whole."""
-    monkeypatch.setattr(encoding, "KEPT_BYTES", 4 * 1024 * 1024)  # the permissions cannot all be kept
+    monkeypatch.setattr(encoder, "KEPT_BYTES", 4 * 1024 * 1024)  # the permissions cannot all be kept
     tags = [f"{n:02}" + "t" * 62 for n in range(50)]
     permissions = Permission.objects.bulk_create(
         Permission(
@@ -90,7 +91,7 @@ def test_a_membership_of_roles_of_500_large_permissions_streams_within_64_mib(wo
         size, tail, chunks = 0, b"", 0
         for chunk in response.streaming_content:
             size, tail, chunks = size + len(chunk), (tail + chunk)[-64:], chunks + 1
-            assert len(chunk) < 2 * iam.api.CHUNK_BYTES
+            assert len(chunk) < 2 * iam.http.endpoint.CHUNK_BYTES
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
@@ -122,16 +123,16 @@ def test_a_list_whose_first_record_passes_the_budget_streams_it_alone(
     is sent (streamed past STREAM_FROM), the same bytes as its describe; a later one past what is left
     ends the page before it."""
     described = admin.call("/memberships/describe", {"id": str(member.pk)}).content
-    record = described[len(iam.api.ENVELOPE_HEAD) : -len(iam.api.ENVELOPE_TAIL)]
+    record = described[len(iam.http.endpoint.ENVELOPE_HEAD) : -len(iam.http.endpoint.ENVELOPE_TAIL)]
     settings.IAM_PAGE_MAX_BYTES = 100
-    monkeypatch.setattr(iam.api, "STREAM_FROM", 0)
+    monkeypatch.setattr(iam.http.endpoint, "STREAM_FROM", 0)
     body = {"filter": {"fields": {"id": str(member.pk)}}}
     response = admin.call("/memberships/list", body)
     assert response.streaming
     page = b"".join(response.streaming_content)
-    assert page.startswith(iam.api.ENVELOPE_HEAD + b'{"memberships":[' + record + b'],"metadata":')
+    assert page.startswith(iam.http.endpoint.ENVELOPE_HEAD + b'{"memberships":[' + record + b'],"metadata":')
     assert json.loads(page)["data"]["metadata"]["count"] == 1
-    monkeypatch.setattr(iam.api, "STREAM_FROM", 1024 * 1024)
+    monkeypatch.setattr(iam.http.endpoint, "STREAM_FROM", 1024 * 1024)
     assert admin.call("/memberships/list", body).content == page  # under STREAM_FROM: whole
     MembershipFactory(workspace=workspace, account=AccountFactory())
     settings.IAM_PAGE_MAX_BYTES = len(record) + 10  # the first fits, the second passes what is left

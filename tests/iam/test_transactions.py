@@ -1,6 +1,6 @@
-"""One transaction boundary (STYLE "Transactions have one boundary", issue 12 item 1): the base endpoint runs
-every write handler inside one `transaction.atomic()`, so row locks never run outside a transaction, an
-error rolls the whole request back, and `on_commit` work waits for the commit.
+"""One transaction boundary (docs/architecture.md, docs/architecture.md#the-machinery-in-iam): the base
+endpoint runs every write handler inside one `transaction.atomic()`, so row locks never run outside a
+transaction, an error rolls the whole request back, and `on_commit` work waits for the commit.
 
 These tests run outside the test transaction (`transaction=True`), as the deployed service does: inside
 it every query is already in a transaction and a forgotten boundary cannot show."""
@@ -15,8 +15,8 @@ from django.test import override_settings
 from django.urls import path
 
 from authn.models import Credential
-from iam.api import Endpoint
-from iam.errors import ApiError
+from iam.http.endpoint import Endpoint
+from iam.http.errors import ApiError
 from tenancy.models import Workspace
 from tests.conftest import ApiClient, client_for, err, ok
 from tests.factories import AccountFactory, CredentialFactory, WorkspaceFactory
@@ -47,7 +47,7 @@ def strict_locks(monkeypatch):
 
 @pytest.mark.django_db(transaction=True)
 def test_credentials_update_and_delete_lock_inside_the_request_transaction(strict_locks):
-    """Issue 12 item 1: both answered 500 on PostgreSQL (`select_for_update` outside a transaction)."""
+    """Both answered 500 on PostgreSQL (`select_for_update` outside a transaction)."""
     operator = AccountFactory(is_superuser=True)
     workspace = WorkspaceFactory()
     credential = CredentialFactory(workspace=workspace)

@@ -1,4 +1,4 @@
-"""Uniqueness races end as the answer the check would have given (CONTRACT 1 and 12, issue 12 item 4).
+"""Uniqueness races end as the answer the check would have given (docs/api.md#errors, #validation).
 
 Each test lets the service's pre-check pass once while a concurrent request inserts the conflicting row
 between that check and the save, as happens when two requests race; the unique constraint then refuses
@@ -8,7 +8,7 @@ too; the live layer races real concurrent requests, this proves the code path on
 
 import pytest
 
-from iam import service_helpers
+from iam.platform import service_helpers
 from tests.conftest import err, ok
 from tests.factories import (
     AccountFactory,
@@ -56,7 +56,7 @@ def field(body: dict, name: str) -> None:
     assert body.get("field") == name, body
 
 
-# Accounts: register keeps SPEC's 400, accounts/create answers 409 (CONTRACT 1)
+# Accounts: register keeps the API's 400, accounts/create answers 409 (docs/api.md#errors)
 
 
 def test_register_race_is_400_email_already_exists(api, race):
@@ -180,10 +180,10 @@ def test_role_update_race_is_409(admin, workspace, race):
 
 
 def test_membership_create_race_is_409(admin, workspace, race):
-    from rbac import services
+    from rbac.services import memberships
 
     account = AccountFactory()
-    race(services, "_membership_exists", lambda: MembershipFactory(account=account, workspace=workspace))
+    race(memberships, "_membership_exists", lambda: MembershipFactory(account=account, workspace=workspace))
     body = {
         "account_id": str(account.pk),
         "scope": "workspace",
@@ -196,12 +196,12 @@ def test_membership_create_race_is_409(admin, workspace, race):
 
 
 def test_membership_update_race_is_409(admin, workspace, race):
-    from rbac import services
+    from rbac.services import memberships
 
     account = AccountFactory()
     project = ProjectFactory(workspace=workspace)
     membership = MembershipFactory(account=account, workspace=workspace, scope="project", project=project)
-    race(services, "_membership_exists", lambda: MembershipFactory(account=account, workspace=workspace))
+    race(memberships, "_membership_exists", lambda: MembershipFactory(account=account, workspace=workspace))
     body = {"id": str(membership.pk), "scope": "workspace"}
     no_field(err(admin.call("/memberships/update", body), 409, "membership already exists"))
     membership.refresh_from_db()
@@ -233,11 +233,11 @@ def test_client_update_race_is_409(admin, workspace, race):
 
 
 def test_credential_provider_id_race_is_409(admin, workspace, race):
-    from authn import services
+    from authn import credentials
 
     credential = CredentialFactory(workspace=workspace, kind="oauth", provider="idp_a", provider_id="mine")
     race(
-        services,
+        credentials,
         "_check_credential_conflicts",
         lambda: CredentialFactory(workspace=workspace, kind="oauth", provider="idp_a", provider_id="taken"),
     )
@@ -246,14 +246,14 @@ def test_credential_provider_id_race_is_409(admin, workspace, race):
 
 
 def test_credential_second_password_race_is_409(admin, workspace, race):
-    from authn import services
+    from authn import credentials
 
     account = AccountFactory()
     credential = CredentialFactory(
         account=account, workspace=workspace, kind="oauth", provider="idp_a", provider_id="p"
     )
     race(
-        services,
+        credentials,
         "_check_credential_conflicts",
         lambda: CredentialFactory(account=account, workspace=workspace),
     )

@@ -5,10 +5,12 @@ is not sent (`UNSET`), None sets null."""
 import pytest
 
 from accounts.services import update_account
-from authn.services import update_credential
+from authn.credentials import update_credential
 from clients.services import create_client, update_client
-from iam.service_helpers import UNSET, sent
-from rbac.services import create_permission, update_membership, update_permission, update_role
+from iam.platform.service_helpers import UNSET, sent
+from rbac.services.memberships import update_membership
+from rbac.services.permissions import create_permission, update_permission
+from rbac.services.roles import update_role
 from tenancy.services import update_project, update_workspace
 from tests.factories import (
     AccountFactory,

@@ -1,19 +1,20 @@
-"""iam/web.py: the web process reads each request whole, within its deadline, before a thread runs the WSGI
+"""iam/server: the web process reads each request whole, within its deadline, before a thread runs the WSGI
 application on it. (The server itself, slow connections and the 408 over a socket: tests/live.)"""
 
 import asyncio
 import contextlib
-import http.client
 import json
 import socket
 import threading
 import time
 
 import pytest
-import uvicorn
 
-from iam import web
-from iam.web import DEADLINE, ReadWhole
+from iam.server import protocol
+from iam.server.app import ReadWhole
+from iam.server.protocol import DEADLINE, HttpProtocol
+from iam.server.worker import Worker
+from tests.iam.web_servers import serving
 
 LIMIT = 1024 * 1024
 BUDGET = 64 * LIMIT
@@ -75,8 +76,8 @@ def serve(app, scope_, messages, *, delay: float = 0.0):
         server.executor.shutdown()
 
     asyncio.run(main())
-    start, body = sent
-    return start, body["body"], read[0]
+    start, *bodies = sent
+    return start, b"".join(bytes(message["body"]) for message in bodies), read[0]
 
 
 def chunk(body: bytes, more: bool = True) -> dict:
@@ -145,32 +146,11 @@ def test_the_environ_is_pep_3333s():
 
 @pytest.fixture
 def server(monkeypatch):
-    """uvicorn with iam/web.py's protocol and application on a loopback port, in a thread; its deadline
+    """uvicorn with iam/server's protocol and application on a loopback port, in a thread; its deadline
     made 0.5 s."""
-    monkeypatch.setattr(web, "REQUEST_TIMEOUT", 0.5)
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    app = ReadWhole(App(), threads=1, max_body=LIMIT, buffer_bytes=BUDGET)
-    config = uvicorn.Config(
-        app,
-        host="127.0.0.1",
-        port=port,
-        http=web.HttpProtocol,
-        interface="asgi3",
-        lifespan="off",
-        loop="asyncio",
-        log_level="critical",
-    )
-    running = uvicorn.Server(config)
-    thread = threading.Thread(target=running.run, daemon=True)
-    thread.start()
-    while not running.started:
-        thread.join(0.05)
-    yield port
-    running.should_exit = True
-    thread.join(5)
-    app.executor.shutdown()
+    monkeypatch.setattr(protocol, "REQUEST_TIMEOUT", 0.5)
+    with serving(ReadWhole(App(), threads=1, max_body=LIMIT, buffer_bytes=BUDGET)) as port:
+        yield port
 
 
 def exchange(port: int, data: bytes) -> tuple[int, bytes, float]:
@@ -223,7 +203,7 @@ def test_a_head_is_bounded_as_a_whole(server):
 
 
 def test_connections_past_the_workers_limit_are_answered_503_and_closed(server, monkeypatch):
-    monkeypatch.setattr(web.HttpProtocol, "limit_connections", 3)
+    monkeypatch.setattr(HttpProtocol, "limit_connections", 3)
     held = [socket.create_connection(("127.0.0.1", server), timeout=5) for _ in range(3)]
     try:
         time.sleep(0.1)  # the three are accepted
@@ -248,129 +228,8 @@ def test_a_request_within_the_limits_and_the_deadline_is_served(server):
     assert status == 200 and body == b'{"ok":true}'
 
 
-class Streaming:
-    """A WSGI application answering `chunks` chunks of 64 KiB with no length (a streamed answer of one
-    large object), made one at a time as the server asks; it counts what it made and whether it was
-    closed."""
-
-    size = 64 * 1024
-
-    def __init__(self, chunks: int):
-        self.chunks = chunks
-        self.made = 0
-        self.closed = threading.Event()
-
-    def __call__(self, environ, start_response):
-        start_response("200 OK", [("Content-Type", "application/json")])
-        return self
-
-    def __iter__(self):
-        for n in range(self.chunks):
-            self.made += 1
-            yield bytes([48 + n % 10]) * self.size
-
-    def close(self):
-        self.closed.set()
-
-
-@pytest.fixture
-def streaming_server(request):
-    app = Streaming(request.param)
-    server = ReadWhole(app, threads=1, max_body=LIMIT, buffer_bytes=BUDGET)
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    config = uvicorn.Config(
-        server,
-        host="127.0.0.1",
-        port=port,
-        http=web.HttpProtocol,
-        interface="asgi3",
-        lifespan="off",
-        loop="asyncio",
-        log_level="critical",
-    )
-    running = uvicorn.Server(config)
-    thread = threading.Thread(target=running.run, daemon=True)
-    thread.start()
-    while not running.started:
-        thread.join(0.05)
-    yield app, port
-    running.should_exit = True
-    thread.join(5)
-    server.executor.shutdown()
-
-
-def streamed_request(port: int) -> http.client.HTTPResponse:
-    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-    connection.request(
-        "POST", "/memberships/describe", body=b"{}", headers={"Content-Type": "application/json"}
-    )
-    return connection.getresponse()
-
-
-@pytest.mark.parametrize("streaming_server", [1000], indirect=True)
-def test_a_long_body_is_sent_as_the_client_takes_it(streaming_server):
-    """62.5 MiB, chunked: while the client reads nothing, the application is asked for a few chunks only
-    (what the socket buffers hold), never for the whole body; then the client gets all of it, in order."""
-    app, port = streaming_server
-    response = streamed_request(port)
-    assert response.status == 200 and response.getheader("Transfer-Encoding") == "chunked"
-    assert response.getheader("Content-Length") is None
-    time.sleep(0.5)
-    waiting = app.made
-    assert waiting < 200, f"{waiting} chunks made ahead of a client that reads nothing"
-    size, last = 0, b""
-    while piece := response.read(1024 * 1024):
-        size, last = size + len(piece), piece[-1:]
-    assert size == 1000 * Streaming.size and last == b"9" and app.made == 1000
-    assert app.closed.wait(5)
-
-
-@pytest.mark.parametrize("streaming_server", [1000], indirect=True)
-def test_a_client_that_goes_away_stops_the_body(streaming_server):
-    app, port = streaming_server
-    response = streamed_request(port)
-    assert response.read(100_000)
-    response.close()
-    assert app.closed.wait(5)
-    made = app.made
-    time.sleep(0.3)
-    assert app.made == made < 1000
-
-
-def read_all(response: http.client.HTTPResponse) -> int:
-    received = 0
-    while piece := response.read(1024 * 1024):
-        received += len(piece)
-    return received
-
-
-@pytest.mark.parametrize("streaming_server", [1000], indirect=True)
-def test_a_client_that_takes_nothing_is_dropped_and_frees_its_thread(streaming_server, monkeypatch):
-    """A reader that takes no chunk for SEND_TIMEOUT seconds holds no thread, and cannot keep the worker
-    from notifying the master until it counts as stuck: its connection is dropped."""
-    monkeypatch.setattr(web, "SEND_TIMEOUT", 0.5)
-    app, port = streaming_server
-    response = streamed_request(port)  # and then read nothing
-    assert app.closed.wait(5), "the body was never stopped"
-    made = app.made
-    time.sleep(0.3)
-    assert app.made == made < 1000
-    with pytest.raises((http.client.IncompleteRead, ConnectionError)):  # dropped, not ended
-        read_all(response)
-    assert streamed_request(port).status == 200  # the thread serves the next request
-
-
-@pytest.mark.parametrize("streaming_server", [3], indirect=True)
-def test_a_short_body_without_a_length_is_sent_whole_with_its_length(streaming_server):
-    app, port = streaming_server
-    response = streamed_request(port)
-    assert response.getheader("Content-Length") == str(3 * Streaming.size)
-    assert len(response.read()) == 3 * Streaming.size and app.closed.wait(5)
-
-
-# The worker's budget of request-body bytes (IAM_WEB_BUFFER_BYTES, issue 23): many connections at once.
+# The worker's budget of request-body bytes (IAM_WEB_BUFFER_BYTES, docs/operations.md#slow-clients): many
+# connections at once.
 
 KIB = 1024
 
@@ -399,7 +258,7 @@ class Connection:
 
     async def answer(self) -> tuple[int, bytes]:
         await asyncio.wait_for(self.task, 5)
-        return self.sent[0]["status"], self.sent[1]["body"]
+        return self.sent[0]["status"], b"".join(bytes(message["body"]) for message in self.sent[1:])
 
 
 def budgeted(app, budget: int, threads: int = 1) -> ReadWhole:
@@ -408,8 +267,8 @@ def budgeted(app, budget: int, threads: int = 1) -> ReadWhole:
 
 def test_past_the_budget_the_body_arriving_that_holds_the_most_is_refused_503_and_closed():
     """Two large bodies arrive slowly and fill the worker's budget; a small whole one still fits: the
-    largest arriving body is refused (its bytes dropped at once), answered 503 with CONTRACT 1's body at
-    its next message, its connection closed; the other large one completes and is served."""
+    largest arriving body is refused (its bytes dropped at once), answered 503 with the docs/api.md#errors
+    body at its next message, its connection closed; the other large one completes and is served."""
     app = App()
 
     async def main():
@@ -567,14 +426,14 @@ def test_the_worker_stops_notifying_the_master_while_a_request_runs_past_the_tim
 ):
     worker = Notified(running, timeout)
     for _ in range(3):
-        asyncio.run(web.Worker.callback_notify(worker))
+        asyncio.run(Worker.callback_notify(worker))
     assert worker.notified == 3 * notified
     assert len(worker.logged) == 1 - notified  # said once
 
 
 def test_a_stuck_request_that_ends_before_the_master_acts_lets_the_worker_notify_again():
     worker = Notified(31.0, 30)
-    asyncio.run(web.Worker.callback_notify(worker))
+    asyncio.run(Worker.callback_notify(worker))
     worker.wsgi = type("Pool", (), {"longest_running": lambda _: 0.0})()
-    asyncio.run(web.Worker.callback_notify(worker))
+    asyncio.run(Worker.callback_notify(worker))
     assert worker.notified == 1 and len(worker.logged) == 1 and worker.stuck_reported is False

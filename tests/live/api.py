@@ -1,5 +1,5 @@
-"""Small helpers for live tests: CONTRACT 1's envelope, and the few records most tests need, made over
-HTTP as a client would."""
+"""Small helpers for live tests: the docs/api.md#errors envelope, and the few records most tests need, made
+over HTTP as a client would."""
 
 import re
 import uuid
@@ -49,7 +49,8 @@ def create_role(live, token: str, workspace: str, permission_ids: list[str] = ()
 def add_member(
     live, token: str, workspace: str, account_id: str, role_ids: list[str] = (), status: str = "active"
 ) -> dict:
-    """As an operator: the membership is `active` at once (CONTRACT 15), or `invited` when asked."""
+    """As an operator: the membership is `active` at once (docs/api.md#invitations), or `invited` when
+    asked."""
     body = {
         "account_id": account_id,
         "scope": "workspace",

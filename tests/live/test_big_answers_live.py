@@ -1,11 +1,11 @@
-"""CONTRACT 16 against the running service: no single request of a tenant, whatever it stored within its
-quotas, grows a web worker by more than about 64 MiB. The worst one answer within the default quotas: a
-membership holding 50 roles (ROLES_PER_MEMBERSHIP), each holding 500 permissions (PERMISSIONS_PER_ROLE)
-out of the workspace's 5,000 (PERMISSIONS), each permission at its size limits (a 128-character name and
-code, 4 KiB of description, 50 tags of 64 characters, 16 KiB of meta): `memberships/describe` answers
-some 600 MB. A web tier of one worker serves it; the worker's peak resident memory (VmHWM) grows by less
-than 64 MiB while the client receives the whole body, which parses, role by role, into every role and
-every permission.
+"""docs/api.md#quotas-and-budgets against the running service: no single request of a tenant, whatever it
+stored within its quotas, grows a web worker by more than about 64 MiB. The worst one answer within the
+default quotas: a membership holding 50 roles (ROLES_PER_MEMBERSHIP), each holding 500 permissions
+(PERMISSIONS_PER_ROLE) out of the workspace's 5,000 (PERMISSIONS), each permission at its size limits (a
+128-character name and code, 4 KiB of description, 50 tags of 64 characters, 16 KiB of meta):
+`memberships/describe` answers some 600 MB. A web tier of one worker serves it; the worker's peak resident
+memory (VmHWM) grows by less than 64 MiB while the client receives the whole body, which parses, role by role,
+into every role and every permission.
 
 The roles and the membership are made over HTTP (the roles still empty); then the 5,000 large permissions
 and the roles' 25,000 links are written straight into the database (through the service, they are 5,000
@@ -247,7 +247,7 @@ def test_accepting_an_invitation_to_the_largest_membership_is_answered_within_64
 ):
     """`invitations/accept` of an invited membership of the same 50 roles of 500 permissions answers it
     twice, as the invitation and as the membership (some 1.2 GB): both streamed, the worker's peak
-    resident memory grows by less than 64 MiB (CONTRACT 16)."""
+    resident memory grows by less than 64 MiB (docs/api.md#quotas-and-budgets)."""
     base = one_worker.url
     accept = f"{base}/invitations/accept"
 

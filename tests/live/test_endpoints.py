@@ -1,6 +1,6 @@
-"""Every endpoint the URLconf serves, on the running service (CONTRACT 1 "no request, however malformed,
-produces a 500"; issue 12 items 1-3): called once with a valid body, as an operator or owner where it
-needs one, then with a hostile-body set: nesting 33 and 10,000 levels deep, lone surrogates and NUL in
+"""Every endpoint the URLconf serves, on the running service (docs/api.md#errors "no request, however
+malformed, produces a 500"; docs/api.md#errors): called once with a valid body, as an operator or owner where
+it needs one, then with a hostile-body set: nesting 33 and 10,000 levels deep, lone surrogates and NUL in
 strings (top level and inside `meta`, `config`, lists and filter values), huge numbers, wrong types,
 strings of about 1 MiB and duplicated keys. None may answer 5xx."""
 
@@ -14,8 +14,8 @@ import pyotp
 import pytest
 from rest_framework import serializers
 
-from iam.fields import JsonObject
-from iam.list_endpoint import ListEndpoint
+from iam.http.fields import JsonObject
+from iam.http.list_endpoint import ListEndpoint
 from tests.endpoints import ENDPOINTS, PATHS
 from tests.live.api import META, add_member, create_client, create_role, create_workspace, ok, unique
 from tests.sso.stand_ins import OpenIdProvider
@@ -211,7 +211,7 @@ def valid_call(world: World, path: str) -> dict:
     if path in ("/auth/revoke", "/auth/refresh"):
         call["token"] = throwaway["access_token"]  # not the operator's: revoke ends that account's sessions
     elif path == "/sessions/revoke":
-        # The account's own current session: no recent login needed (CONTRACT 17), and no one else's.
+        # The account's own current session: no recent login needed (docs/api.md#sessions), and no one else's.
         call["token"] = throwaway["access_token"]
         call["body"] = {"id": jwt.decode(call["token"], options={"verify_signature": False})["sid"]}
     elif path.startswith("/auth/mfa/"):
@@ -234,7 +234,8 @@ def valid_call(world: World, path: str) -> dict:
             token = ok(live.post("/auth/login", login))["mfa_token"]
             call["body"] = {"mfa_token": token, "code": next_code}
     elif path in invitations:
-        # The invited account's own act (CONTRACT 15): its Bearer token and the id of its invitation.
+        # The invited account's own act (docs/api.md#invitations): its Bearer token and the id of its
+        # invitation.
         invited = add_member(live, world.token, ws, throwaway["account"]["id"], status="invited")
         call["token"], call["body"] = throwaway["access_token"], {"id": invited["id"]}
     elif path in bodies:

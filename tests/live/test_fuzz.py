@@ -1,6 +1,7 @@
-"""schemathesis over openapi.yaml against the live service (issue 12): every operation the document
+"""schemathesis over openapi.yaml against the live service: every operation the document
 describes, with generated valid and invalid bodies, as an operator in the root workspace and anonymously;
-the check is CONTRACT 1's "no request produces a 500". Run alone with `make fuzz`; `.ci/run` runs it."""
+the check is the docs/api.md#errors "no request produces a 500". Run alone with `make fuzz`; `.ci/run` runs
+it."""
 
 import os
 import subprocess

@@ -1,4 +1,4 @@
-"""Invitations by e-mail against the running service (issue 22 item 3, issue 23; CONTRACT 15 and 16):
+"""Invitations by e-mail against the running service (docs/api.md#invitations, #quotas-and-budgets):
 the worker mails the link after commit, the pre-registration hijack defence ends the squatter's session
 and password, and the pending-invitations quota holds exactly under concurrent creates on two gunicorn
 processes."""

@@ -1,6 +1,6 @@
-"""Exact totals under concurrent writes (iam.counts, issue 14 item 3): memberships created, suspended and
-deleted in one workspace by concurrent requests on gunicorn's two processes all succeed, and the totals the
-counts give (no filter, or `status`) equal the ones counted from the rows (the same filter with
+"""Exact totals under concurrent writes (iam.platform.counts, docs/performance.md): memberships created,
+suspended and deleted in one workspace by concurrent requests on gunicorn's two processes all succeed, and the
+totals the counts give (no filter, or `status`) equal the ones counted from the rows (the same filter with
 `workspace_id` added, which no count holds). Registrations (an account, then its root-workspace
 membership) racing account deletes (the memberships, then the account) touch the two counted tables in
 opposite orders: none of them waits on a counter row, so none deadlocks."""
@@ -9,7 +9,7 @@ from collections import Counter
 
 import psycopg
 
-from iam import counts
+from iam.platform import counts
 from tests.live.api import META, create_workspace, ok, unique
 from tests.live.conftest import PASSWORD
 from tests.live.test_races import CONCURRENCY, race

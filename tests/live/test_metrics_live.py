@@ -1,4 +1,4 @@
-"""`GET /metrics` against the running service (issue 16): gunicorn's two workers each count what they
+"""`GET /metrics` against the running service: gunicorn's two workers each count what they
 serve, and a scrape, whichever worker answers it, reports the sum (prometheus-client multiprocess mode)."""
 
 from concurrent.futures import ThreadPoolExecutor
@@ -55,3 +55,14 @@ def test_the_metrics_token_guards_the_live_endpoint(live):
     assert requests.get(f"{live.url}/metrics", timeout=10).status_code == 401
     wrong = {"Authorization": "Bearer wrong"}
     assert requests.get(f"{live.url}/metrics", headers=wrong, timeout=10).status_code == 401
+
+
+def test_the_release_is_reported_once_in_multiprocess_mode(live):
+    response = requests.get(f"{live.url}/metrics", headers=_scrape_headers(live), timeout=10)
+    samples = [
+        sample
+        for family in text_string_to_metric_families(response.text)
+        for sample in family.samples
+        if sample.name == "iam_build_info"
+    ]
+    assert [(sample.labels, sample.value) for sample in samples] == [({"version": "0.4.0"}, 1.0)]

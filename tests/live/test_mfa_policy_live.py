@@ -1,6 +1,7 @@
-"""A workspace's MFA policy (CONTRACT 17) across every web worker: turning `mfa_required` on refuses a
-one-factor session at once everywhere, over `X-Workspace` and `clients/validate` alike, after both
-workers cached the workspace; a two-factor session and another workspace carry on."""
+"""A workspace's MFA policy (docs/security.md#second-factors-and-the-workspace-mfa-policy) across every web
+worker: turning `mfa_required` on refuses a one-factor session at once everywhere, over `X-Workspace` and
+`clients/validate` alike, after both workers cached the workspace; a two-factor session and another workspace
+carry on."""
 
 import time
 

@@ -1,4 +1,4 @@
-"""Issue 23 item 3 (CONTRACT 16): no tenant can make the service slow for another. One tenant sends its
+"""docs/api.md#quotas-and-budgets: no tenant can make the service slow for another. One tenant sends its
 heaviest allowed requests at full speed from a few threads (lists at limit 1000 over records at their size
 limits, within its quotas: permissions of 16 KiB meta, 4 KiB description and 50 tags, roles holding all of
 them) while another tenant's `projects/list` and `clients/validate` are timed: their p95 stays under one
@@ -20,7 +20,7 @@ SECONDS = 8
 
 
 def max_meta(seed: str) -> dict:
-    """A `meta` of just under 16 KiB serialized (CONTRACT 12's limit), in many small keys."""
+    """A `meta` of just under 16 KiB serialized (the docs/api.md#validation limit), in many small keys."""
     meta, size, index = dict(META), len(json.dumps(META, separators=(",", ":"))), 0
     while True:
         key, value = f"{seed}-{index}", f"value-{index:06}"

@@ -1,13 +1,14 @@
-"""Outages (issue 12 item 7, CONTRACT 8 "at least once", CONTRACT 9): what the service acknowledged
-before or during a Redis outage or a worker's death is delivered once things are back, by the worker and
-beat as they run (the test restarts nothing but what it killed)."""
+"""Outages (docs/integration.md#push-events "at least once", docs/operations.md#e-mail): what the service
+acknowledged before or during a Redis outage or a worker's death is delivered once things are back, by the
+worker and beat as they run (the test restarts nothing but what it killed)."""
 
 import time
 
 from tests.live.api import add_member, create_client, create_workspace
 
 CONFIRM_SUBJECT = "Confirm your e-mail address"
-RECOVERY = 60  # seconds: issue 12, "every owed e-mail and push event arrives within 60 s of recovery"
+# seconds: docs/operations.md#processes, "every owed e-mail and push event arrives within 60 s of recovery"
+RECOVERY = 60
 
 
 def confirmations(live, address: str) -> list:

@@ -1,4 +1,4 @@
-"""Push deliveries in batches (issue 14) across the real processes: the web process kicks a worker task per
+"""Push deliveries in batches across the real processes: the web process kicks a worker task per
 client after commit (a kick already queued in Redis stands for later changes), the worker sends the
 client's due deliveries in a batch, and a slow client's batch holds back nobody else's."""
 

@@ -1,6 +1,6 @@
-"""CONTRACT 16 against the running service: quotas are exact under concurrent requests. A web tier of its
-own runs with small quotas (the rest of the layer keeps the defaults); ten creates fired together at the
-edge of a quota of five end as exactly five records and five 403s, never six, never a 500."""
+"""docs/api.md#quotas-and-budgets against the running service: quotas are exact under concurrent requests. A
+web tier of its own runs with small quotas (the rest of the layer keeps the defaults); ten creates fired
+together at the edge of a quota of five end as exactly five records and five 403s, never six, never a 500."""
 
 import threading
 from collections import Counter
@@ -45,7 +45,8 @@ def new_workspace(live, token: str, base: str) -> str:
 
 
 def test_parallel_project_creates_at_the_edge_of_the_quota(live, small_quotas):
-    tenant = live.register()["access_token"]  # a self-registered account, as in issue 23
+    # a self-registered account, as in docs/api.md#quotas-and-budgets
+    tenant = live.register()["access_token"]
     workspace = new_workspace(live, tenant, small_quotas)
 
     def create(i: int):

@@ -1,4 +1,4 @@
-"""Uniqueness races (CONTRACT 12, issue 12 item 4): 20 concurrent creates of one unique value, on
+"""Uniqueness races (docs/api.md#validation): 20 concurrent creates of one unique value, on
 gunicorn's two processes and PostgreSQL, end as one 200 and the check's own answer for the rest (400 for
 `/auth/register`, 409 elsewhere), never a 500."""
 

@@ -1,5 +1,6 @@
-"""Issue 12 items 5 and 6 against the running service: the order list is bounded, and an outbox handler
-that hits a database error counts a failed attempt instead of leaving its message pending forever."""
+"""docs/architecture.md#the-outbox-side-effects-after-commit against the running service: the order list is
+bounded, and an outbox handler that hits a database error counts a failed attempt instead of leaving its
+message pending forever."""
 
 import json
 import uuid

@@ -1,4 +1,4 @@
-"""One session ended (CONTRACT 17): refused at once by every web process, on Bearer calls and in
+"""One session ended (docs/api.md#sessions): refused at once by every web process, on Bearer calls and in
 `clients/validate`, while the account's other session goes on, however warm each process's cache was.
 Two gunicorn processes (the session's, with 2 workers, and one of this module's) share nothing but
 PostgreSQL and Redis; each request opens a new connection, so consecutive calls spread over the workers."""

@@ -1,4 +1,4 @@
-"""Slow clients hold no worker (issue 23 item 2, CONTRACT 13), against the Procfile's `web` shape.
+"""Slow clients hold no worker (docs/operations.md#slow-clients), against the Procfile's `web` shape.
 
 Under gunicorn's sync workers two connections that sent their headers and one byte of a declared body held
 both workers for 30 s, and every other tenant waited. Here 50 connections trickle their bodies or their
@@ -18,7 +18,7 @@ import pytest
 from tests.live.api import validating_tenant
 
 SLOW_CONNECTIONS = 50
-TIMEOUT = 10  # seconds: CONTRACT 13
+TIMEOUT = 10  # seconds: docs/api.md#throttling
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,6 @@
-"""The statement timeout against the running service (CONTRACT 16): a request whose statement waits past
-`IAM_STATEMENT_TIMEOUT_MS` (here on a row lock another connection holds) answers 503 `request took too
-long`, writes nothing, and the worker that served it goes on serving."""
+"""The statement timeout against the running service (docs/api.md#quotas-and-budgets): a request whose
+statement waits past `IAM_STATEMENT_TIMEOUT_MS` (here on a row lock another connection holds) answers 503
+`request took too long`, writes nothing, and the worker that served it goes on serving."""
 
 import time
 

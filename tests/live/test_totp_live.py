@@ -1,6 +1,6 @@
-"""TOTP's single use under concurrency (CONTRACT 17): one `mfa_token` sent by many requests at once
-starts one session, and one code sent with many `mfa_token`s at once is accepted once, across every web
-worker (the rows are locked; nothing is decided in one process's memory); and 16 wrong codes sent at once
+"""TOTP's single use under concurrency (docs/api.md#second-factor-totp): one `mfa_token` sent by many requests
+at once starts one session, and one code sent with many `mfa_token`s at once is accepted once, across every
+web worker (the rows are locked; nothing is decided in one process's memory); and 16 wrong codes sent at once
 get no more checks than the limit of 5 (each is counted in Redis before it is checked)."""
 
 import time

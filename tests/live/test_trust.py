@@ -1,7 +1,7 @@
-"""Several web processes sharing nothing but PostgreSQL and Redis (issue 11 items 2 and 3; CONTRACT 5, 7,
-13 and 14): a revocation, a disabled account, a rotated client secret and the login throttles hold on
-every request whichever process answers, and the per-address throttle counts the connection's address,
-never a client-sent `X-Forwarded-For`."""
+"""Several web processes sharing nothing but PostgreSQL and Redis (docs/security.md#tokens,
+docs/integration.md#validate-each-token-clientsvalidate, 13 and 14): a revocation, a disabled account, a
+rotated client secret and the login throttles hold on every request whichever process answers, and the
+per-address throttle counts the connection's address, never a client-sent `X-Forwarded-For`."""
 
 import subprocess
 import sys
@@ -143,7 +143,8 @@ def test_failures_sent_as_another_address_do_not_lock_it_out(live):
 
 @pytest.mark.parametrize("setting", ["REDIS_URL", "SECRET_KEY", "IAM_JWT_SIGNING_KEY"])
 def test_the_service_refuses_to_start_without_a_shared_setting(live, setting):
-    """CONTRACT 14: with DEBUG off, per-process caches and default keys are refused at start-up."""
+    """docs/operations.md#required-settings: with DEBUG off, per-process caches and default keys are refused
+    at start-up."""
     env = {key: value for key, value in live.env.items() if key != setting}
     started = subprocess.run(
         [sys.executable, "-c", "import django; django.setup(); import iam.wsgi"],

@@ -1,4 +1,4 @@
-"""CONTRACT 15 (issue 11 item 4): an account joins a workspace only by its own act. A workspace owner
+"""docs/api.md#invitations: an account joins a workspace only by its own act. A workspace owner
 added any account as an `active` member and from then on received its `session.revoked` and `account.*`
 events; now the membership starts `invited`, the account is e-mailed, and only it accepts."""
 
@@ -8,8 +8,8 @@ import pytest
 from django.core import mail
 
 from authn import tokens
-from iam import outbox
 from iam.models import Event, OutboxMessage
+from iam.platform import outbox
 from rbac.models import Membership
 from tests.conftest import ApiClient, client_for, err, ok
 from tests.factories import (

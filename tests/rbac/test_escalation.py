@@ -1,11 +1,11 @@
-"""CONTRACT 4's no-escalation rule (issue 11 item 5): nobody grants a permission it does not hold. A member
+"""The docs/api.md#authorization no-escalation rule: nobody grants a permission it does not hold. A member
 with `roles:update` added `*` to its own role; one with `memberships:update` gave itself the owner role;
 one with `permissions:update` renamed its permission to `*:*`."""
 
 import pytest
 
 from rbac.policy import covers
-from rbac.services import OWNER_ROLE, ensure_owner
+from rbac.services.workspaces import OWNER_ROLE, ensure_owner
 from tests.conftest import client_for, err, ok
 from tests.factories import (
     AccountFactory,

@@ -1,5 +1,6 @@
-"""Invitations by e-mail (issue 22 item 3, CONTRACT 15 revised 2026-11-24) and the invitation findings of
-issue 23 (pre-registration hijack, disabled accounts, audit entries, `permissions/check`), over HTTP.
+"""Invitations by e-mail (docs/api.md#invitations) and the invitation findings of
+docs/security.md#consent-nobody-is-put-into-a-workspace (pre-registration hijack, disabled accounts, audit
+entries, `permissions/check`), over HTTP.
 
 Workspace A invites; workspace B is someone else's, and never sees or accepts A's invitations. E-mails go
 through the outbox after commit: `send_outbox()` does what the worker does."""
@@ -17,8 +18,8 @@ from django.utils import timezone
 from accounts.models import Account
 from authn import tokens
 from authn.models import Credential
-from iam import outbox
 from iam.models import AuditEntry, Event, OutboxMessage
+from iam.platform import outbox
 from rbac.models import Invitation, Membership
 from tests.conftest import ApiClient, client_for, err, ok
 from tests.factories import (
@@ -371,7 +372,7 @@ def test_no_account_needs_a_password_and_a_name_and_gets_a_verified_one(api, ten
 
 
 def test_a_squatters_account_is_reclaimed_on_accept(api, tenant):
-    """Issue 23: someone registers the victim's address with a password of theirs (never verified); the
+    """Someone registers the victim's address with a password of theirs (never verified); the
     workspace invites the address; the victim accepts from the mailbox. The squatter's session and
     password end, and only the victim's new password opens the account."""
     a, _, _, owner_api, _, role = tenant
@@ -589,8 +590,8 @@ def test_mine_lists_open_invitations_to_the_verified_address_and_invited_members
 
 
 def test_mine_is_filtered_counted_ordered_and_paged_by_the_database(tenant, member_of):
-    """Both kinds in one query (CONTRACT 16: a caller invited by any number of workspaces costs a page,
-    never the whole set): its filters, its order with ties and absent values, its pages; another
+    """Both kinds in one query (docs/api.md#quotas-and-budgets: a caller invited by any number of workspaces
+    costs a page, never the whole set): its filters, its order with ties and absent values, its pages; another
     account's invitations never appear."""
     _a, b, _, owner_api, other_api, role = tenant
     invitee = verified("invitee@example.com")
@@ -641,7 +642,7 @@ def test_mine_is_filtered_counted_ordered_and_paged_by_the_database(tenant, memb
     assert any("LIMIT 2" in sql and "OFFSET 1" in sql for sql in union), union
 
 
-# Mails never carry a name that can pass for a link or a paragraph (issue 23)
+# Mails never carry a name that can pass for a link or a paragraph
 
 
 @pytest.mark.parametrize(

@@ -1,6 +1,6 @@
-"""CONTRACT 16 for the invitee's endpoints (issue 23): `invitations/accept`, `invitations/decline` and
+"""docs/api.md#quotas-and-budgets for the invitee's endpoints: `invitations/accept`, `invitations/decline` and
 `invitations/mine` answer invitations and memberships that each hold up to 50 roles of 500 permissions,
-so they are written by the encoder that writes describes and lists (`iam.serializers.Encoder`), streamed
+so they are written by the encoder that writes describes and lists (`iam.http.encoder.Encoder`), streamed
 when large, `mine`'s page within its byte budget. Each answer is checked twice, answered whole and
 streamed in chunks of 7 bytes: its bytes are those of the describes of what it holds (`invitations/
 describe`, `memberships/describe`: the same records, byte for byte), and its content is what the whole
@@ -17,9 +17,9 @@ import pytest
 from rest_framework import serializers
 from rest_framework.renderers import JSONRenderer
 
-import iam.api
+import iam.http.endpoint
 from accounts.models import Account
-from iam.api import envelope
+from iam.http.endpoint import envelope
 from rbac.models import Invitation, Membership
 from rbac.serializers import InvitationSerializer, MembershipSerializer, RoleSerializer
 from tests.conftest import client_for, err, ok
@@ -33,8 +33,8 @@ NEW_PASSWORD = "a brand new passphrase"
 def answered(request, monkeypatch):
     """How answers go out: whole (with their length), or streamed in 7-byte chunks."""
     if request.param == "streamed":
-        monkeypatch.setattr(iam.api, "STREAM_FROM", 0)
-        monkeypatch.setattr(iam.api, "CHUNK_BYTES", 7)
+        monkeypatch.setattr(iam.http.endpoint, "STREAM_FROM", 0)
+        monkeypatch.setattr(iam.http.endpoint, "CHUNK_BYTES", 7)
     return request.param
 
 
@@ -55,8 +55,8 @@ def record_bytes(response) -> bytes:
     """The `data` of an answer, as bytes (whole or streamed)."""
     assert response.status_code == 200, response.content[:500]
     body = b"".join(response.streaming_content) if response.streaming else response.content
-    assert body.startswith(iam.api.ENVELOPE_HEAD) and body.endswith(iam.api.ENVELOPE_TAIL)
-    return body[len(iam.api.ENVELOPE_HEAD) : -len(iam.api.ENVELOPE_TAIL)]
+    assert body.startswith(iam.http.endpoint.ENVELOPE_HEAD) and body.endswith(iam.http.endpoint.ENVELOPE_TAIL)
+    return body[len(iam.http.endpoint.ENVELOPE_HEAD) : -len(iam.http.endpoint.ENVELOPE_TAIL)]
 
 
 def described(api, path: str, pk) -> bytes:
@@ -66,7 +66,7 @@ def described(api, path: str, pk) -> bytes:
 def composed(**members: bytes) -> bytes:
     """The answer of an object whose members are these JSON texts, in order."""
     inner = b",".join(json.dumps(name).encode() + b":" + value for name, value in members.items())
-    return iam.api.ENVELOPE_HEAD + b"{" + inner + b"}" + iam.api.ENVELOPE_TAIL
+    return iam.http.endpoint.ENVELOPE_HEAD + b"{" + inner + b"}" + iam.http.endpoint.ENVELOPE_TAIL
 
 
 def content(value):
@@ -213,7 +213,7 @@ def test_accept_an_invited_membership_by_id(tenant, answered):
     err(client_for(someone).call("/invitations/accept", {"id": str(invited.pk)}), 404, "invitation not found")
     body = body_of(client_for(invitee).call("/invitations/accept", {"id": str(invited.pk)}), answered)
     membership = described(other_api, "/memberships/describe", invited.pk)
-    assert body.endswith(b',"membership":' + membership + b"}" + iam.api.ENVELOPE_TAIL)
+    assert body.endswith(b',"membership":' + membership + b"}" + iam.http.endpoint.ENVELOPE_TAIL)
     before = {
         "invitation": membership_as_invitation_before(invited),
         "membership": membership_of_before(invited.pk),
@@ -230,7 +230,7 @@ def test_decline_answers_the_invitation(api, tenant, answered):
         api.call("/invitations/decline", {"token": token_mailed_to("invitee@example.com")}), answered
     )
     invitation = described(owner_api, "/invitations/describe", created["id"])
-    assert same(body, iam.api.ENVELOPE_HEAD + invitation + iam.api.ENVELOPE_TAIL)
+    assert same(body, iam.http.endpoint.ENVELOPE_HEAD + invitation + iam.http.endpoint.ENVELOPE_TAIL)
     assert same_content(body, invitation_of_before(created["id"]))
     assert json.loads(body)["data"]["status"] == "declined"
     # An invited membership, by id: the shape it had before it was deleted, `declined`.
@@ -292,7 +292,7 @@ def test_mine_answers_what_it_answered_before(tenant, order_bys):
 
 
 def test_mine_keeps_its_page_within_the_byte_budget(tenant, settings, monkeypatch):
-    """CONTRACT 11: the page ends before the record that would pass IAM_PAGE_MAX_BYTES; a first record
+    """docs/api.md#lists: the page ends before the record that would pass IAM_PAGE_MAX_BYTES; a first record
     past it comes alone, streamed past STREAM_FROM; the pages together hold every record once."""
     _, _, owner_api, other_api, roles, roles_b = tenant
     invitee = verified("invitee@example.com")
@@ -323,7 +323,7 @@ def test_mine_keeps_its_page_within_the_byte_budget(tenant, settings, monkeypatc
         offset += count
     assert seen == whole
     settings.IAM_PAGE_MAX_BYTES = 10
-    monkeypatch.setattr(iam.api, "STREAM_FROM", 0)
+    monkeypatch.setattr(iam.http.endpoint, "STREAM_FROM", 0)
     response = mine.call("/invitations/mine", {"options": order})
     assert response.streaming
     page = json.loads(b"".join(response.streaming_content))["data"]

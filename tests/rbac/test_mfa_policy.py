@@ -1,6 +1,7 @@
-"""A workspace's MFA policy (`mfa_required`, CONTRACT 17) over HTTP, with two accounts and two workspaces:
-set by create and update, held on every call naming the workspace (operators too), in its order among
-the other refusals, at once after a change, and by `clients/validate` at zero queries when warm."""
+"""A workspace's MFA policy (`mfa_required`, docs/security.md#second-factors-and-the-workspace-mfa-policy)
+over HTTP, with two accounts and two workspaces: set by create and update, held on every call naming the
+workspace (operators too), in its order among the other refusals, at once after a change, and by
+`clients/validate` at zero queries when warm."""
 
 import jwt
 import pyotp

@@ -85,7 +85,7 @@ def test_a_project_scope_grant_counts_for_its_project_only(workspace, checker):
 @pytest.mark.parametrize(
     ("setup", "reason"),
     [
-        # Issue 23: an account only invited is no member, whatever its flags (CONTRACT 15).
+        # An account only invited is no member, whatever its flags (docs/api.md#invitations).
         ({"status": "invited"}, "not_a_member"),
         ({"status": "invited", "enabled": False}, "not_a_member"),
         ({"status": "suspended"}, "not_active"),

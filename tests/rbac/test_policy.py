@@ -1,4 +1,4 @@
-"""The authorization model (CONTRACT 4): wildcards, membership scope and status, caching."""
+"""The authorization model (docs/api.md#authorization): wildcards, membership scope and status, caching."""
 
 import pytest
 from django.db import connection

@@ -1,16 +1,22 @@
-"""Every authorization rule in one table (STYLE "Authorization is decided in one place"): the decisions
-of `rbac.policy` that the endpoints reach through `admit` (before the body) and `authorize` (with the
-loaded record), and the escalation, consent and credential rules the services and endpoints ask. Two
-workspaces and accounts of both: a grant in one workspace, or in one project, never reaches the other."""
+"""Every authorization rule in one table (docs/architecture.md): the decisions
+of `rbac.policy` that the endpoints reach through `admit` (before the body) and `get_object` (the record
+found within reach, else 404, then `authorize`), and the escalation, consent and credential rules the
+services and endpoints ask. Two workspaces and accounts of both: a grant in one workspace, or in one
+project, never reaches the other."""
 
+import uuid
 from types import SimpleNamespace
 
 import pytest
 
-from iam.errors import ApiError
+from accounts.models import Account
+from authn.models import Credential
+from iam.http.errors import ApiError
 from rbac import policy
+from rbac.api.access import get_object
 from rbac.models import Membership
 from sso.models import SsoConnection
+from tenancy.models import Project, Workspace
 from tests.factories import (
     AccountFactory,
     CredentialFactory,
@@ -95,35 +101,32 @@ def test_admit(w, caller, workspace, permission, options, decision):
 
 AUTHORIZE = [
     # (caller, workspace, permission, record, fields, project_scoped, decision)
-    # project scope (CONTRACT 4): a project-scope grant counts for its own project only
+    # project scope (docs/api.md#authorization): a project-scope grant counts for its own project only
     ("p1_member", "a", "projects:describe", "p1", None, True, ALLOWED),
     ("p1_member", "a", "projects:describe", "p2", None, True, missing("projects:describe")),
     ("p1_member", "a", "memberships:create", "a", None, True, missing("memberships:create")),
-    ("p1_member", "a", "projects:describe", None, None, True, ALLOWED),  # the lookup's 404 follows
     ("wide", "a", "projects:describe", "p2", None, True, ALLOWED),
     ("wide", "a", "memberships:create", "a", None, True, ALLOWED),
-    # self access on accounts; everything else on accounts needs the root workspace (CONTRACT 3, 4)
+    # self access on accounts; everything else on accounts needs the root workspace
+    # (docs/api.md#the-root-workspace, #authorization)
     ("plain", None, "accounts:describe", "plain", {"id": 1}, False, ALLOWED),
     ("plain", None, "accounts:update", "plain", {"name": "x"}, False, ALLOWED),
     ("plain", None, "accounts:update", "plain", {"enabled": False}, False, missing("accounts:update")),
     ("plain", None, "accounts:update", "plain", {"verified": True}, False, missing("accounts:update")),
     ("plain", None, "accounts:delete", "plain", None, False, missing("accounts:delete")),
     ("plain", None, "accounts:describe", "wide", None, False, missing("accounts:describe")),
-    ("plain", None, "accounts:describe", None, None, False, missing("accounts:describe")),  # before 404
     ("wide", None, "accounts:describe", "plain", None, False, missing("accounts:describe")),
     ("root_admin", None, "accounts:describe", "plain", None, False, ALLOWED),
     ("operator", None, "accounts:update", "plain", {"enabled": False}, False, ALLOWED),
-    # a workspace's own endpoints: in itself or in the root workspace; hidden from non-members
+    # a workspace's own endpoints: in itself or in the root workspace (non-members: `reaches`, below)
     ("wide", None, "workspaces:describe", "a", None, False, ALLOWED),
     ("wide", None, "workspaces:update", "a", None, False, missing("workspaces:update")),
-    ("wide", None, "workspaces:describe", "b", None, False, (404, "workspace not found")),
-    ("stranger", None, "workspaces:describe", "a", None, False, (404, "workspace not found")),
     ("stranger", None, "workspaces:delete", "b", None, False, ALLOWED),
     ("root_admin", None, "workspaces:update", "a", None, False, ALLOWED),
-    # credentials (CONTRACT 12): what only an operator may change, refused before the lookup's 404
+    # credentials (docs/api.md#credentials): what only an operator may change
     ("wide", "a", "credentials:update", "credential", {"tags": []}, False, ALLOWED),
     ("wide", "a", "credentials:update", "credential", {"secret": "x"}, False, OPERATOR_ONLY),
-    ("wide", "a", "credentials:update", None, {"new_email": "x@example.com"}, False, OPERATOR_ONLY),
+    ("wide", "a", "credentials:update", "credential", {"new_email": "x@example.com"}, False, OPERATOR_ONLY),
     ("wide", "a", "credentials:delete", "credential", None, False, OPERATOR_ONLY),
     ("operator", "a", "credentials:delete", "credential", None, False, ALLOWED),
     # SSO connections: what a connection trusts needs `*` (who points it at a provider signs in as its
@@ -152,8 +155,70 @@ def test_authorize(w, caller, workspace, permission, record, fields, project_sco
     assert decided == decision
 
 
+NOT_FOUND = {"account": (404, "account not found"), "workspace": (404, "workspace not found")}
+
+GET_OBJECT = [
+    # (caller, X-Workspace, permission, what is named, fields, project_scoped, decision): found first,
+    # then decided (docs/api.md#conventions): out of reach or unknown is 404 whoever asks, before any
+    # rule on the record
+    ("plain", None, "workspaces:describe", "unknown workspace", None, False, NOT_FOUND["workspace"]),
+    ("root_admin", None, "workspaces:update", "unknown workspace", None, False, NOT_FOUND["workspace"]),
+    ("operator", None, "workspaces:delete", "unknown workspace", None, False, NOT_FOUND["workspace"]),
+    ("wide", None, "workspaces:describe", "b", None, False, NOT_FOUND["workspace"]),
+    ("stranger", None, "workspaces:describe", "a", None, False, NOT_FOUND["workspace"]),
+    ("wide", None, "workspaces:update", "a", None, False, missing("workspaces:update")),
+    ("wide", None, "workspaces:describe", "a", None, False, ALLOWED),
+    ("root_admin", None, "workspaces:update", "a", None, False, ALLOWED),
+    ("operator", None, "workspaces:update", "b", None, False, ALLOWED),
+    ("plain", None, "accounts:describe", "unknown account", None, False, NOT_FOUND["account"]),
+    ("plain", None, "accounts:describe", "wide", None, False, NOT_FOUND["account"]),
+    ("plain", None, "accounts:update", "plain", {"enabled": False}, False, missing("accounts:update")),
+    ("plain", None, "accounts:update", "plain", {"name": "x"}, False, ALLOWED),
+    ("root_admin", None, "accounts:describe", "unknown account", None, False, NOT_FOUND["account"]),
+    ("root_admin", None, "accounts:describe", "wide", None, False, ALLOWED),
+    ("p1_member", "a", "projects:describe", "unknown project", None, True, (404, "project not found")),
+    ("p1_member", "a", "projects:describe", "p2", None, True, missing("projects:describe")),
+    ("p1_member", "a", "projects:describe", "p1", None, True, ALLOWED),
+    # a root credential named with another workspace's X-Workspace: 404 before the operators' rule
+    ("wide", "a", "credentials:update", "credential", {"secret": "x"}, False, (404, "credential not found")),
+    ("wide", "a", "credentials:delete", "credential", None, False, (404, "credential not found")),
+    ("wide", "root", "credentials:update", "credential", {"secret": "x"}, False, OPERATOR_ONLY),
+    ("operator", "a", "credentials:delete", "credential", None, False, (404, "credential not found")),
+]
+
+QUERYSETS = {"workspaces": Workspace.objects.all, "accounts": Account.objects.all}
+
+
+def queryset_for(permission: str, space):
+    resource = permission.split(":")[0]
+    if resource in QUERYSETS:
+        return QUERYSETS[resource]()
+    model = {"projects": Project, "credentials": Credential}[resource]
+    return model.objects.in_workspace(space)
+
+
+@pytest.mark.parametrize(
+    ("caller", "workspace", "permission", "named", "fields", "project_scoped", "decision"), GET_OBJECT
+)
+def test_get_object(w, caller, workspace, permission, named, fields, project_scoped, decision):
+    space = getattr(w, workspace) if workspace else None
+    target = uuid.uuid4() if named.startswith("unknown") else getattr(w, named).pk
+    request = SimpleNamespace(user=getattr(w, caller), workspace=space, auth={"amr": ["pwd"]})
+    decided = decide(
+        lambda: get_object(
+            request,
+            queryset_for(permission, space),
+            permission=permission,
+            project_scoped=project_scoped,
+            fields=fields or (),
+            pk=target,
+        )
+    )
+    assert decided == decision
+
+
 GRANTABLE = [
-    # (caller, names, project, decision): CONTRACT 4's escalation rule
+    # (caller, names, project, decision): the docs/api.md#authorization escalation rule
     ("wide", ["projects:create"], None, ALLOWED),
     ("wide", ["projects:*"], None, ALLOWED),
     ("wide", ["*:create"], None, CANNOT_GRANT),

@@ -1,5 +1,5 @@
 """permissions/, roles/ and memberships/ over HTTP. The `admin` fixture holds `*`: granting needs the grants
-(CONTRACT 4, see test_escalation)."""
+(docs/api.md#authorization, see test_escalation)."""
 
 import pytest
 
@@ -165,8 +165,8 @@ def test_roles_list_of_100_costs_at_most_4_queries(workspace, admin, django_asse
     with django_assert_max_num_queries(3):  # count, the roles with their permission ids, the permissions
         data = ok(admin.call("/roles/list", {"options": {"limit": 100}}))
     assert data["metadata"]["count"] == 100
-    # Past 100 records a page reads the rest in a second read (CONTRACT 16: what a worker holds at once
-    # stays bounded): the ids of the rest, then their rows and their permissions.
+    # Past 100 records a page reads the rest in a second read (docs/api.md#quotas-and-budgets: what a worker
+    # holds at once stays bounded): the ids of the rest, then their rows and their permissions.
     with django_assert_max_num_queries(6):
         data = ok(admin.call("/roles/list", {"options": {"limit": 1000}}))
     assert data["metadata"]["total"] == 101 and all(
@@ -193,7 +193,7 @@ def test_membership_create_nests_roles_with_permissions_and_emits(workspace, adm
     account = AccountFactory()
     role = RoleFactory(workspace=workspace, permissions=["projects:list"])
     data = ok(admin.call("/memberships/create", membership_body(account, [role])))
-    # CONTRACT 15: another account's membership starts invited, whatever `status` says.
+    # docs/api.md#invitations: another account's membership starts invited, whatever `status` says.
     assert (data["account_id"], data["scope"], data["status"], data["project_id"], data["accepted_at"]) == (
         str(account.pk),
         "workspace",
@@ -320,7 +320,7 @@ def test_a_deep_page_of_memberships_matches_the_shallow_one_and_stays_in_the_wor
         MembershipFactory(account=account, status="invited")  # another workspace's, never listed
     body = {"filter": {"fields": {"status": "invited"}}, "options": {"offset": 8, "limit": 5}}
     shallow = ok(admin.call("/memberships/list", body))
-    monkeypatch.setattr("iam.list_endpoint.DEEP_OFFSET", 1)
+    monkeypatch.setattr("iam.http.list_endpoint.DEEP_OFFSET", 1)
     with django_assert_max_num_queries(5):
         deep = ok(admin.call("/memberships/list", body))
     assert deep == shallow

@@ -1,5 +1,5 @@
-"""CONTRACT 4: `POST /<resource>/<action>` needs `<resource>:<action>`, the resource in plural. Every
-endpoint writes its permission as a literal (`permission = "invitations:create"`); this holds each one
+"""docs/api.md#authorization: `POST /<resource>/<action>` needs `<resource>:<action>`, the resource in plural.
+Every endpoint writes its permission as a literal (`permission = "invitations:create"`); this holds each one
 served to the one its path names, so a literal can never drift from the rule."""
 
 import pytest
@@ -7,7 +7,8 @@ import pytest
 from tests.conftest import err
 from tests.endpoints import ENDPOINTS
 
-# CONTRACT 4's resources, by the first segment of their paths (SPEC's workspace paths are singular).
+# The docs/api.md#authorization resources, by the first segment of their paths (the API's workspace paths are
+# singular).
 PLURAL = {
     "accounts": "accounts",
     "workspace": "workspaces",
@@ -18,7 +19,8 @@ PLURAL = {
     "credentials": "credentials",
     "clients": "clients",
 }
-# What needs no permission: the public and self-service endpoints (SPEC 4, CONTRACT 4, 15 and 17).
+# What needs no permission: the public and self-service endpoints (docs/api.md#conventions, #authorization,
+# #invitations, #sessions).
 NO_PERMISSION = {
     *(path for path in ENDPOINTS if path.startswith("/auth/")),
     "/clients/validate",
@@ -35,7 +37,8 @@ NO_PERMISSION = {
 }
 
 
-# What CONTRACT 4 names otherwise: verifying an SSO connection's domain is an update of the connection.
+# What docs/api.md#authorization names otherwise: verifying an SSO connection's domain is an update of the
+# connection.
 NAMED = {"/sso/verify-domain": "sso:update"}
 
 

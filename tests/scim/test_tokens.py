@@ -3,8 +3,8 @@ nothing else (not another workspace's, not the API); nothing else opens the SCIM
 
 import pytest
 
-from iam import crypto
 from iam.models import AuditEntry
+from iam.platform import crypto
 from scim.models import ScimToken
 from tests.conftest import ApiClient, client_for, err, ok, token_for
 from tests.factories import AccountFactory

@@ -4,8 +4,8 @@ never the client secret."""
 
 from django.urls import reverse
 
-from iam import crypto
 from iam.models import AuditEntry
+from iam.platform import crypto
 from sso import services
 from sso.models import SsoConnection, SsoDomain
 from tests.factories import WorkspaceFactory

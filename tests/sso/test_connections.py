@@ -1,11 +1,11 @@
-"""SSO connections as a workspace resource, and the proof of their domains (CONTRACT 18), through the
+"""SSO connections as a workspace resource, and the proof of their domains (docs/api.md#sso), through the
 HTTP API, with a stand-in OpenID provider and a DNS server on loopback."""
 
 import pytest
 from django.core.management import CommandError, call_command
 
-from iam import crypto
 from iam.models import AuditEntry
+from iam.platform import crypto
 from sso.models import SsoConnection, SsoDomain
 from tests.conftest import client_for, err, ok
 from tests.factories import RoleFactory, WorkspaceFactory

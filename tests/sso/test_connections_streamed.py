@@ -1,15 +1,15 @@
-"""CONTRACT 16 for SSO connections (issue 23): a connection embeds its `default_roles` whole, each with
-its permissions (up to 50 roles of 500 permissions at their size limits: hundreds of megabytes), so every
+"""docs/api.md#quotas-and-budgets for SSO connections: a connection embeds its `default_roles` whole, each
+with its permissions (up to 50 roles of 500 permissions at their size limits: hundreds of megabytes), so every
 answer of one goes through the encoder describes use (`answer_fresh`: streamed past 1 MiB, its nested
 rows read a few at a time), `sso/verify-domain` included, and `sso/list`'s page stays within its byte
-budget (CONTRACT 11), a first record past it alone and streamed. Workspace A's connections; workspace B's
-admin sees none of them."""
+budget (docs/api.md#lists), a first record past it alone and streamed. Workspace A's connections; workspace
+B's admin sees none of them."""
 
 import json
 
 import pytest
 
-import iam.api
+import iam.http.endpoint
 from tests.conftest import err, ok
 from tests.factories import WorkspaceFactory
 from tests.rbac.test_invitee_streamed import record_bytes, roles_with_shared_permissions
@@ -45,22 +45,22 @@ def test_every_answer_of_a_connection_is_its_describe_streamed_or_whole(
         response = admin.call(path, body)
         assert not response.streaming and response["Content-Length"] == str(len(response.content)), path
         assert response.content == admin.call("/sso/describe", ref).content, path
-    monkeypatch.setattr(iam.api, "STREAM_FROM", 0)
-    monkeypatch.setattr(iam.api, "CHUNK_BYTES", 7)
+    monkeypatch.setattr(iam.http.endpoint, "STREAM_FROM", 0)
+    monkeypatch.setattr(iam.http.endpoint, "CHUNK_BYTES", 7)
     for path, body in calls.items():
         response = admin.call(path, body)
         assert response.streaming, path
         streamed = b"".join(response.streaming_content)
-        monkeypatch.setattr(iam.api, "STREAM_FROM", 1024 * 1024)
+        monkeypatch.setattr(iam.http.endpoint, "STREAM_FROM", 1024 * 1024)
         assert streamed == admin.call("/sso/describe", ref).content, path
-        monkeypatch.setattr(iam.api, "STREAM_FROM", 0)
+        monkeypatch.setattr(iam.http.endpoint, "STREAM_FROM", 0)
     assert json.loads(streamed)["data"]["default_roles"] == connection["default_roles"]
 
 
 def test_another_workspace_gets_nothing_streamed_or_not(admin, idp, roles, member_of, monkeypatch):
     connection = created(admin, idp, roles)
     _, other = member_of(WorkspaceFactory(), "*")
-    monkeypatch.setattr(iam.api, "STREAM_FROM", 0)
+    monkeypatch.setattr(iam.http.endpoint, "STREAM_FROM", 0)
     for path in ("/sso/describe", "/sso/verify-domain"):
         response = other.call(path, {"id": connection["id"], "domain": "acme.test"})
         assert not response.streaming
@@ -95,7 +95,7 @@ def test_a_list_page_stays_within_its_byte_budget(admin, idp, roles, settings, m
     assert ok(admin.call("/sso/list", {"options": order}))["metadata"]["count"] == 2
     # A first record past the whole budget is the page alone, written as it is sent.
     settings.IAM_PAGE_MAX_BYTES = 10
-    monkeypatch.setattr(iam.api, "STREAM_FROM", 0)
+    monkeypatch.setattr(iam.http.endpoint, "STREAM_FROM", 0)
     response = admin.call("/sso/list", {"options": order})
     assert response.streaming
     page = json.loads(b"".join(response.streaming_content))["data"]

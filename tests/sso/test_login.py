@@ -1,4 +1,4 @@
-"""Login through a workspace's SSO connection (CONTRACT 18), end to end through the HTTP API and a
+"""Login through a workspace's SSO connection (docs/api.md#sso), end to end through the HTTP API and a
 stand-in OpenID provider on loopback: initiate -> the provider's /authorize -> our callback -> the client
 app; and every takeover path the rules close."""
 
@@ -14,8 +14,8 @@ from django.utils import timezone
 from accounts.models import Account
 from authn.models import Credential, Session, Totp
 from authn.oauth_state import begin
-from iam import crypto
 from iam.models import AuditEntry
+from iam.platform import crypto
 from rbac.models import Membership
 from sso import services
 from sso.models import SsoConnection

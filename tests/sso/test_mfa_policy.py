@@ -1,5 +1,6 @@
-"""A login through a workspace's own SSO connection meets that workspace's MFA policy (CONTRACT 17),
-and only that workspace's: over HTTP, through the stand-in provider, with two workspaces."""
+"""A login through a workspace's own SSO connection meets that workspace's MFA policy
+(docs/security.md#second-factors-and-the-workspace-mfa-policy), and only that workspace's: over HTTP, through
+the stand-in provider, with two workspaces."""
 
 import jwt
 import pyotp
@@ -7,7 +8,7 @@ from django.utils import timezone
 
 from accounts.models import Account
 from authn.models import Session, Totp
-from iam import crypto
+from iam.platform import crypto
 from rbac.policy import SSO_WORKSPACE_CLAIM
 from tests.conftest import ApiClient, err, ok
 from tests.factories import AccountFactory, MembershipFactory, RoleFactory, WorkspaceFactory

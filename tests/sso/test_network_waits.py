@@ -10,7 +10,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 import pytest
 
-from iam import upstream
+from iam.platform import upstream
 from sso import services
 from sso.models import SsoConnection
 from tests.conftest import err, ok

@@ -8,7 +8,7 @@ from django.utils import timezone
 
 from authn import mfa
 from authn.models import MfaChallenge, RecoveryCode, Totp
-from iam import crypto
+from iam.platform import crypto
 from tests.conftest import ApiClient, err, ok
 from tests.factories import PASSWORD, AccountFactory, CredentialFactory, WorkspaceFactory
 

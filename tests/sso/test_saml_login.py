@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from accounts.models import Account
 from authn.models import Credential, OAuthState, Session, Totp
-from iam import crypto
+from iam.platform import crypto
 from iam.models import AuditEntry
 from rbac.models import Membership
 from sso.models import SsoConnection

@@ -1,5 +1,5 @@
-"""CONTRACT 16: per-workspace quotas, workspaces per account, operators exempt, one tenant's use never
-counted against another's. Small limits through `settings`; the race at the edge is in
+"""docs/api.md#quotas-and-budgets: per-workspace quotas, workspaces per account, operators exempt, one
+tenant's use never counted against another's. Small limits through `settings`; the race at the edge is in
 tests/live/test_quotas_live.py."""
 
 import pytest

@@ -1,10 +1,11 @@
 import pytest
 from django.test import override_settings
 
+from authn.sessions import issue_session
 from iam.models import Event
 from rbac.models import Membership, Permission, Role
 from tenancy.models import Project, Workspace
-from tests.conftest import client_for, err, ok
+from tests.conftest import ApiClient, client_for, err, ok
 from tests.factories import (
     AccountFactory,
     CredentialFactory,
@@ -117,6 +118,36 @@ def test_update_changes_only_what_is_sent_and_emits(member_of):
     assert data["updated_at"] is not None
     event = Event.objects.get()
     assert event.payload["type"] == "workspace.updated" and event.payload["workspace_id"] == str(workspace.pk)
+
+
+def test_a_change_of_who_is_authorized_names_every_active_member(db, django_capture_on_commit_callbacks):
+    """docs/integration.md#push-events: turning `mfa_required` on or off changes who is authorized in
+    the workspace, so its `workspace.updated` lists every account with an active membership there (a
+    receiver drops what it cached for them); a rename changes nobody's access and lists nobody."""
+    acme, globex = WorkspaceFactory(), WorkspaceFactory()
+    owner = AccountFactory()
+    MembershipFactory(account=owner, workspace=acme, roles=[RoleFactory(workspace=acme, permissions=["*"])])
+    in_a_project = MembershipFactory(
+        workspace=acme, scope=Membership.Scope.PROJECT, project=ProjectFactory(workspace=acme)
+    ).account
+    MembershipFactory(workspace=acme, status=Membership.Status.SUSPENDED)
+    MembershipFactory(workspace=acme, status=Membership.Status.INVITED)
+    MembershipFactory(workspace=globex)
+    two_factors = ApiClient(issue_session(owner, amr=["pwd", "otp", "mfa"])["access_token"])
+    active = sorted([str(owner.pk), str(in_a_project.pk)])
+
+    def pushed(body: dict) -> list[str]:
+        Event.objects.all().delete()
+        with django_capture_on_commit_callbacks(execute=True):
+            ok(two_factors.call("/workspace/update", {"id": str(acme.pk), **body}))
+        [event] = Event.objects.all()
+        assert (event.payload["type"], event.workspace_id) == ("workspace.updated", acme.pk)
+        return event.payload["data"]["account_ids"]
+
+    assert pushed({"mfa_required": True}) == active
+    assert pushed({"name": "Acme Corp"}) == []
+    assert pushed({"mfa_required": True}) == []  # sent, but unchanged
+    assert pushed({"mfa_required": False, "name": "Acme"}) == active
 
 
 def test_list_returns_my_active_workspaces_only(account, account_api):

@@ -1,16 +1,17 @@
 from accounts.models import Account, normalize_email
 from accounts.services import set_operator, update_account
+from authn.credentials import update_credential
 from authn.models import Credential
-from authn.services import create_password_account, update_credential
-from iam.service_helpers import ServiceCommand
-from rbac.services import ensure_owner
+from authn.services import create_password_account
+from iam.platform.service_helpers import ServiceCommand
+from rbac.services.workspaces import ensure_owner
 from tenancy.workspace_cache import root_workspace
 
 
 class Command(ServiceCommand):
     help = (
         "Creates the root workspace, its `*` permission and `owner` role, and the operator account E "
-        "with its active owner membership (CONTRACT 14). Idempotent: what exists is kept; an existing "
+        "with its active owner membership (docs/operations.md). Idempotent: what exists is kept; an existing "
         "account is made an operator but keeps its password."
     )
     required = ("--email", "--password")
@@ -29,7 +30,7 @@ class Command(ServiceCommand):
         else:
             self.stdout.write(f"found account {account.email} ({account.pk})")
         # Through the services: each change is recorded (actor kind `command`), purged from the caches and
-        # heard by the clients (CONTRACT 8).
+        # heard by the clients (docs/integration.md#push-events).
         if flags := {name: True for name in ("verified", "enabled") if not getattr(account, name)}:
             update_account(account, **flags, actor=None)
         set_operator(account, operator=True, actor=None)

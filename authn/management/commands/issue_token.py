@@ -9,7 +9,7 @@ from authn import tokens
 
 class Command(BaseCommand):
     help = (
-        "Prints a fresh access token (valid 60 minutes, CONTRACT 5) for the enabled account E, for "
+        "Prints a fresh access token (valid 60 minutes, docs/security.md) for the enabled account E, for "
         "operators' scripts and support. The token ends with the account's sessions like any other."
     )
 

@@ -1,14 +1,15 @@
 from authn import services
-from iam.service_helpers import ServiceCommand
+from iam.platform.service_helpers import ServiceCommand
 
 
 class Command(ServiceCommand):
     help = (
-        "With IAM_JWT_ALGORITHM EdDSA or ES256: creates a new signing key that signs every token from now "
-        "on. The previous keys stay published in /.well-known/jwks.json until the tokens they signed have "
-        "expired (IAM_REFRESH_TOKEN_DAYS), then drop out. Prints the new key id."
+        "Creates a new signing key that signs from now on, for RS256 (the key the service always has) and "
+        "for IAM_JWT_ALGORITHM when it is EdDSA or ES256. The previous keys stay published in "
+        "/.well-known/jwks.json until the tokens they signed have expired (IAM_REFRESH_TOKEN_DAYS), then "
+        "drop out. Prints the new key ids."
     )
 
     def run(self, **options):
-        key = services.rotate_signing_key()
-        self.stdout.write(f"new signing key {key.kid} ({key.algorithm})")
+        for key in services.rotate_signing_key():
+            self.stdout.write(f"new signing key {key.kid} ({key.algorithm})")

@@ -4,9 +4,9 @@ from django.conf import settings
 from django.core.management.base import BaseCommand
 from django.utils import timezone
 
-from iam import counts as row_counts
-from iam import retention
 from iam.models import AuditEntry, Event, OutboxMessage
+from iam.platform import counts as row_counts
+from iam.platform import retention
 
 
 class Command(BaseCommand):
@@ -17,7 +17,8 @@ class Command(BaseCommand):
         "stay), expired refresh-token rows, expired OAuth states and audit entries older than "
         "IAM_AUDIT_RETENTION_DAYS. Used refresh-token rows stay until they expire: reuse detection needs "
         "them. Events (POST /clients/events) go an hour after IAM_EVENT_RETENTION_DAYS. It also folds the "
-        "row counts' delta rows, as beat does every minute (iam/counts.py). Safe to run at any time, e.g. "
+        "row counts' delta rows, as beat does every minute (iam/platform/counts.py). Safe to run at any "
+        "time, e.g. "
         "daily from cron."
     )
 

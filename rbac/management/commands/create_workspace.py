@@ -1,9 +1,9 @@
 from django.core.management.base import CommandError
 
 from accounts.models import Account, normalize_email
-from iam.fields import SLUG_RE
-from iam.service_helpers import ServiceCommand
-from rbac.services import create_workspace, ensure_owner
+from iam.http.fields import SLUG_RE
+from iam.platform.service_helpers import ServiceCommand
+from rbac.services.workspaces import create_workspace, ensure_owner
 from tenancy.models import Workspace
 
 META = {"schema_version": "1"}
@@ -12,7 +12,8 @@ META = {"schema_version": "1"}
 class Command(ServiceCommand):
     help = (
         "Creates workspace S named N owned by the existing account E, with the owner set-up of "
-        "`workspace/create` (CONTRACT 14). Idempotent: an existing workspace S keeps its name and gains E as "
+        "`workspace/create` (docs/operations.md#the-admin-and-management-commands). Idempotent: an existing "
+        "workspace S keeps its name and gains E as "
         "owner."
     )
     required = ("--slug", "--name", "--owner-email")

@@ -2,7 +2,7 @@ from typing import Any
 
 from django.core.management.base import CommandError
 
-from iam.service_helpers import ServiceCommand
+from iam.platform.service_helpers import ServiceCommand
 from sso import services
 from sso.models import SsoDomain
 from tenancy.workspace_cache import find_workspace

@@ -1,0 +1,46 @@
+"""The hosted sign-in pages' forms: what each field is called (the API's words, through gettext) and
+what it must hold before a service sees it. The rules themselves are the services'."""
+
+from django import forms
+from django.utils.translation import gettext_lazy as _
+
+EMAIL_MAX = 254  # accounts.models.Account.email
+PASSWORD_MAX = 1024  # accounts.validators.MaximumLengthValidator
+
+
+class EmailForm(forms.Form):
+    email = forms.EmailField(
+        label=_("Email"),
+        max_length=EMAIL_MAX,
+        error_messages={
+            "required": _("Enter your email address."),
+            "invalid": _("Enter an email address like name@example.com."),
+        },
+    )
+
+
+class PasswordForm(EmailForm):
+    password = forms.CharField(
+        label=_("Password"),
+        max_length=PASSWORD_MAX,
+        strip=False,
+        error_messages={"required": _("Enter your password.")},
+    )
+
+
+class CodeForm(forms.Form):
+    field_name = "code"
+    code = forms.CharField(
+        label=_("Code"),
+        max_length=16,
+        error_messages={"required": _("Enter the 6-digit code from your authenticator app.")},
+    )
+
+
+class RecoveryCodeForm(forms.Form):
+    field_name = "recovery_code"
+    recovery_code = forms.CharField(
+        label=_("Recovery code"),
+        max_length=64,
+        error_messages={"required": _("Enter one of your recovery codes.")},
+    )

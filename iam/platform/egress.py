@@ -1,0 +1,326 @@
+"""Outbound requests to client endpoints and SSO providers, guarded against SSRF (docs/security.md#the-edges):
+the host is resolved, every address is vetted, and the connection goes to a vetted address, so a DNS answer
+that changes between the check and the connection (rebinding) cannot reach an internal service. The transport
+is requests' `HTTPAdapter` and urllib3's pools, handed the vetted address, on sockets that keep to the
+request's deadline."""
+
+import ipaddress
+import os
+import re
+import socket
+import time
+from urllib.parse import urlsplit
+
+import ada_url
+import requests
+import urllib3
+from django.conf import settings
+
+from iam.platform import upstream
+
+
+class EndpointRefused(Exception):
+    """The endpoint is not a public http(s) URL: retrying cannot help."""
+
+
+# One reading only: an endpoint that two URL parsers read as different hosts is refused, at
+# create, update and delivery. `http://127.0.0.1:8197\@203.0.113.5/` was accepted: urllib (and so the
+# address check and the connection) read the host 203.0.113.5, a WHATWG parser (browsers, Node, most
+# receivers' proxies and logs) reads 127.0.0.1:8197. The rules below keep URLs to the form every parser
+# reads alike; then the reading of `ada_url` (the WHATWG parser Node uses) must equal urllib's.
+
+_SPACE_OR_CONTROL = re.compile(r"[\x00-\x20\x7f]")
+_SCHEME = re.compile(r"(?i)(https?)://")
+_NAME = re.compile(r"(?i)[a-z0-9_-]+(?:\.[a-z0-9_-]+)*\.?")
+# WHATWG reads a host whose last label is a number (decimal, or 0x hex) as an IPv4 address, in any of
+# inet_aton's forms (`2130706433`, `0x7f.1`, `127.1`, `0177.0.0.1`); urllib keeps the text.
+_NUMERIC_LABEL = re.compile(r"(?i)(?:0x[0-9a-f]*|[0-9]+)")
+ONE_READING = "is read differently by different URL parsers"
+BAD_HOST = "host must be a DNS name or an IP address"
+
+
+def check_form(url: str) -> None:
+    """Raises EndpointRefused, its message completing "endpoint ...", unless `url` is an http(s) URL that
+    urllib and a WHATWG parser read as the same scheme, host and port."""
+    if "\\" in url:
+        raise EndpointRefused("must not contain a backslash")
+    if _SPACE_OR_CONTROL.search(url):
+        raise EndpointRefused("must not contain spaces or control characters")
+    if not url.isascii():
+        raise EndpointRefused(
+            "must be ASCII: write an international host name in its xn-- form and percent-encode the rest"
+        )
+    scheme = _SCHEME.match(url)
+    if scheme is None:
+        raise EndpointRefused("must start with http:// or https://")
+    try:
+        netloc = urlsplit(url).netloc
+    except ValueError as exc:  # an unclosed "[" (or a "]" alone)
+        raise EndpointRefused(BAD_HOST) from exc
+    if "@" in netloc:
+        raise EndpointRefused("must not contain a user name or password")
+    host, port = _host_and_port(netloc)
+    scheme_name = scheme.group(1).lower()
+    port = port or (443 if scheme_name == "https" else 80)
+    try:
+        parts = urlsplit(url)
+        urllib_host = parts.hostname or ""
+        if host.startswith("["):  # urllib keeps an IPv6 address as written, without its brackets
+            urllib_host = f"[{ipaddress.IPv6Address(urllib_host).compressed}]"
+        urllib_reading = (parts.scheme.lower(), urllib_host, parts.port or port)
+        whatwg = ada_url.URL(url)
+        whatwg_reading = (whatwg.protocol.rstrip(":"), whatwg.hostname, int(whatwg.port or port))
+    except ValueError as exc:
+        raise EndpointRefused(ONE_READING) from exc
+    if not urllib_reading == whatwg_reading == (scheme_name, host, port):
+        raise EndpointRefused(ONE_READING)
+
+
+def _host_and_port(netloc: str) -> tuple[str, int | None]:
+    """The host as a WHATWG parser writes it (lower case; an IPv6 address compressed, in brackets) and the
+    port given, if any."""
+    if netloc.startswith("["):
+        literal, bracket, rest = netloc[1:].partition("]")
+        if not bracket or "%" in literal or (rest and not rest.startswith(":")):
+            raise EndpointRefused(BAD_HOST)
+        try:
+            host = f"[{ipaddress.IPv6Address(literal).compressed}]"
+        except ValueError as exc:
+            raise EndpointRefused(BAD_HOST) from exc
+        port_text = rest[1:] if rest else None
+    else:
+        host, colon, port_text = netloc.partition(":")
+        if not colon:
+            port_text = None
+        if not _NAME.fullmatch(host):
+            raise EndpointRefused(BAD_HOST)
+        host = host.lower()
+        if _NUMERIC_LABEL.fullmatch(host.rstrip(".").rsplit(".", 1)[-1]):
+            try:
+                host = str(ipaddress.IPv4Address(host))
+            except ValueError as exc:
+                raise EndpointRefused(
+                    "host must be written as four decimal numbers (a.b.c.d) when it is an IPv4 address"
+                ) from exc
+    if not port_text:
+        return host, None  # `host:` is the default port to both parsers
+    if not port_text.isdigit() or not 1 <= int(port_text) <= 65535:
+        raise EndpointRefused("port must be a number from 1 to 65535")
+    return host, int(port_text)
+
+
+# IPv6 forms that carry an IPv4 address, which a host, a relay or a translator may reach on our behalf.
+_NAT64 = ipaddress.ip_network("64:ff9b::/96")  # RFC 6052 well-known prefix: the last 32 bits
+_NAT64_LOCAL = ipaddress.ip_network("64:ff9b:1::/48")  # RFC 8215 local-use prefix: never public
+_IPV4_COMPATIBLE = ipaddress.ip_network("::/96")  # RFC 4291 (deprecated): the last 32 bits
+_IPV4_TRANSLATED = ipaddress.ip_network("::ffff:0:0:0/96")  # RFC 2765 SIIT: the last 32 bits
+
+
+def _embedded_ipv4(address: ipaddress.IPv6Address) -> list[ipaddress.IPv4Address]:
+    found = [address.ipv4_mapped, address.sixtofour]  # ::ffff:0:0/96, 2002::/16 (6to4)
+    if address.teredo is not None:  # 2001::/32: the relay and the client behind it
+        found.extend(address.teredo)
+    if any(address in network for network in (_NAT64, _IPV4_COMPATIBLE, _IPV4_TRANSLATED)):
+        found.append(ipaddress.IPv4Address(int(address) & 0xFFFFFFFF))
+    return [ipv4 for ipv4 in found if ipv4 is not None]
+
+
+def _refused(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+    if isinstance(address, ipaddress.IPv6Address):
+        if address in _NAT64_LOCAL or any(_refused(ipv4) for ipv4 in _embedded_ipv4(address)):
+            return True
+        if address.ipv4_mapped is not None:
+            address = address.ipv4_mapped
+    return (
+        address.is_loopback
+        or address.is_private
+        or address.is_link_local
+        or address.is_multicast
+        or address.is_reserved
+        or address.is_unspecified
+        or not address.is_global
+    )
+
+
+class _Resolved:
+    """Answers of `getaddrinfo` per process for a few seconds, for deliveries only: a burst to one
+    endpoint resolves it once, not once per request. The address rules still run on every answer at every
+    delivery, and the connection still goes to the address they vetted (pinned), so a cached answer can
+    only be a few seconds stale, never unchecked."""
+
+    SECONDS = 5.0
+    LIMIT = 1024
+
+    def __init__(self):
+        self.answers: dict[tuple[str, int], tuple[float, list[str]]] = {}
+
+    def get(self, host: str, port: int) -> list[str]:
+        now = time.monotonic()
+        found = self.answers.get((host, port))
+        if found is not None and found[0] > now:
+            return found[1]
+        addresses = _resolve(host, port)
+        if len(self.answers) >= self.LIMIT:
+            self.answers.clear()
+        self.answers[(host, port)] = (now + self.SECONDS, addresses)
+        return addresses
+
+
+_resolved = _Resolved()
+
+
+def _resolve(host: str, port: int) -> list[str]:
+    """The host's addresses, within the call under way (a lookup that does not end in time: TimeoutError,
+    worth retrying)."""
+    try:
+        infos = upstream.getaddrinfo(host, port)
+    except TimeoutError:
+        raise
+    except (OSError, UnicodeError) as exc:
+        raise EndpointRefused(f"cannot resolve {host}") from exc
+    return [info[4][0] for info in infos]
+
+
+def vet(url: str, *, cached: bool = False) -> tuple[str, str, int, str]:
+    """Returns (scheme, host, port, address to connect to) or raises EndpointRefused. `cached` takes
+    the host's addresses from the last few seconds' answer (deliveries); the rules run on them anyway."""
+    check_form(url)  # an endpoint stored before the rule is refused at delivery
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        raise EndpointRefused("malformed url") from exc
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise EndpointRefused("not an http(s) url")
+    host = parts.hostname
+    port = port or (443 if parts.scheme == "https" else 80)
+    addresses = _resolved.get(host, port) if cached else _resolve(host, port)
+    if not addresses:
+        raise EndpointRefused(f"cannot resolve {host}")
+    if not settings.IAM_WEBHOOK_ALLOW_PRIVATE:
+        for address in addresses:
+            if _refused(ipaddress.ip_address(address.split("%", 1)[0])):
+                raise EndpointRefused(f"{host} resolves to a non-public address")
+    return parts.scheme, host, port, addresses[0]
+
+
+def is_allowed(url: str) -> bool:
+    """The create/update check of the address. Development (private endpoints allowed) skips DNS: hosts
+    there may only resolve later, and delivery checks again anyway. `check_form` runs before this."""
+    if settings.IAM_WEBHOOK_ALLOW_PRIVATE:
+        return True
+    try:
+        vet(url)
+    except EndpointRefused:
+        return False
+    return True
+
+
+_tls = upstream.tls_context()  # the system's trust store, the certificate checked for the host name
+
+
+def _connect(address: str, port: int, timeout: float) -> socket.socket:
+    """A connection to the vetted address, no name resolved, with Nagle off as urllib3 has it: with it on,
+    a request on a kept-alive connection waits for the receiver's delayed ACK (40 ms on Linux)."""
+    sock = socket.create_connection((address, port), timeout)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return upstream.keeping_to_the_call(sock)
+
+
+class _HTTPConnection(urllib3.connection.HTTPConnection):
+    def _new_conn(self) -> socket.socket:
+        return _connect(self.host, self.port, self.timeout)
+
+
+class _HTTPSConnection(urllib3.connection.HTTPSConnection):
+    _new_conn = _HTTPConnection._new_conn
+
+
+class _HTTPPool(urllib3.HTTPConnectionPool):
+    ConnectionCls = _HTTPConnection
+
+
+class _HTTPSPool(urllib3.HTTPSConnectionPool):
+    ConnectionCls = _HTTPSConnection
+
+
+class _PinnedAdapter(requests.adapters.HTTPAdapter):
+    """requests' transport, whose pool for a request is the one to the address the guard vetted
+    (`request.pinned`): connections are kept alive per (host, address, port), and TLS sends and checks
+    the URL's host name on a connection to that address. No redirect is followed (only a Session
+    follows them)."""
+
+    def init_poolmanager(self, *args, **kwargs) -> None:
+        super().init_poolmanager(*args, **kwargs)
+        self.poolmanager.pool_classes_by_scheme = {"http": _HTTPPool, "https": _HTTPSPool}
+
+    def get_connection_with_tls_context(self, request, verify, proxies=None, cert=None):
+        scheme, host, port, address = request.pinned
+        # Part of the pool's key for http too (a connection serves one host), used there for nothing else.
+        tls = {"ssl_context": _tls, "server_hostname": host}
+        return self.poolmanager.connection_from_host(address, port, scheme, pool_kwargs=tls)
+
+    def cert_verify(self, conn, url, verify, cert) -> None:
+        pass  # `_tls` verifies, instead of requests' certifi bundle
+
+
+_adapter = _PinnedAdapter(pool_connections=64)
+os.register_at_fork(after_in_child=lambda: _adapter.init_poolmanager(64, 10))  # no socket shared
+
+
+def _exchange(method: str, url: str, body, headers: dict, timeout: float, limit: int, *, cached: bool):
+    """One request to the address `vet` answers, ended by `timeout` (or by what is left of the request's
+    network budget, `iam.platform.upstream`) whatever the resolver and the peer do: the status and at most
+    `limit` + 1 bytes of the body (the connection is kept for the next request only when the whole body
+    was read)."""
+    with upstream.call(timeout) as seconds:
+        try:
+            scheme, host, port, address = vet(url, cached=cached)
+            name = f"[{host}]" if ":" in host else host  # the Host header urllib3 would write for the URL
+            if port != (443 if scheme == "https" else 80):
+                name = f"{name}:{port}"
+            request = requests.Request(method, url, data=body, headers={"Host": name, **headers}).prepare()
+            request.pinned = (scheme, host, port, address)
+            with _adapter.send(request, stream=True, timeout=seconds) as response:
+                content = bytearray()
+                for chunk in response.iter_content(16 * 1024):
+                    content += chunk
+                    if len(content) > limit:
+                        break
+        except OSError as exc:  # requests' exceptions are OSErrors
+            if isinstance(exc, requests.Timeout) or upstream.call_ended():
+                raise TimeoutError(f"timed out after {seconds:.1f}s") from None
+            raise
+    return response.status_code, bytes(content)
+
+
+def post(url: str, body: bytes, headers: dict[str, str], *, timeout: float) -> int:
+    """POSTs once, follows no redirect, returns the status. Raises EndpointRefused, or OSError /
+    http.client.HTTPException for a failure worth retrying. `timeout` bounds the whole attempt, not
+    each socket operation, so a receiver that drips bytes cannot hold the worker. Every call checks the
+    endpoint again (the address rules, on a DNS answer at most a few seconds old); the connection is kept
+    alive for the next delivery to the same checked address (urllib3 replaces one the receiver closed).
+    """
+    headers = {"Content-Type": "application/json", **headers}
+    return _exchange("POST", url, body, headers, timeout, 64 * 1024, cached=True)[0]
+
+
+def fetch(
+    method: str,
+    url: str,
+    *,
+    body: bytes | None = None,
+    headers: dict[str, str] | None = None,
+    timeout: float,
+    limit: int = 1024 * 1024,
+) -> tuple[int, bytes]:
+    """One request to an outside service through the same guard as a delivery (the address rules, a
+    connection pinned to the vetted address, `timeout` for the whole attempt, no redirect followed):
+    answers the status and at most `limit` bytes of the body (more is an error: ValueError). Raises
+    EndpointRefused, or OSError / http.client.HTTPException when the service cannot be reached. For the
+    OpenID providers of SSO connections (discovery, JWKS, token and user-info)."""
+    headers = {"Accept": "application/json", **(headers or {})}
+    status, content = _exchange(method, url, body, headers, timeout, limit, cached=False)
+    if len(content) > limit:
+        raise ValueError(f"answer over {limit} bytes")
+    return status, content
