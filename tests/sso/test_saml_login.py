@@ -11,8 +11,8 @@ from django.utils import timezone
 
 from accounts.models import Account
 from authn.models import Credential, OAuthState, Session, Totp
-from iam.platform import crypto
 from iam.models import AuditEntry
+from iam.platform import crypto
 from rbac.models import Membership
 from sso.models import SsoConnection
 from tests.conftest import ApiClient, err, ok
