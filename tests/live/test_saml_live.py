@@ -202,9 +202,12 @@ class Browser:
         self.posted.append(route.request.post_data or "")
         route.fulfill(status=204)
 
-    def sign_in_at_idp(self, url: str, name_id: str) -> None:
-        """The IdP's sign-in form, as a person fills it: the subject and its e-mail attribute."""
-        self.page.goto(url)
+    def sign_in_at_idp(self, url: str | None, name_id: str) -> None:
+        """The IdP's sign-in form (at `url`, or where the browser is), as a person fills it: the subject and
+        its e-mail attribute."""
+        if url is not None:
+            self.page.goto(url)
+        self.page.wait_for_selector("#userName")
         self.page.fill("#userName", name_id)
         self.page.fill("#email", name_id)
         self.page.click("#btn-sign-in")
@@ -269,6 +272,20 @@ def test_two_workspaces_sign_in_through_their_own_saml_idp(live, saml_web, brows
     assert denied.status_code == 403 and denied.json()["message"] == "not a member of this workspace"
     sessions = ok(live.post("/sessions/list", {}, token=alice["access_token"], base=base))["sessions"]
     assert [session["amr"] for session in sessions] == [["fed"]]
+
+    # Carol: the hosted sign-in page's home-realm discovery. The IdP's page posts to the ACS from its
+    # own site, so the browser sends no SameSite=Lax cookie with it; the ACS hands the response on to the
+    # SSO callback, a top-level GET, where the browser's cookie comes and the page signs her in.
+    carol = Browser(browser, base)
+    carol.page.goto(f"{base}/signin?next=/signin/done")
+    carol.page.fill("#id_email", "carol@acme-saml.test")
+    carol.page.click("button[type=submit]")
+    carol.page.wait_for_url(f"{acme_idp.url}/**")
+    carol.sign_in_at_idp(None, "carol@acme-saml.test")
+    carol.page.wait_for_url(f"{base}/signin/done")
+    assert "carol@acme-saml.test" in carol.page.content()
+    assert "iam_session" in {cookie["name"] for cookie in carol.context.cookies()}
+    carol.close()
 
     # The same response again (the browser's POST, replayed): its request was answered.
     (alice_form,) = alice_browser.posted
