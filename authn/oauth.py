@@ -186,26 +186,29 @@ def finish(
             signed_in = sign_in_with(state, params["code"], verifier)
         except IntegrityError as exc:  # a concurrent callback created the same account or credential
             raise OAuthFailure(failed, "concurrent sign-in") from exc
-        account, sso_workspace_id = signed_in.account, signed_in.sso_workspace_id
-        with transaction.atomic():
-            # docs/api.md#second-factor-totp: the provider was the first factor, and `auth/mfa/verify` takes
-            # the second, unless the SSO connection trusts its provider's own second factor.
-            if signed_in.second_factor_due():
-                session = {
-                    "mfa_token": mfa.challenge(account, amr=["fed"], sso_workspace_id=sso_workspace_id)
-                }
-            else:
-                tokens = start_session(  # RFC 8176: a federated login
-                    account, amr=["fed"], ip=ip, user_agent=user_agent, sso_workspace_id=sso_workspace_id
-                )
-                # Never a refresh token in a URL, where browser history and logs keep it: the app gets
-                # one from `auth/refresh` with this access token (docs/api.md#auth).
-                session = {"access_token": tokens["access_token"]}
+        session = answer(signed_in, ip=ip, user_agent=user_agent)
     except OAuthFailure as failure:
         logger.info("oauth %s callback failed: %s (%s)", provider, failure.reason, failure)
         target = failure.redirect_url or redirect_url or fallback_redirect()
         return with_query(target, {"error": failure.reason})
     return with_query(redirect_url, session)
+
+
+def answer(signed_in: SignedIn, *, ip: str, user_agent: str) -> dict[str, str]:
+    """What the browser takes back to the app after a login through a provider (an SSO connection's
+    SAML ACS too): the session's access token, or the `mfa_token` of the second factor still due."""
+    account, sso_workspace_id = signed_in.account, signed_in.sso_workspace_id
+    with transaction.atomic():
+        # docs/api.md#second-factor-totp: the provider was the first factor, and `auth/mfa/verify` takes
+        # the second, unless the SSO connection trusts its provider's own second factor.
+        if signed_in.second_factor_due():
+            return {"mfa_token": mfa.challenge(account, amr=["fed"], sso_workspace_id=sso_workspace_id)}
+        tokens = start_session(  # RFC 8176: a federated login
+            account, amr=["fed"], ip=ip, user_agent=user_agent, sso_workspace_id=sso_workspace_id
+        )
+        # Never a refresh token in a URL, where browser history and logs keep it: the app gets one from
+        # `auth/refresh` with this access token (docs/api.md#auth).
+        return {"access_token": tokens["access_token"]}
 
 
 def complete(params: dict[str, str], *, ip: str, user_agent: str) -> str:

@@ -201,7 +201,9 @@ def require_credential_change(account: Account, fields: Iterable[str] | None) ->
 # SSO connections: whoever points one at a provider, or names the domains it vouches for, can sign in as
 # their people (docs/security.md#enterprise-sso-linking).
 
-SSO_PROVIDER_FIELDS = frozenset({"issuer", "client_id", "client_secret", "domains", "trust_provider_mfa"})
+SSO_PROVIDER_FIELDS = frozenset(
+    {"issuer", "client_id", "client_secret", "idp_metadata_xml", "domains", "trust_provider_mfa"}
+)
 
 
 def require_provider_change(account: Account, workspace: Workspace, fields: Iterable[str]) -> None:

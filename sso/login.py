@@ -1,7 +1,9 @@
 """Login through a workspace's SSO connection (docs/api.md#sso): the start (by e-mail or by connection), and
 the callback, which shares the state, the callback steps and the account rules of every provider login
 (`authn.oauth_state`, `authn.oauth`) and adds the ID token's checks, the verified-domain rule and the
-just-in-time membership."""
+just-in-time membership (`admit`, which a SAML connection's ACS shares: sso/saml_login.py)."""
+
+from dataclasses import dataclass
 
 from django.conf import settings
 from django.db import transaction
@@ -10,7 +12,7 @@ from django.utils import timezone
 from accounts.models import Account
 from authn.models import Credential, OAuthState
 from authn.oauth import Identity, SignedIn, SigninOutcome, finish, finish_for_signin, sign_in_identity
-from authn.oauth_provider import OAuthFailure
+from authn.oauth_provider import OAuthFailure, Profile
 from authn.oauth_state import begin, secret_of
 from iam.http.errors import ApiError
 from iam.platform import upstream
@@ -18,26 +20,50 @@ from rbac.models import Membership
 from rbac.services.memberships import accept_invitation, create_membership
 from tenancy.quotas import check_quota
 
-from . import provider, services
+from . import provider, saml, services
 from .models import SsoConnection
 from .provider import SSO_FAILED
 
 PROVIDER = Credential.Provider.IDP_B
 
 
-def initiate(connection: SsoConnection, *, redirect_url: str, signin_next: str = "") -> str:
-    """A fresh state (PKCE S256 verifier, nonce) bound to the connection: the provider's authorization
-    URL. `signin_next`: started by the hosted sign-in page, whose callback goes on to that path."""
+@dataclass(frozen=True)
+class Redirect:
+    """Where a login goes first, and the state it carries there (the page that started it keeps it)."""
+
+    url: str
+    state: str
+
+
+def start(connection: SsoConnection, *, redirect_url: str, signin_next: str = "") -> Redirect:
+    """A fresh state (PKCE S256 verifier, nonce) bound to the connection, and the provider's authorization
+    URL. `signin_next`: started by the hosted sign-in page, whose callback goes on to that path. For a
+    SAML connection, the IdP's single sign-on URL with an AuthnRequest whose ID derives from the nonce and
+    the state as its RelayState (docs/saml.md)."""
     started = begin(
         PROVIDER, redirect_url=redirect_url, connection_id=connection.pk, nonce=True, signin_next=signin_next
     )
+    if connection.protocol == SsoConnection.Protocol.SAML:
+        try:
+            url = saml.request_url(
+                connection, authn_request_id=saml.request_id(started.nonce), relay_state=started.state
+            )
+        except Exception as exc:  # stored IdP data the toolkit no longer takes
+            raise ApiError(503, "sso connection unusable") from exc
+        return Redirect(url, started.state)
     try:
         config = services.provider_config(connection)
     except Exception as exc:  # an unreadable secret (IAM_ENCRYPTION_KEY changed)
         raise ApiError(503, "sso connection unusable") from exc
-    return provider.authorization_url(
+    url = provider.authorization_url(
         config, state=started.state, code_challenge=started.code_challenge, nonce=started.nonce
     )
+    return Redirect(url, started.state)
+
+
+def initiate(connection: SsoConnection, *, redirect_url: str, signin_next: str = "") -> str:
+    """`start`'s URL."""
+    return start(connection, redirect_url=redirect_url, signin_next=signin_next).url
 
 
 def ensure_membership(connection: SsoConnection, account: Account) -> None:
@@ -82,7 +108,9 @@ def ensure_membership(connection: SsoConnection, account: Account) -> None:
 
 def _sign_in_with(state: OAuthState, code: str, verifier: str) -> SignedIn:
     connection = (
-        SsoConnection.objects.select_related("workspace").filter(pk=state.connection_id, enabled=True).first()
+        SsoConnection.objects.select_related("workspace")
+        .filter(pk=state.connection_id, enabled=True, protocol=SsoConnection.Protocol.OIDC)
+        .first()
     )
     if connection is None:
         raise OAuthFailure(SSO_FAILED, "connection gone or disabled")
@@ -96,6 +124,13 @@ def _sign_in_with(state: OAuthState, code: str, verifier: str) -> SignedIn:
             profile = provider.fetch_profile(config, code=code, code_verifier=verifier, nonce=nonce)
     except upstream.Busy as exc:
         raise OAuthFailure(SSO_FAILED, "too many logins of this workspace waiting on its provider") from exc
+    return admit(connection, profile)
+
+
+def admit(connection: SsoConnection, profile: Profile) -> SignedIn:
+    """The account the connection's provider (OpenID or SAML) signed in as `profile` (its `sub`: the ID
+    token's, or the SAML NameID): found by its credential, else linked or created by an address of the
+    connection's verified domains; then its just-in-time membership and the login's audit entry."""
     verified_domains = set(
         connection.domain_rows.filter(verified_at__isnull=False).values_list("domain", flat=True)
     )

@@ -1,18 +1,29 @@
-"""Enterprise SSO per workspace (docs/api.md#sso): a workspace's own OpenID Connect provider, and the e-mail
-domains that route logins to it once proven."""
+"""Enterprise SSO per workspace (docs/api.md#sso): a workspace's own OpenID Connect provider or SAML 2.0
+identity provider (docs/saml.md), and the e-mail domains that route logins to it once proven."""
 
+from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
+from iam.platform import retention
 from tenancy.models import InWorkspace, created_index
 
 
 class SsoConnection(InWorkspace):
-    """A workspace's OpenID Connect provider. The endpoints come from the issuer's discovery document,
-    read at create and at every change of `issuer`; the client secret is stored encrypted
-    (`IAM_ENCRYPTION_KEY`) and never answered."""
+    """A workspace's identity provider. OpenID Connect (`oidc`): the endpoints come from the issuer's
+    discovery document, read at create and at every change of `issuer`; the client secret is stored
+    encrypted (`IAM_ENCRYPTION_KEY`) and never answered. SAML 2.0 (`saml`): what the IdP's metadata
+    document names (its entity id, its HTTP-Redirect single sign-on URL, its signing certificates), read
+    at create and at every new document; the OpenID fields stay empty."""
+
+    class Protocol(models.TextChoices):
+        OIDC = "oidc"
+        SAML = "saml"
 
     name = models.CharField(max_length=255)
+    protocol = models.CharField(
+        max_length=8, choices=Protocol.choices, default=Protocol.OIDC, db_default=Protocol.OIDC
+    )
     issuer = models.CharField(max_length=2048)
     client_id = models.CharField("client ID", max_length=255)
     client_secret_encrypted = models.TextField(editable=False)
@@ -25,6 +36,24 @@ class SsoConnection(InWorkspace):
     userinfo_endpoint = models.CharField(max_length=2048, blank=True, default="", editable=False)
     jwks_uri = models.CharField("JWKS URI", max_length=2048, editable=False)
     token_auth_methods = models.JSONField(default=list, blank=True, editable=False)
+    # SAML: the IdP's metadata as given, and what the service reads of it (sso/saml.py). Database
+    # defaults: a process of the release before still inserts OpenID connections during a deploy.
+    idp_metadata_xml = models.TextField(
+        "IdP metadata XML", blank=True, default="", db_default="", editable=False
+    )
+    idp_entity_id = models.CharField(
+        "IdP entity ID", max_length=1024, blank=True, default="", db_default="", editable=False
+    )
+    idp_sso_url = models.CharField(
+        "IdP single sign-on URL", max_length=2048, blank=True, default="", db_default="", editable=False
+    )
+    idp_certificates = models.JSONField(  # base64 DER, as the metadata has them
+        "IdP signing certificates",
+        default=list,
+        db_default=models.Value([], models.JSONField()),
+        blank=True,
+        editable=False,
+    )
     last_login_at = models.DateTimeField(null=True, blank=True, editable=False)
     created_by = models.ForeignKey(
         "accounts.Account", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
@@ -39,6 +68,21 @@ class SsoConnection(InWorkspace):
 
     def __str__(self) -> str:
         return self.name
+
+    # The service's side of a SAML connection (docs/saml.md#the-values-to-copy): its metadata's URL is
+    # its entity id.
+
+    @property
+    def metadata_url(self) -> str:
+        return f"{settings.IAM_PUBLIC_URL}/saml/{self.pk}/metadata"
+
+    @property
+    def sp_entity_id(self) -> str:
+        return self.metadata_url
+
+    @property
+    def acs_url(self) -> str:
+        return f"{settings.IAM_PUBLIC_URL}/saml/{self.pk}/acs"
 
     @property
     def domains(self) -> list["SsoDomain"]:
@@ -78,3 +122,29 @@ class SsoDomain(models.Model):
     @property
     def verified(self) -> bool:
         return self.verified_at is not None
+
+
+class SamlAssertion(models.Model):
+    """An assertion a SAML connection's login accepted, kept until it expires so that it is never accepted
+    again (docs/saml.md#the-checks): the unique constraint decides across every process. Only a digest of
+    its id is kept."""
+
+    connection = models.ForeignKey(SsoConnection, on_delete=models.CASCADE, related_name="+")
+    assertion_digest = models.CharField(max_length=64)
+    expires_at = models.DateTimeField(db_index=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        verbose_name = "SAML assertion"
+        constraints = [
+            models.UniqueConstraint(fields=["connection", "assertion_digest"], name="saml_assertion_once")
+        ]
+
+    def __str__(self) -> str:
+        return f"assertion {self.assertion_digest[:8]}"
+
+
+@retention.sweep("saml assertions")
+def sweep_saml_assertions(now, kept_since) -> int:
+    """An expired assertion is refused by its time conditions: its row is no longer needed."""
+    return SamlAssertion.objects.filter(expires_at__lt=now).delete()[0]

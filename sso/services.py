@@ -21,7 +21,7 @@ from rbac.services.memberships import granted_by
 from tenancy.models import Workspace
 from tenancy.quotas import check_quota
 
-from . import dns_proof, provider
+from . import dns_proof, provider, saml
 from .models import SsoConnection, SsoDomain
 
 AUDITED = (
@@ -32,6 +32,13 @@ AUDITED = (
     "trust_provider_mfa",
     "tags",
 )  # what the audit log shows of a connection
+SAML_AUDITED = ("name", "protocol", "idp_entity_id", "idp_sso_url", "enabled", "trust_provider_mfa", "tags")
+
+
+def audited(connection: SsoConnection) -> tuple[str, ...]:
+    return SAML_AUDITED if connection.protocol == SsoConnection.Protocol.SAML else AUDITED
+
+
 CLAIMED = "domain already claimed"
 BY_DNS = "dns"
 BY_OPERATOR = "operator"
@@ -68,6 +75,33 @@ def _discover(connection: SsoConnection, workspace_id: UUID) -> None:
     connection.userinfo_endpoint = found.userinfo_endpoint
     connection.jwks_uri = found.jwks_uri
     connection.token_auth_methods = found.token_auth_methods
+
+
+def _read_metadata(connection: SsoConnection, document: str) -> None:
+    """Reads a SAML IdP's metadata into the connection (docs/saml.md), or 400 naming `idp_metadata_xml`."""
+    try:
+        found = saml.read_metadata(document)
+    except saml.InvalidMetadata as exc:
+        raise ApiError(400, f"invalid idp metadata: {exc}", "idp_metadata_xml") from exc
+    connection.idp_metadata_xml = document
+    connection.idp_entity_id = found.entity_id
+    connection.idp_sso_url = found.sso_url
+    connection.idp_certificates = found.certificates
+
+
+READ_FROM_METADATA = ("idp_metadata_xml", "idp_entity_id", "idp_sso_url", "idp_certificates")
+SAML = SsoConnection.Protocol.SAML
+
+
+OIDC_FIELDS = ("issuer", "client_id", "client_secret")
+
+
+def _protocol_fields(protocol: str, **fields: str) -> None:
+    """A connection takes the fields of its own protocol only (`fields`: those of both, UNSET if not
+    sent)."""
+    for name in OIDC_FIELDS if protocol == SAML else ("idp_metadata_xml",):
+        if fields[name] is not UNSET:
+            raise ApiError(400, f"{name} not used by {protocol} connections", name)
 
 
 DISCOVERED = (
@@ -147,24 +181,39 @@ def create_connection(
     *,
     actor: Account | None,
     name: str,
-    issuer: str,
-    client_id: str,
-    client_secret: str,
     domains: list[str],
     default_roles: list[Role],
     tags: list[str],
     meta: dict[str, Any],
+    protocol: str = SsoConnection.Protocol.OIDC,
+    issuer: str = UNSET,
+    client_id: str = UNSET,
+    client_secret: str = UNSET,
+    idp_metadata_xml: str = UNSET,
     enabled: bool = True,
     trust_provider_mfa: bool = False,
 ) -> SsoConnection:
+    """An OpenID connection (`issuer`, `client_id`, `client_secret`) or a SAML one (`protocol="saml"`,
+    `idp_metadata_xml`)."""
     _check_roles(workspace, default_roles, actor)
+    _protocol_fields(
+        protocol,
+        issuer=issuer,
+        client_id=client_id,
+        client_secret=client_secret,
+        idp_metadata_xml=idp_metadata_xml,
+    )
+    for field, value in (("issuer", issuer), ("client_id", client_id), ("client_secret", client_secret)):
+        if protocol != SAML and value is UNSET:
+            raise ApiError(400, f"{field} required", field)
     connection = SsoConnection(
         workspace=workspace,
         created_by=actor,
         name=name,
-        issuer=issuer,
-        client_id=client_id,
-        client_secret_encrypted=crypto.encrypt(client_secret),
+        protocol=protocol,
+        issuer="" if protocol == SAML else issuer,
+        client_id="" if protocol == SAML else client_id,
+        client_secret_encrypted="" if protocol == SAML else crypto.encrypt(client_secret),
         enabled=enabled,
         trust_provider_mfa=trust_provider_mfa,
         tags=tags,
@@ -172,7 +221,10 @@ def create_connection(
     )
     if SsoConnection.objects.in_workspace(workspace).filter(name=name).exists():
         raise ApiError(409, "name already exists", "name")  # before the provider is asked
-    _discover(connection, workspace.pk)  # before the quota's lock: no lock is held while the provider answers
+    if protocol == SAML:
+        _read_metadata(connection, "" if idp_metadata_xml is UNSET else idp_metadata_xml)
+    else:  # before the quota's lock: no lock is held while the provider answers
+        _discover(connection, workspace.pk)
     check_quota(
         "sso connections",
         settings.IAM_QUOTA_SSO_CONNECTIONS,
@@ -181,7 +233,7 @@ def create_connection(
         owner=workspace,
     )
     save_unique(connection, SsoConnection.objects.in_workspace(workspace), {"name": name}, force_insert=True)
-    changes = audit.created(connection, AUDITED) | _roles_change(None, default_roles)
+    changes = audit.created(connection, audited(connection)) | _roles_change(None, default_roles)
     record_audit("ssoconnection.create", connection, changes, actor)
     connection.default_roles.set(default_roles)
     domain_change = _set_domains(connection, domains)
@@ -199,6 +251,7 @@ def update_connection(
     issuer: str = UNSET,
     client_id: str = UNSET,
     client_secret: str = UNSET,
+    idp_metadata_xml: str = UNSET,
     domains: list[str] | None = None,
     default_roles: list[Role] | None = None,
     enabled: bool = UNSET,
@@ -207,7 +260,15 @@ def update_connection(
     meta: dict[str, Any] = UNSET,
 ) -> SsoConnection:
     """Only what is sent changes; a new `issuer` is discovered again, a new `client_secret` replaces the
-    stored one (and is never answered), `domains` replaces the set (kept domains stay verified)."""
+    stored one (and is never answered), a new `idp_metadata_xml` is read again, `domains` replaces the
+    set (kept domains stay verified)."""
+    _protocol_fields(
+        connection.protocol,
+        issuer=issuer,
+        client_id=client_id,
+        client_secret=client_secret,
+        idp_metadata_xml=idp_metadata_xml,
+    )
     changes = sent(
         name=name,
         issuer=issuer,
@@ -228,13 +289,19 @@ def update_connection(
         probe = SsoConnection(issuer=issuer)
         _discover(probe, connection.workspace_id)
         changes |= {field: getattr(probe, field) for field in DISCOVERED}
+    if idp_metadata_xml is not UNSET:
+        probe = SsoConnection(protocol=SAML)
+        _read_metadata(probe, idp_metadata_xml)
+        changes |= {field: getattr(probe, field) for field in READ_FROM_METADATA}
+        also["idp_metadata_xml"] = "replaced"
     if domains is not None:
         also |= _set_domains(connection, domains)
-    if any(
-        field in changes and changes[field] != getattr(connection, field) for field in ("issuer", "client_id")
+    if any(  # a NameID, like a sub, names a person only at the IdP that assigned it
+        field in changes and changes[field] != getattr(connection, field)
+        for field in ("issuer", "client_id", "idp_entity_id")
     ):
         also |= _unbind_credentials(connection)
-    entry = audit.diff(connection, changes, AUDITED) | also
+    entry = audit.diff(connection, changes, audited(connection)) | also
     fields = apply_changes(connection, changes)
     peers = SsoConnection.objects.in_workspace(connection.workspace_id)
     save_unique(connection, peers, {"name": changes.get("name")}, update_fields=fields)
@@ -264,7 +331,8 @@ def delete_connection(connection: SsoConnection, *, actor: Account | None) -> di
     """Its domains go with it (another workspace may then claim them); the accounts that logged in
     through it keep their memberships, and their `sso` credentials stop finding a connection."""
     summary = {"id": str(connection.pk)}
-    removed = audit.removed(connection, ("name", "issuer", "client_id"))
+    shown = ("name", "idp_entity_id") if connection.protocol == SAML else ("name", "issuer", "client_id")
+    removed = audit.removed(connection, shown)
     record_audit("ssoconnection.delete", connection, removed, actor)
     connection.delete()
     return summary

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from .api import connections, login
+from .api import connections, login, saml
 
 urlpatterns = [
     path("sso/create", connections.SsoCreate.as_view()),
@@ -11,4 +11,6 @@ urlpatterns = [
     path("sso/verify-domain", connections.SsoVerifyDomain.as_view()),
     path("auth/sso/initiate", login.SsoInitiate.as_view()),
     path("auth/sso/callback", login.sso_callback),
+    path("saml/<uuid:connection_id>/metadata", saml.saml_metadata),
+    path("saml/<uuid:connection_id>/acs", saml.saml_acs),
 ]

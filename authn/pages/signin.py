@@ -5,7 +5,6 @@ throttles, the dummy hash for unknown addresses, a disabled account), `mfa.verif
 wait after 5 wrong ones), `sso.login` (the provider login). The pages only speak them in words."""
 
 from collections.abc import Callable
-from urllib.parse import parse_qs, urlsplit
 
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.utils.translation import gettext as _
@@ -109,15 +108,15 @@ def _to_provider(request: HttpRequest, connection, next_url: str) -> HttpRespons
         return wait_page(request, retry_after)
     throttling.oauth_starts_by_ip.hit(ip)
     try:
-        url = sso_login.initiate(connection, redirect_url="", signin_next=next_url)
+        started = sso_login.start(connection, redirect_url="", signin_next=next_url)
     except ApiError:  # its secret is unreadable (IAM_ENCRYPTION_KEY changed)
         context = {
             "heading": _("Single sign-on is unavailable"),
             "message": _("Your organisation's sign-in cannot be reached right now. Try again later."),
         }
         return pages.render(request, "authn/message.html", context, status=503)
-    remember_sso_state(request, parse_qs(urlsplit(url).query)["state"][0])
-    return HttpResponseRedirect(url)
+    remember_sso_state(request, started.state)
+    return HttpResponseRedirect(started.url)
 
 
 @pages.hosted_page

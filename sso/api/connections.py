@@ -33,9 +33,14 @@ def default_roles_named(request: Request, ids: list) -> list[Role]:
 
 
 class SsoCreate(Endpoint):
-    """Connects an OpenID Connect provider to the `X-Workspace` workspace. The issuer's discovery document
+    """Connects an OpenID Connect provider (`protocol` `oidc`, the default) or a SAML 2.0 identity provider
+    (`protocol` `saml`) to the `X-Workspace` workspace. OpenID: the issuer's discovery document
     (`{issuer}/.well-known/openid-configuration`) is read now and must name the same issuer; the
-    client secret is stored encrypted and never answered. Each domain gets a verification token: it
+    client secret is stored encrypted and never answered. SAML: `idp_metadata_xml` instead of `issuer`,
+    `client_id` and `client_secret`, the IdP's metadata, which must name a signing certificate and a
+    single sign-on service with the HTTP-Redirect binding and hold no DTD (else 400 `invalid idp
+    metadata: <reason>`); the answer gives the values to enter at the IdP: `sp_entity_id` (the
+    `metadata_url`) and `acs_url`. Each domain gets a verification token: it
     routes logins and links accounts only once verified. Whoever logs in through the connection becomes
     an active member with `default_role_ids`, which must be roles of this workspace whose permissions
     the caller holds. `trust_provider_mfa` (default false): an account with TOTP that logs in through
@@ -97,8 +102,10 @@ class SsoList(ListEndpoint):
         "id": "id",
         "workspace_id": "workspace",
         "name": "name",
+        "protocol": "protocol",
         "issuer": "issuer",
         "client_id": "client_id",
+        "idp_entity_id": "idp_entity_id",
         "enabled": "enabled",
     }
     example_request = {"filter": {"fields": {"enabled": True}}, "options": {"limit": 10}}
@@ -108,13 +115,14 @@ class SsoList(ListEndpoint):
 
 
 class SsoUpdate(Endpoint):
-    """Changes an SSO connection named by `id`; only what is sent changes. A new `issuer` is discovered
-    again, a new `client_secret` replaces the stored one, `domains` replaces the list (domains kept stay
-    verified, new ones start unverified), `default_role_ids` replaces the default roles. Sending
-    `issuer`, `client_id`, `client_secret`, `domains` or `trust_provider_mfa` needs `*` in the workspace
-    (else 403 `cannot grant permissions you do not hold`). A new `issuer` or `client_id` revokes the
-    credentials of those who signed in through the connection: their next login links them again by
-    their verified domain only."""
+    """Changes an SSO connection named by `id`; only what is sent changes, and its `protocol` never. A new
+    `issuer` is discovered again, a new `client_secret` replaces the stored one, a SAML connection's new
+    `idp_metadata_xml` is read again, `domains` replaces the list (domains kept stay verified, new ones
+    start unverified), `default_role_ids` replaces the default roles. Sending `issuer`, `client_id`,
+    `client_secret`, `idp_metadata_xml`, `domains` or `trust_provider_mfa` needs `*` in the workspace
+    (else 403 `cannot grant permissions you do not hold`). A new `issuer`, `client_id` or IdP entity id
+    revokes the credentials of those who signed in through the connection: their next login links them
+    again by their verified domain only."""
 
     summary = "Change an SSO connection"
     permission = "sso:update"

@@ -10,18 +10,21 @@ from iam.http.endpoint import Endpoint
 from iam.http.errors import ApiError
 from iam.platform.addresses import client_ip, user_agent
 
-from .. import login, services
+from .. import login, saml_login, services
 from ..models import SsoConnection
 from ..serializers import SsoInitiated, SsoInitiateRequest
 
 
 class SsoInitiate(Endpoint):
-    """Starts a login through a workspace's own OpenID provider: by `email` (the enabled connection
+    """Starts a login through a workspace's own identity provider: by `email` (the enabled connection
     holding that address's verified domain) or by `connection_id`. Answers the URL to send the browser
-    to; the callback goes on to `redirect_url` (an allowed client URL) with the session's `access_token`
-    (`auth/refresh` with it as Bearer answers a refresh token: none travels in a URL), or with
-    `error=invalid_state` or `error=sso_failed`. For an account with an authenticator (TOTP) it carries
-    an `mfa_token` instead: `auth/mfa/verify` completes the login with a code."""
+    to: the provider's authorization URL, or for a SAML connection the IdP's single sign-on URL with an
+    AuthnRequest (HTTP-Redirect binding) and the RelayState. The callback (a SAML connection's ACS) goes
+    on to `redirect_url` (an allowed client URL) with the session's `access_token` (`auth/refresh` with
+    it as Bearer answers a refresh token: none travels in a URL), or with `error=invalid_state` or
+    `error=sso_failed` (a SAML login: `error=sso_failed` for every failure). For an account with an
+    authenticator (TOTP) it carries an `mfa_token` instead: `auth/mfa/verify` completes the login with a
+    code."""
 
     summary = "Start a login through a workspace's SSO"
     example_request = {"email": "alice@acme.com", "redirect_url": "https://app.example.com/after-login"}
@@ -56,7 +59,10 @@ def sso_callback(request: HttpRequest) -> HttpResponse:
     # A login the hosted sign-in page started finishes in the browser session (docs/pages.md): no token
     # in any URL.
     if oauth_state.started_from_signin(request.GET.get("state"), login.PROVIDER):
-        return signin_pages.sso_callback(request, login.complete_for_signin)
+        # A SAML connection's ACS hands its response on to here, where the browser's cookie comes.
+        saml = saml_login.handed_over(request.GET.get("code"))
+        complete = saml_login.complete_for_signin if saml else login.complete_for_signin
+        return signin_pages.sso_callback(request, complete)
     response = HttpResponseRedirect(
         login.complete(request.GET.dict(), ip=client_ip(request), user_agent=user_agent(request))
     )

@@ -102,3 +102,25 @@ def test_drf_serializer_internals():
     assert encoder.encode({"a": 1}) == '{"a":1}', moved(
         "rest_framework.utils.encoders.JSONEncoder", "to_json"
     )
+
+
+# python3-saml under the SAML connections (sso/saml.py)
+
+
+def test_python3_saml_request_id_hook_and_clock():
+    from onelogin.saml2 import response as saml_response
+    from onelogin.saml2.authn_request import OneLogin_Saml2_Authn_Request
+    from onelogin.saml2.constants import OneLogin_Saml2_Constants
+    from onelogin.saml2.utils import OneLogin_Saml2_Utils
+
+    from sso import saml
+
+    assert "self._generate_request_id()" in inspect.getsource(OneLogin_Saml2_Authn_Request.__init__), moved(
+        "OneLogin_Saml2_Authn_Request._generate_request_id", "saml._AuthnRequest (the request id of a login)"
+    )
+    # Every time condition is read against `OneLogin_Saml2_Utils.now`, which sso/saml.py answers with the
+    # instant it chose, and Conditions get ALLOWED_CLOCK_DRIFT on top, which it sets to zero.
+    source = inspect.getsource(saml_response.OneLogin_Saml2_Response)
+    assert source.count("OneLogin_Saml2_Utils.now()") >= 5, moved("the response's clock", "saml._now")
+    assert "ALLOWED_CLOCK_DRIFT" in source, moved("ALLOWED_CLOCK_DRIFT", "saml (skew)")
+    assert OneLogin_Saml2_Utils.now is saml._now and OneLogin_Saml2_Constants.ALLOWED_CLOCK_DRIFT == 0

@@ -2,6 +2,7 @@ import pytest
 
 from tests.factories import RoleFactory
 
+from .saml_idp import TestIdp
 from .stand_ins import DnsServer, OpenIdProvider
 
 META = {"schema_version": "1"}
@@ -19,6 +20,12 @@ def other_idp():
     provider = OpenIdProvider(client_id="other-client", client_secret="other-secret", path="/realms/b")
     yield provider
     provider.close()
+
+
+@pytest.fixture
+def saml_idp() -> TestIdp:
+    """A SAML IdP whose responses the test writes and signs (tests/sso/saml_idp.py)."""
+    return TestIdp()
 
 
 @pytest.fixture

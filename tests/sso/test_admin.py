@@ -62,3 +62,49 @@ def test_the_operator_verifies_a_domain_and_cannot_give_it_to_a_second_workspace
     )
     assert "Domain already claimed: acme.test" in response.content.decode()
     assert not rows.get(connection=theirs).verified
+
+
+def test_a_saml_connection_shows_its_idp_its_sp_values_and_its_recent_failures(admin_web, saml_idp, settings):
+    settings.IAM_PUBLIC_URL = "https://iam.example.com"
+    connection = services.create_connection(
+        WorkspaceFactory(slug="acme"),
+        name="Acme SAML",
+        protocol="saml",
+        idp_metadata_xml=saml_idp.metadata(),
+        domains=["acme.test"],
+        default_roles=[],
+        tags=[],
+        meta=META,
+        actor=None,
+    )
+    other = services.create_connection(
+        WorkspaceFactory(slug="beta"),
+        name="Beta SAML",
+        protocol="saml",
+        idp_metadata_xml=saml_idp.metadata(),
+        domains=["beta.test"],
+        default_roles=[],
+        tags=[],
+        meta=META,
+        actor=None,
+    )
+    for target, reason in ((connection, "Audience is not the SP entity id"), (other, "Destination missing")):
+        AuditEntry.objects.create(
+            action="sso.login_failed",
+            actor_kind="account",
+            workspace_id=target.workspace_id,
+            resource_type="ssoconnection",
+            resource_id=target.pk,
+            changes={"connection_id": str(target.pk), "reason": reason},
+            ip="203.0.113.7",
+        )
+    listing = admin_web.get(reverse("admin:sso_ssoconnection_changelist")).content.decode()
+    assert saml_idp.entity_id in listing and "saml" in listing
+    page = admin_web.get(reverse("admin:sso_ssoconnection_change", args=[connection.pk])).content.decode()
+    assert saml_idp.entity_id in page and saml_idp.sso_url in page
+    assert "CN=test idp" in page  # the signing certificate's subject, with its expiry
+    assert f"https://iam.example.com/saml/{connection.pk}/acs" in page
+    assert f'<a href="https://iam.example.com/saml/{connection.pk}/metadata">' in page
+    assert "203.0.113.7: Audience is not the SP entity id" in page
+    assert "Destination missing" not in page  # the other connection's failure
+    assert "jwks" not in page.lower()  # no OpenID fields for a SAML connection

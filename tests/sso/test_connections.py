@@ -31,8 +31,8 @@ def domains_of(connection: dict) -> dict:
 def test_create_answers_the_connection_without_its_secret(admin, workspace, idp, viewer_role):
     created = ok(admin.call("/sso/create", connection_body(idp, default_role_ids=[str(viewer_role.pk)])))
     assert list(created) == [
-        "id", "workspace_id", "name", "issuer", "client_id", "domains", "default_roles", "enabled",
-        "trust_provider_mfa", "created_at", "updated_at", "tags", "meta",
+        "id", "workspace_id", "name", "protocol", "issuer", "client_id", "domains", "default_roles",
+        "enabled", "trust_provider_mfa", "created_at", "updated_at", "tags", "meta",
     ]  # fmt: skip
     assert created["workspace_id"] == str(workspace.pk)
     assert created["issuer"] == idp.issuer and created["client_id"] == idp.client_id
