@@ -282,7 +282,10 @@ def set_up_totp(request: HttpRequest, session: Session) -> HttpResponse:
 @sensitive_post_parameters("code")
 def turn_on_totp(request: HttpRequest, session: Session) -> HttpResponse:
     """`Turn on`: the first code activates the factor (`auth/mfa/totp/confirm`) and proves it, so this
-    browser's session steps up with it; the recovery codes are shown this once."""
+    browser's session steps up with it; the recovery codes are shown this once. Like the set-up, it needs
+    a recent sign-in: its page shows the pending secret again, which an old session must not read."""
+    if not recent(session):
+        return confirm_first()
     enrollment = mfa.pending_enrollment(session.account)
     if enrollment is None:
         return go(HERE)

@@ -187,9 +187,11 @@ def end(client: Client, session_id) -> object:
 def test_sessions_are_listed_with_their_device_address_and_times_and_this_device_marked(browser, ada, bob):
     mine = signed_in(browser, ada)
     api = api_session(ada, user_agent="ExampleApp/2.1 (Linux)")
+    marked_up = api_session(ada, user_agent='<img src=x onerror="alert(1)">')
     theirs = api_session(bob)
     listed = rows(text(browser.get("/account")))
-    assert set(listed) == {str(mine.pk), sid_of(api)}
+    assert set(listed) == {str(mine.pk), sid_of(api), sid_of(marked_up)}
+    assert "<img" not in listed[sid_of(marked_up)] and "&lt;img src=x" in listed[sid_of(marked_up)]
     assert sid_of(theirs) not in listed
     assert "This device" in listed[str(mine.pk)] and "This device" not in listed[sid_of(api)]
     assert "ExampleApp/2.1 (Linux)" in listed[sid_of(api)] and "198.51.100.7" in listed[sid_of(api)]
@@ -294,6 +296,25 @@ def test_setting_up_after_an_old_sign_in_asks_the_password_first(browser, ada):
     response = browser.post("/account/totp/set-up")
     assert response["Location"] == "/account/confirm?next=%2Faccount"
     assert not Totp.objects.filter(account=ada).exists()
+
+
+def test_an_old_sign_in_cannot_read_or_turn_on_a_pending_set_up(browser, ada, clock):
+    session = signed_in(browser, ada)
+    secret, _ = set_up(browser)
+    stale(session)
+    for entry in ("000000", code(secret, clock.now)):
+        response = browser.post("/account/totp/turn-on", {"code": entry})
+        assert response["Location"] == "/account/confirm?next=%2Faccount" and secret not in text(response)
+    assert not mfa.has_totp(ada)
+
+
+def test_the_password_prompt_has_the_logins_throttle(browser, ada):
+    stale(signed_in(browser, ada))
+    for _ in range(settings.IAM_LOGIN_FAILURES_PER_EMAIL):
+        assert browser.post("/account/confirm", {"password": "not-my-password"}).status_code == 400
+    waited = browser.post("/account/confirm", {"password": PASSWORD})
+    assert waited.status_code == 429 and int(waited["Retry-After"]) > 0
+    assert browser.post("/account/totp/set-up")["Location"] == "/account/confirm?next=%2Faccount"
 
 
 def test_turning_off_with_a_code_ends_every_other_session(browser, ada, clock):
