@@ -42,9 +42,9 @@ class Person:
     """A person in a browser of their own; axe's script is let in past the pages' CSP (the CSP itself is
     tested in tests/pages)."""
 
-    def __init__(self, chromium, live):
+    def __init__(self, chromium, live, *, javascript: bool = True):
         self.live = live
-        self.context = chromium.new_context(bypass_csp=True, ignore_https_errors=True)
+        self.context = chromium.new_context(bypass_csp=True, java_script_enabled=javascript)
         self.page = self.context.new_page()
         self.page.set_default_timeout(20_000)
         self.failures: dict[str, list] = {}
@@ -269,3 +269,25 @@ def test_revoke_an_applications_access_and_the_next_sign_in_asks_consent_again(l
     person.close()
     app.close()
     assert not person.failures, json.dumps(person.failures, indent=2)
+
+
+def test_change_the_password_without_javascript(live, chromium):
+    registered = live.register()
+    email, token = registered["account"]["email"], registered["access_token"]
+    person = Person(chromium, live, javascript=False)
+    page = person.page
+    person.open("/account")
+    person.sign_in(email)
+    before = person.session_id()
+    page.get_by_label("Current password").fill("not-my-password")
+    page.get_by_label("New password").fill("a-brand-new-passphrase")
+    person.press("Change password")
+    assert "Incorrect password." in page.locator(".field-error").inner_text()
+    page.get_by_label("Current password").fill(PASSWORD)
+    page.get_by_label("New password").fill("a-brand-new-passphrase")
+    person.press("Change password")
+    assert "Your password is changed." in page.locator(".notice").inner_text()
+    assert person.session_id() != before  # this browser goes on in a new session
+    assert live.post("/sessions/list", {}, token=token).status_code == 401  # every other one ended
+    ok(live.post("/auth/login", {"email": email, "password": "a-brand-new-passphrase"}))
+    person.close()
