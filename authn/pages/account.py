@@ -25,7 +25,7 @@ from iam.http import pages
 from iam.http.errors import ApiError
 from iam.platform.addresses import client_ip, user_agent
 from oidc import services as oidc_services
-from oidc.models import Consent
+from oidc.models import Application, Consent
 from rbac.models import Membership
 
 from .. import browser, mfa, services, sessions
@@ -85,8 +85,12 @@ def second_factor_section(request: HttpRequest, session: Session) -> dict:
 
 def sessions_section(request: HttpRequest, session: Session) -> dict:
     """The account's live sessions (what `sessions/list` answers it), the most recently used first."""
-    live = Session.objects.live().filter(account=session.account).order_by("-last_used_at", "id")
-    return {"sessions": list(live), "current_session_id": session.pk}
+    live = list(Session.objects.live().filter(account=session.account).order_by("-last_used_at", "id"))
+    started_by = {row.application_id for row in live if row.application_id is not None}
+    names = dict(Application.objects.filter(pk__in=started_by).values_list("id", "name"))
+    for row in live:  # an application's session says whose it is (its user agent is the app's server)
+        row.application_name = names.get(row.application_id, "")
+    return {"sessions": live, "current_session_id": session.pk}
 
 
 def applications_section(request: HttpRequest, session: Session) -> dict:

@@ -275,7 +275,7 @@ def test_setting_up_the_authenticator_app_shows_a_qr_code_and_the_secret_then_th
     assert page.status_code == 200 and page["Content-Security-Policy"] == CSP
     assert re.search(r'<div class="qr" role="img" aria-label="[^"]+"><svg ', html)
     assert label_for(html, "Code") == "id_code" and button(html, "Turn on")
-    assert 'action="/account/totp/turn-on"' in html
+    assert 'action="/account/totp/turn-on"' in html and '<a href="/account">Cancel</a>' in html
     wrong = browser.post("/account/totp/turn-on", {"code": "000000"})
     assert wrong.status_code == 400 and "Incorrect code." in text(wrong) and secret in text(wrong)
     assert not mfa.has_totp(ada)
@@ -421,6 +421,7 @@ def test_revoking_access_removes_the_consent_and_ends_the_applications_sessions(
         session_version=ada.session_version,
         application_id=consent.application_id,
     )
+    assert "Acme CRM" in rows(unescaped(browser.get("/account")))[str(app_session.pk)]  # its row says whose
     response = browser.post("/account/applications/revoke", {"id": str(consent.pk)})
     assert response["Location"] == "/account?done=revoked"
     assert not Consent.objects.filter(pk=consent.pk).exists()
