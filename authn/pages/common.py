@@ -87,3 +87,9 @@ def take_sso_state(request: HttpRequest, state: str) -> bool:
         return False
     request.session[SSO_STATES] = [other for other in kept if other != digest]
     return True
+
+
+def workspace_brand(workspace) -> dict:
+    """The header of a page shown for one workspace (its invitation): its name instead of the
+    service's."""
+    return {"name": workspace.name, "logo_url": ""}
