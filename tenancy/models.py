@@ -19,6 +19,9 @@ class Workspace(Resource):
     created_by = models.ForeignKey(
         "accounts.Account", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
+    # docs/pages.md#branding: `display_name`, `logo_url` (https) and `primary_color` (`#rrggbb`), each
+    # optional, shown on the hosted pages shown for this workspace.
+    branding = models.JSONField(default=dict, blank=True, db_default={})  # old processes insert without it
 
     class Meta:
         indexes = [models.Index(fields=["created_at", "id"], name="workspace_created")]

@@ -142,6 +142,10 @@ def mailed_link(live, address: str, subject: str) -> str:
 def world(live):
     _, _, operator = live.bootstrap_operator()
     acme, globex = create_workspace(live, operator), create_workspace(live, operator)
+    # docs/pages.md#branding: a pale brand colour, which the pages darken until it reads
+    branding = {"display_name": "Globex Portal", "primary_color": "#FFD700"}
+    globex = ok(live.post("/workspace/update", {"id": globex["id"], "branding": branding}, token=operator))
+    assert globex["branding"] == {"display_name": "Globex Portal", "primary_color": "#ffd700"}
     client = create_client(live, operator, acme["id"])
     roles = {
         workspace["id"]: create_role(live, operator, workspace["id"])["name"] for workspace in (acme, globex)
@@ -249,7 +253,11 @@ def test_sign_up_confirm_forget_reset_and_invitations(live, world, chromium):
     invitation = mailed_link(live, ada_email, "You are invited to a workspace")
     axe.check(invitation, "invitation, signed out")
     ada.open(invitation)
-    assert world["globex"]["name"] in ada.page.locator("main").inner_text()
+    assert "Join Globex Portal" in ada.page.locator("main").inner_text()
+    assert ada.page.locator(".brand-name").inner_text() == "Globex Portal"
+    # the colour came through the service's stylesheet, under the pages' CSP (darkened: #ffd700 is pale)
+    accent = ada.page.evaluate("getComputedStyle(document.documentElement).getPropertyValue('--accent')")
+    assert accent.strip() == "#7d6900", accent
     assert not ada.has("Accept")
     ada.press("Sign in", role="link")
     assert ada.page.get_by_label("Email").input_value() == ada_email
