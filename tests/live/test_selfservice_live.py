@@ -50,7 +50,7 @@ class Person:
 
     def __init__(self, chromium, live):
         self.live = live
-        self.context = chromium.new_context()
+        self.context = chromium.new_context(java_script_enabled=False)  # the pages need none
         self.page = self.context.new_page()
         self.page.set_default_timeout(20_000)
         self.csp_violations: list[str] = []
@@ -282,6 +282,22 @@ def test_sign_up_confirm_forget_reset_and_invitations(live, world, chromium):
     assert f"This invitation is for {bob_email}" in ada.page.locator("main").inner_text()
     assert not ada.has("Accept") and ada.has("Sign out")
     axe.check(bobs, "invitation, another address", ada)
+    # Her browser's own POST of Accept (with its CSRF token) is refused as `invitations/accept` would be
+    csrf = ada.page.locator("input[name=csrfmiddlewaretoken]").first.get_attribute("value")
+    forced = ada.context.request.post(
+        f"{live.url}/accept-invitation",
+        form={"csrfmiddlewaretoken": csrf, "token": bobs.split("token=", 1)[1], "action": "accept"},
+    )
+    assert forced.status == 403, forced.status
+    pending = ok(
+        live.post(
+            "/invitations/list",
+            {"filter": {"fields": {"email": bob_email}}},
+            token=world["operator"],
+            workspace=world["acme"]["id"],
+        )
+    )["invitations"]
+    assert [invitation["status"] for invitation in pending] == ["pending"]
     ada.press("Sign out")
     assert ada.page.url == f"{live.url}{bobs}" and ada.has("Create account", "link")
 
