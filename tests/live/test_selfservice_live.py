@@ -275,7 +275,7 @@ def test_sign_up_confirm_forget_reset_and_invitations(live, world, chromium):
     assert {world["globex"]["id"], world["acme"]["id"]} <= {workspace["id"] for workspace in workspaces}
 
     # Bob's invitation, opened in Ada's browser: it is not hers to accept
-    bob_email = f"{unique('bob')}@example.com"
+    bob_email = f"{unique('bob')}-with-a-rather-long-address@example-company.com"  # wraps at 320 px
     invite(live, world, world["acme"], bob_email)
     bobs = mailed_link(live, bob_email, "You are invited to a workspace")
     ada.open(bobs)
