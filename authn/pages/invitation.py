@@ -65,6 +65,12 @@ class Opened:
         invited_by = self.invitation.invited_by if self.invitation else None
         return (invited_by.name or invited_by.email) if invited_by else ""
 
+    @property
+    def project_name(self) -> str:
+        """The project a project-scope invitation is for ("" for the whole workspace)."""
+        project = self.record.project if self.record.project_id else None
+        return project.name if project else ""
+
     def role_names(self) -> list[str]:
         return sorted(role.name for role in self.record.roles.all())
 
@@ -189,6 +195,7 @@ def _context(found: Opened, token: str) -> dict:
         "workspace_name": _name(found.workspace),
         "inviter": found.inviter,
         "roles": found.role_names(),
+        "project": found.project_name,
         "address": found.address,
         "token": token,
         "here": here,

@@ -16,7 +16,14 @@ from accounts.models import Account
 from authn.models import Credential
 from rbac.models import Invitation, Membership
 from tests.conftest import ApiClient, err, ok
-from tests.factories import PASSWORD, AccountFactory, CredentialFactory, RoleFactory, WorkspaceFactory
+from tests.factories import (
+    PASSWORD,
+    AccountFactory,
+    CredentialFactory,
+    ProjectFactory,
+    RoleFactory,
+    WorkspaceFactory,
+)
 
 from .helpers import CSP, browser_session, csrf_of, label_for, sign_in, text, unescaped
 from .test_email_link_pages import link_of, mails_to, send_outbox
@@ -269,3 +276,14 @@ def test_the_buttons_need_the_pages_csrf_token(tenant):
     refused = strict.post("/accept-invitation", {"token": path.split("token=", 1)[1], "action": "accept"})
     assert refused.status_code == 403 and "This page has expired" in text(refused)
     assert Invitation.objects.get().status == "pending"
+
+
+def test_a_project_invitation_names_its_project(browser, tenant):
+    a, _b, owner_api, _, role = tenant
+    project = ProjectFactory(workspace=a, name="Billing")
+    body = {"email": INVITEE, "scope": "project", "project_id": str(project.pk), "role_ids": [str(role.pk)]}
+    ok(owner_api.call("/invitations/create", body))
+    send_outbox()
+    (message,) = [m for m in mails_to(INVITEE) if "invited" in m.subject]
+    html = unescaped(browser.get(link_of(message)))
+    assert "In the project <strong>Billing</strong>." in html
