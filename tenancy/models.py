@@ -29,6 +29,15 @@ class Workspace(Resource):
     def __str__(self) -> str:
         return self.slug
 
+    @staticmethod
+    def normalized_branding(branding: dict[str, str] | None) -> dict[str, str]:
+        """`branding` as stored and answered, whoever writes it (the API, the admin): its colour in lower
+        case."""
+        branding = dict(branding or {})
+        if isinstance(branding.get("primary_color"), str):
+            branding["primary_color"] = branding["primary_color"].lower()
+        return branding
+
 
 class WorkspaceScopedQuerySet(models.QuerySet):
     """A workspace-scoped record is only reached through a queryset that names the workspace."""

@@ -43,7 +43,7 @@ def update_workspace(
         description=description,
         config=config,
         mfa_required=mfa_required,
-        branding=branding,
+        branding=branding if branding is UNSET else Workspace.normalized_branding(branding),
         tags=tags,
         meta=meta,
     )

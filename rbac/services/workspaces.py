@@ -54,7 +54,7 @@ def create_workspace(
         description=description,
         config=config,
         mfa_required=mfa_required,
-        branding=branding or {},
+        branding=Workspace.normalized_branding(branding),
         tags=tags,
         meta=meta,
     )

@@ -92,3 +92,19 @@ def test_only_holders_of_workspaces_update_change_it_and_others_do_not_see_it(me
 def test_validation_names_the_rule(account_api, branding, message):
     body = err(account_api.call("/workspace/create", {**NEW, "branding": branding}), 400, message)
     assert body["field"] == "branding"
+
+
+def test_the_admin_takes_branding_with_the_apis_rules(admin_web):
+    from tests.admin.test_admin import post_change, saved
+
+    workspace = WorkspaceFactory()
+    refused = post_change(admin_web, workspace, branding='{"logo_url": "http://acme.example/logo.png"}')
+    assert refused.status_code == 200
+    assert refused.context["adminform"].form.errors["branding"] == [
+        "branding.logo_url must be an https URL of at most 2048 characters"
+    ]
+    workspace.refresh_from_db()
+    assert workspace.branding == {}
+    saved(post_change(admin_web, workspace, branding='{"primary_color": "#ABCDEF"}'))
+    workspace.refresh_from_db()
+    assert workspace.branding == {"primary_color": "#abcdef"}
