@@ -1,7 +1,7 @@
 from django.urls import path
 
 from .api import auth, credentials, jwks, mfa, sessions
-from .pages import account, signin, signout, step_up
+from .pages import account, email_links, invitation, signin, signout, signup, step_up
 
 urlpatterns = [
     # Signing up, in and out
@@ -35,6 +35,13 @@ urlpatterns = [
     path("signin/mfa", step_up.step_up),
     path("signin/done", signin.signed_in),
     path("signout", signout.signout),
+    # The self-service pages (docs/pages.md#self-service-pages): the e-mails' links land here
+    path("signup", signup.signup),
+    path("confirm-email", email_links.confirm_email),
+    path("confirm-email/resend", email_links.resend_confirmation),
+    path("forgot-password", email_links.forgot_password),
+    path("reset-password", email_links.reset_password),
+    path("accept-invitation", invitation.accept_invitation),
     # The signed-in person's own page (docs/pages.md#the-account-page): one route per action
     path("account", account.account),
     path("account/confirm", account.confirm),
