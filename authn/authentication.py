@@ -1,6 +1,12 @@
+from uuid import UUID
+
 from rest_framework.authentication import BaseAuthentication
 from rest_framework.exceptions import AuthenticationFailed
 from rest_framework.request import Request
+
+from iam.platform import context
+from rbac import machine_cache
+from rbac.machine_cache import SERVICE_ACCOUNT_CLAIM, ServiceAccountCaller
 
 from . import tokens
 from .sessions import authenticate_token
@@ -12,6 +18,7 @@ class BearerAuthentication(BaseAuthentication):
     permission check answers 401; a header that does not check out: 401 at once."""
 
     token_types = frozenset({tokens.ACCESS})
+    accepts_api_keys = True
 
     def authenticate(self, request: Request):
         header = request.META.get("HTTP_AUTHORIZATION", "")
@@ -20,6 +27,10 @@ class BearerAuthentication(BaseAuthentication):
         scheme, _, token = header.partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
             raise AuthenticationFailed()
+        if machine_cache.looks_like_key(token.strip()):
+            if not self.accepts_api_keys:
+                raise AuthenticationFailed()
+            return authenticate_key(token.strip())
         try:
             account, claims = authenticate_token(token.strip(), types=self.token_types)
         except TokenError as exc:
@@ -39,3 +50,22 @@ class SessionTokenAuthentication(BearerAuthentication):
     """For refresh and revoke, which take an access or a refresh token (docs/security.md#tokens)."""
 
     token_types = frozenset({tokens.ACCESS, tokens.REFRESH})
+    accepts_api_keys = False
+
+
+def authenticate_key(raw: str) -> tuple[ServiceAccountCaller, dict]:
+    """An API key of a service account (docs/api.md#api-keys): its cached state (no query when warm), 401
+    for an unknown, revoked or expired key or a disabled service account. From here on the request acts
+    as the service account (`iam.platform.context`: its audit entries name it and the key). Which
+    endpoints it may call is `rbac.api.access.EndpointPermission`'s decision."""
+    state = machine_cache.get_key_state(raw)
+    if machine_cache.refusal(state) is not None:
+        raise AuthenticationFailed()
+    machine_cache.mark_used(state.key_id, state.service_account_id)
+    via = {"kind": "api_key", "id": state.key_id}
+    context.act_as_service_account(state.service_account_id, via)
+    caller = ServiceAccountCaller(
+        id=UUID(state.service_account_id), workspace_id=UUID(state.workspace_id), name=state.name, via=via
+    )
+    claims = {SERVICE_ACCOUNT_CLAIM: state.service_account_id, "exp": state.expires_at, "via": via}
+    return caller, claims

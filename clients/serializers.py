@@ -82,12 +82,18 @@ class ValidateRequest(serializers.Serializer):
     )
 
 
+class ServiceAccountBrief(serializers.Serializer):
+    id = serializers.UUIDField()
+    name = serializers.CharField()
+
+
 class ValidateResponse(serializers.Serializer):
     """The answer of `clients/validate` (documentation only: `clients.validation` builds the payload)."""
 
     authorized = serializers.BooleanField()
     reason = serializers.CharField(allow_null=True)
     account = AccountBriefSerializer(allow_null=True)
+    service_account = ServiceAccountBrief(allow_null=True, help_text="a service account's key or token")
     workspace_id = serializers.UUIDField(allow_null=True)
     roles = serializers.ListField(child=serializers.CharField())
     permissions = serializers.ListField(child=serializers.CharField())

@@ -9,7 +9,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from accounts.models import Account
+from accounts.models import Account, account_of
 from authn.models import Session
 from authn.sessions import end_session
 from iam.http.errors import ApiError
@@ -109,7 +109,7 @@ def create_application(
             # only a client_credentials application acts as a service account
             service_account_id=service_account_id if "client_credentials" in grant_types else None,
             first_party=workspace.slug == settings.IAM_ROOT_WORKSPACE,
-            created_by=actor,
+            created_by=account_of(actor),
             tags=tags,
             meta=meta,
         )
