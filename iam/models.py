@@ -85,7 +85,7 @@ class AuditEntry(models.Model):
     occurred_at = models.DateTimeField(default=timezone.now, db_index=True)
     actor_id = models.UUIDField("actor ID", null=True, blank=True)
     actor_kind = models.CharField(max_length=16)
-    # A service account's act: the API key or the application it authenticated with (docs/api.md#audit-log)
+    # A service account's act: the API key or the application it authenticated with (docs/api.md#audit)
     via = models.JSONField(null=True, blank=True)
     action = models.CharField(max_length=64)
     workspace_id = models.UUIDField("workspace ID", null=True, blank=True)

@@ -197,7 +197,7 @@ class InvitationCreateRequest(serializers.Serializer):
     meta = JsonObject(required=False)
 
 
-class ServiceAccountKeySerializer(serializers.ModelSerializer):
+class ServiceAccountKeySerializer(ResourceSerializer):
     # A live key as a service account lists it: never the key, nor its digest (docs/api.md#api-keys).
     class Meta:
         model = ServiceAccountKey
