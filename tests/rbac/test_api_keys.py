@@ -324,3 +324,47 @@ def test_a_warm_key_call_costs_no_query(key, django_assert_max_num_queries):
     err(keyed.call("/roles/create", {}), 403, "missing permission roles:create")  # warms the caches
     with django_assert_max_num_queries(0):
         err(keyed.call("/roles/create", {}), 403, "missing permission roles:create")
+
+
+WORKSPACE_SCOPED = sorted(path for path, endpoint in ENDPOINTS.items() if endpoint.workspace_scoped)
+
+
+@pytest.fixture
+def almighty(member_of, workspace):
+    """A key of a service account holding `*` in the workspace (made by an owner: only `*` grants `*`)."""
+    _, owner = member_of(workspace, "*")
+    role = RoleFactory(workspace=workspace, permissions=["*"])
+    body = {"name": "root-ci", "role_ids": [str(role.pk)], "tags": [], "meta": {"schema_version": "1"}}
+    created = ok(owner.call("/service-accounts/create", body))
+    return ApiClient(new_key(owner, created)["key"])
+
+
+@pytest.mark.parametrize("path", WORKSPACE_SCOPED)
+def test_every_workspace_endpoint_takes_a_key_without_a_500(almighty, path):
+    # An empty body: each endpoint answers its validation error or its answer, never a 500 because the
+    # caller is no account.
+    assert almighty.call(path, {}).status_code in (200, 400, 403, 404, 409)
+
+
+def test_what_a_service_account_creates_names_no_account_as_its_creator(almighty, workspace):
+    meta = {"schema_version": "1"}
+    ok(almighty.call("/clients/create", {"name": "svc", "tags": [], "meta": meta}))
+    ok(almighty.call("/scim-tokens/create", {"name": "Okta"}))
+    invitation = ok(
+        almighty.call(
+            "/invitations/create", {"email": "new@example.com", "scope": "workspace", "role_ids": []}
+        )
+    )
+    assert invitation["invited_by"] is None
+    application = {
+        "name": "Billing",
+        "type": "web",
+        "redirect_uris": ["https://billing.example.com/cb"],
+        "tags": [],
+        "meta": meta,
+    }
+    ok(almighty.call("/applications/create", application))
+    entries = AuditEntry.objects.filter(workspace_id=workspace.pk, actor_kind="service_account")
+    assert {"client.create", "scimtoken.create", "invitation.create", "application.create"} <= set(
+        entries.values_list("action", flat=True)
+    )
