@@ -77,6 +77,11 @@ class ValidateRequest(serializers.Serializer):
     token = String(max_length=TOKEN_MAX)
     permission = PermissionName(required=False, allow_null=True)
     project_id = Uuid(required=False, allow_null=True)
+    workspace_id = Uuid(
+        required=False,
+        allow_null=True,
+        help_text="a client of the root workspace: answer about this workspace (members, grants, MFA policy)",
+    )
     explain = Boolean(
         required=False, allow_null=True, help_text="add `matched`: every grant path behind `allowed`"
     )

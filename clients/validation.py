@@ -11,12 +11,13 @@ from uuid import UUID
 from authn import tokens
 from authn.sessions import check_session_state, session_keys
 from authn.tokens import TokenError
+from iam.http.errors import ApiError
 from iam.platform import cache, crypto
 from rbac import machine_cache, policy
 from rbac.explain import grant_paths
 from tenancy.workspace_cache import requires_mfa, workspace_key
 
-from .client_cache import client_key, find_client, workspace_of
+from .client_cache import client_key, find_client, root_workspace_id, workspace_of
 
 
 class VerifiedTokens(dict):
@@ -87,6 +88,20 @@ def _answer(
     }
 
 
+ROOT_CLIENTS_ONLY = "workspace_id is for clients of the root workspace"
+
+
+def asked_about(client_workspace_id: str, workspace_id: UUID | None) -> str:
+    """The workspace a validation answers about (docs/integration.md#one-backend-for-many-workspaces): the
+    client's own, or the `workspace_id` a client of the root workspace names (400 for any other client,
+    once it has proved itself)."""
+    if workspace_id is None:
+        return client_workspace_id
+    if client_workspace_id != root_workspace_id():
+        raise ApiError(400, ROOT_CLIENTS_ONLY, "workspace_id")
+    return str(workspace_id)
+
+
 def validate(
     *,
     client_id: UUID,
@@ -94,6 +109,7 @@ def validate(
     token: str,
     permission: str | None = None,
     project_id: UUID | None = None,
+    workspace_id: UUID | None = None,
 ) -> dict:
     denied = False if permission is not None else None
     if machine_cache.looks_like_key(token):
@@ -103,7 +119,9 @@ def validate(
             key=token,
             permission=permission,
             project_id=project_id,
+            workspace_id=workspace_id,
         )
+    asked = str(workspace_id) if workspace_id is not None else None
     try:
         claims, token_error = verified_tokens.claims(token), None
     except TokenError as exc:
@@ -114,16 +132,20 @@ def validate(
     with_grants = False
     if claims:
         keys += session_keys(claims)  # the account and, for a token naming one, its session
-        if client_id in workspace_of:
+        target = asked or workspace_of.get(client_id)
+        if target is not None:
             # the grants, and the workspace (its MFA policy), last
-            keys += policy.grant_keys(claims["sub"], workspace_of[client_id])
-            keys.append(workspace_key(workspace_of[client_id]))
+            keys += policy.grant_keys(claims["sub"], target)
+            keys.append(workspace_key(target))
             with_grants = True
     found = cache.get_many(keys)
     client = find_client(client_id, prefetched=found.get(keys[0], cache.MISSING))
     if client is None or not crypto.digest_matches(client_secret, client.secret_digest):
         return _answer("invalid_client", allowed=denied)
-    workspace_id = workspace_of.remember(client_id, client.workspace_id)
+    workspace_id = asked_about(workspace_of.remember(client_id, client.workspace_id), workspace_id)
+    read_workspace = found.get(keys[-1], cache.MISSING) if with_grants else cache.MISSING
+    if asked is not None and requires_mfa(workspace_id, prefetched=read_workspace) is None:
+        return _answer("not_a_member", workspace_id=workspace_id, allowed=denied)  # no such workspace
     try:
         if token_error is not None:
             raise token_error
@@ -137,10 +159,9 @@ def validate(
     grants = policy.grants(account.id, UUID(workspace_id), prefetched=prefetched)
     if not grants.member:
         return _answer("not_a_member", workspace_id=workspace_id, allowed=denied, expires_at=claims["exp"])
-    read_workspace = found.get(keys[-1], cache.MISSING) if with_grants else cache.MISSING
     mfa_required = requires_mfa(workspace_id, prefetched=read_workspace)
     if mfa_required is None:  # deleted while this call ran: its clients went with it
-        return _answer("invalid_client", allowed=denied)
+        return _answer("invalid_client" if asked is None else "not_a_member", allowed=denied)
     if mfa_required and not policy.mfa_satisfied(claims, workspace_id):
         return _answer("mfa_required", workspace_id=workspace_id, allowed=denied, expires_at=claims["exp"])
     roles, permissions = set(grants.roles), set(grants.permissions)
@@ -165,6 +186,7 @@ def validate_key(
     key: str,
     permission: str | None = None,
     project_id: UUID | None = None,
+    workspace_id: UUID | None = None,
 ) -> dict:
     """`clients/validate` of a service account's API key (docs/api.md#api-keys): its cached state, the
     client's and the grants' in one round trip when warm (no query). Refused: an unknown or revoked key
@@ -177,7 +199,7 @@ def validate_key(
     client = find_client(client_id, prefetched=found.get(client_key(client_id), cache.MISSING))
     if client is None or not crypto.digest_matches(client_secret, client.secret_digest):
         return _answer("invalid_client", allowed=denied)
-    workspace_id = workspace_of.remember(client_id, client.workspace_id)
+    workspace_id = asked_about(workspace_of.remember(client_id, client.workspace_id), workspace_id)
     state = machine_cache.get_key_state(key, prefetched=found.get(entry, cache.MISSING))
     reason = machine_cache.refusal(state)
     if reason is not None:

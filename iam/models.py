@@ -69,6 +69,8 @@ class Event(models.Model):
     class Meta:
         indexes = [
             models.Index(fields=["workspace_id", "xid", "id"], name="event_position"),
+            # a client of the root workspace reads every workspace's events (clients/catchup.py)
+            models.Index(fields=["xid", "id"], name="event_position_all"),
             models.Index(fields=["created_at"], name="event_created"),
         ]
 
