@@ -9,7 +9,7 @@ from rbac import machine_cache
 from rbac.machine_cache import SERVICE_ACCOUNT_CLAIM, ServiceAccountCaller
 
 from . import tokens
-from .sessions import authenticate_token
+from .sessions import check_session
 from .tokens import TokenError
 
 
@@ -32,7 +32,12 @@ class BearerAuthentication(BaseAuthentication):
                 raise AuthenticationFailed()
             return authenticate_key(token.strip())
         try:
-            account, claims = authenticate_token(token.strip(), types=self.token_types)
+            claims = tokens.decode(token.strip(), types=self.token_types)
+            if SERVICE_ACCOUNT_CLAIM in claims:  # an application's client credentials token
+                if not self.accepts_api_keys:
+                    raise AuthenticationFailed()
+                return authenticate_machine_token(claims)
+            account = check_session(claims)
         except TokenError as exc:
             raise AuthenticationFailed() from exc
         if tokens.APP_WORKSPACE_CLAIM in claims:
@@ -62,10 +67,25 @@ def authenticate_key(raw: str) -> tuple[ServiceAccountCaller, dict]:
     if machine_cache.refusal(state) is not None:
         raise AuthenticationFailed()
     machine_cache.mark_used(state.key_id, state.service_account_id)
-    via = {"kind": "api_key", "id": state.key_id}
+    return _acting(state, {"kind": "api_key", "id": state.key_id})
+
+
+def authenticate_machine_token(claims: dict) -> tuple[ServiceAccountCaller, dict]:
+    """An access token an application's client credentials grant issued for its service account
+    (docs/oidc.md#client-credentials): used as the service account's API keys are, refused once the
+    service account is disabled or gone."""
+    state = machine_cache.token_state(claims)
+    if machine_cache.refusal(state) is not None:
+        raise AuthenticationFailed()
+    return _acting(state, {"kind": "application", "id": claims.get("azp", "")}, claims)
+
+
+def _acting(state: machine_cache.KeyState, via: dict, claims: dict | None = None):
+    """From here on the request acts as the service account: its audit entries name it and `via`."""
     context.act_as_service_account(state.service_account_id, via)
     caller = ServiceAccountCaller(
         id=UUID(state.service_account_id), workspace_id=UUID(state.workspace_id), name=state.name, via=via
     )
-    claims = {SERVICE_ACCOUNT_CLAIM: state.service_account_id, "exp": state.expires_at, "via": via}
+    if claims is None:
+        claims = {SERVICE_ACCOUNT_CLAIM: state.service_account_id, "exp": state.expires_at}
     return caller, claims

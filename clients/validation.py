@@ -126,6 +126,15 @@ def validate(
         claims, token_error = verified_tokens.claims(token), None
     except TokenError as exc:
         claims, token_error = None, exc
+    if claims and machine_cache.SERVICE_ACCOUNT_CLAIM in claims:  # an application's client credentials
+        return validate_key(
+            client_id=client_id,
+            client_secret=client_secret,
+            claims=claims,
+            permission=permission,
+            project_id=project_id,
+            workspace_id=workspace_id,
+        )
     # One cache round trip for the client, the account and the grants. A client never changes workspace,
     # so once this process has seen it, its workspace (and with it the grant keys) is known up front.
     keys = [client_key(client_id)]
@@ -183,24 +192,32 @@ def validate_key(
     *,
     client_id: UUID,
     client_secret: str,
-    key: str,
+    key: str | None = None,
+    claims: dict | None = None,
     permission: str | None = None,
     project_id: UUID | None = None,
     workspace_id: UUID | None = None,
 ) -> dict:
-    """`clients/validate` of a service account's API key (docs/api.md#api-keys): its cached state, the
-    client's and the grants' in one round trip when warm (no query). Refused: an unknown or revoked key
+    """`clients/validate` of a service account's API key (docs/api.md#api-keys), or of the access token an
+    application's client credentials grant issued for it (`claims`, checked already): its cached state,
+    the client's and the grants' with no query when warm. Refused: an unknown or revoked key
     `invalid_token`, an expired one `token_expired`, a disabled service account `account_disabled`, one of
     another workspace `not_a_member`. `project_id` adds nothing: a service account's roles are its
     workspace's."""
     denied = False if permission is not None else None
-    entry = machine_cache.entry_of(key)
+    if claims is not None:
+        entry = machine_cache.service_account_entry(claims[machine_cache.SERVICE_ACCOUNT_CLAIM])
+    else:
+        entry = machine_cache.entry_of(key)
     found = cache.get_many([client_key(client_id), entry])
     client = find_client(client_id, prefetched=found.get(client_key(client_id), cache.MISSING))
     if client is None or not crypto.digest_matches(client_secret, client.secret_digest):
         return _answer("invalid_client", allowed=denied)
     workspace_id = asked_about(workspace_of.remember(client_id, client.workspace_id), workspace_id)
-    state = machine_cache.get_key_state(key, prefetched=found.get(entry, cache.MISSING))
+    if claims is not None:
+        state = machine_cache.token_state(claims, prefetched=found.get(entry, cache.MISSING))
+    else:
+        state = machine_cache.get_key_state(key, prefetched=found.get(entry, cache.MISSING))
     reason = machine_cache.refusal(state)
     if reason is not None:
         return _answer(reason, workspace_id=workspace_id, allowed=denied)

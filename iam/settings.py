@@ -142,6 +142,7 @@ if REDIS_URL:
                         "account:",
                         "session:",
                         "apikey:",
+                        "service-account:",
                         "grants:",
                         "authz-generation:",
                         "workspace:",

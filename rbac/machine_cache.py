@@ -89,6 +89,42 @@ def _load(digest: str) -> tuple | None:
     return (str(key_id), str(account_id), str(workspace_id), name, enabled, expires, revoked_at is not None)
 
 
+def service_account_entry(service_account_id: UUID | str) -> str:
+    return f"service-account:{service_account_id}"
+
+
+def token_state(claims: dict, *, prefetched: object = cache.MISSING) -> KeyState | None:
+    """A service account's access token (an application's client credentials grant,
+    docs/oidc.md#client-credentials) read as a key: its service account's cached state (workspace, name,
+    `enabled`), the token's expiry; None when the service account is gone or the token names another
+    workspace than its own."""
+    service_account_id = str(claims[SERVICE_ACCOUNT_CLAIM])
+    values = cache.read_through(
+        service_account_entry(service_account_id),
+        lambda: _load_service_account(service_account_id),
+        settings.IAM_AUTH_CACHE_SECONDS,
+        prefetched=prefetched,
+        current_shape=lambda values: isinstance(values, tuple) and len(values) == 3,
+    )
+    if values is None or values[0] != claims.get("workspace_id"):
+        return None
+    workspace_id, name, enabled = values
+    return KeyState("", service_account_id, workspace_id, name, enabled, claims["exp"], False)
+
+
+def _load_service_account(service_account_id: str) -> tuple | None:
+    try:
+        UUID(service_account_id)
+    except ValueError:
+        return None
+    row = (
+        ServiceAccount.objects.filter(pk=service_account_id)
+        .values_list("workspace_id", "name", "enabled")
+        .first()
+    )
+    return None if row is None else (str(row[0]), row[1], row[2])
+
+
 def refusal(state: KeyState | None) -> str | None:
     """Why a key is refused (the reasons of `clients/validate`), or None when it may act."""
     if state is None or state.revoked:
@@ -108,9 +144,11 @@ def forget_keys(digests: list[str]) -> None:
 
 
 def forget_service_account(service_account: ServiceAccount) -> None:
+    """Its keys' entries and its own (its tokens read it)."""
     keys = ServiceAccountKey.objects.filter(service_account=service_account)
-    digests = keys.values_list("digest", flat=True)
-    forget_keys(list(digests))
+    entries = [key_entry(digest) for digest in keys.values_list("digest", flat=True)]
+    entries.append(service_account_entry(service_account.pk))
+    cache.around_commit(lambda: cache.delete_many(entries))
 
 
 def mark_used(key_id: str, service_account_id: str) -> None:
@@ -156,3 +194,7 @@ def forget_workspace_keys(workspace: Workspace) -> None:
     when that commits, not when its cached entry expires."""
     keys = ServiceAccountKey.objects.filter(service_account__workspace=workspace)
     forget_keys(list(keys.values_list("digest", flat=True)))
+    accounts = ServiceAccount.objects.filter(workspace=workspace).values_list("pk", flat=True)
+    entries = [service_account_entry(pk) for pk in accounts]
+    if entries:
+        cache.around_commit(lambda: cache.delete_many(entries))
