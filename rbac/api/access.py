@@ -28,15 +28,15 @@ class EndpointPermission(BasePermission):
     it (`require_mfa`), and the endpoint's declared permission must be held there (`admit`)."""
 
     def has_permission(self, request, view) -> bool:
-        if getattr(view, "public", False):
-            return True
         account = request.user
-        if account is None:
-            raise NotAuthenticated()
         if is_service_account(account) and not getattr(view, "workspace_scoped", False):
             # A service account acts in its workspace only: every endpoint outside one (`auth/*`,
-            # `accounts/*`, `sessions/*`, `workspace/*`, an invitee's own) refuses its key as no
-            # credential at all (docs/api.md#api-keys).
+            # `accounts/*`, `sessions/*`, `workspace/*`, an invitee's own, which is public but reads a
+            # Bearer token) refuses its key as no credential at all (docs/api.md#api-keys).
+            raise NotAuthenticated()
+        if getattr(view, "public", False):
+            return True
+        if account is None:
             raise NotAuthenticated()
         workspace = None
         if getattr(view, "workspace_scoped", False):
