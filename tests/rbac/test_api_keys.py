@@ -12,7 +12,7 @@ from iam.models import AuditEntry, Event
 from rbac.api.memberships import InviteeEndpoint
 from rbac.machine_cache import forget_keys
 from rbac.models import ServiceAccount, ServiceAccountKey
-from tenancy.workspace_cache import forget_authorization
+from tenancy.workspace_cache import forget_authorization, forget_workspace
 from tests.conftest import ApiClient, break_cache, err, ok
 from tests.endpoints import ENDPOINTS
 from tests.factories import AccountFactory, RoleFactory, WorkspaceFactory
@@ -371,3 +371,12 @@ def test_what_a_service_account_creates_names_no_account_as_its_creator(almighty
     assert {"client.create", "scimtoken.create", "invitation.create", "application.create"} <= set(
         entries.values_list("action", flat=True)
     )
+
+
+def test_a_workspace_requiring_mfa_does_not_refuse_its_service_accounts(workspace, key, member_of):
+    workspace.mfa_required = True
+    workspace.save()
+    forget_workspace(workspace)
+    ok(ApiClient(key["key"]).call("/projects/list", {}))
+    _, person = member_of(workspace, "projects:*")  # a one-factor session of a person is refused
+    err(person.call("/projects/list", {}), 403, "mfa required by this workspace")
