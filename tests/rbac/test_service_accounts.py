@@ -143,3 +143,21 @@ def test_delete_is_pushed(admin, workspace):
     assert event["data"]["service_account_ids"] == [created["id"]]
     assert AuditEntry.objects.filter(action="service_account.delete", resource_id=created["id"]).exists()
     err(admin.call("/service-accounts/describe", {"id": created["id"]}), 404, "service account not found")
+
+
+def test_events_about_a_role_or_permission_name_the_service_accounts_holding_it(member_of, workspace, role):
+    _, owner = member_of(workspace, "*")
+    created = ok(create(owner, role_ids=[str(role.pk)]))
+    Event.objects.all().delete()
+    ok(owner.call("/roles/update", {"id": str(role.pk), "permission_ids": []}))
+    permission = role.workspace.permissions.get(name="projects:*")
+    ok(owner.call("/roles/update", {"id": str(role.pk), "permission_ids": [str(permission.pk)]}))
+    ok(owner.call("/permissions/update", {"id": str(permission.pk), "name": "projects:read"}))
+    payloads = [event.payload for event in Event.objects.order_by("id")]
+    assert [payload["type"] for payload in payloads] == ["role.updated", "role.updated", "permission.updated"]
+    assert all(payload["data"]["service_account_ids"] == [created["id"]] for payload in payloads)
+    other = RoleFactory(workspace=workspace, permissions=["roles:list"])
+    ok(owner.call("/roles/update", {"id": str(other.pk), "permission_ids": []}))
+    last = Event.objects.order_by("id").last().payload
+    assert last["data"]["resource"]["id"] == str(other.pk)
+    assert "service_account_ids" not in last["data"]
