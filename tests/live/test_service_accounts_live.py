@@ -1,11 +1,15 @@
 """A service account's API key (docs/api.md#api-keys, docs/security.md#service-accounts) over HTTP on two
 gunicorn processes sharing nothing but PostgreSQL and Redis: a key revoked through one process is refused
 at once by the other, on Bearer calls and in `clients/validate`, however warm each process's cache was;
-with Redis flushed, and with Redis down, a revoked key stays refused (the database is the truth)."""
+with Redis flushed, and with Redis down, a revoked key stays refused (the database is the truth). An
+application's client credentials token (docs/oidc.md#client-credentials) validated by one client of the
+root workspace for the service account's workspace, refused on both once the service account is
+disabled."""
 
 import socket
 
 import pytest
+import requests
 
 from tests.live.api import META, create_client, create_role, create_workspace, err, ok
 
@@ -124,3 +128,57 @@ def test_a_key_revoked_while_redis_is_down_is_refused_by_every_process(live, tie
     finally:
         live.redis_start()
     refused_everywhere(live, machine, key, tiers)
+
+
+def test_a_client_credentials_token_and_a_root_client_across_processes(live, tiers, machine):
+    """A backend gets its service account's token from `/oauth2/token` (docs/oidc.md#client-credentials)
+    and calls the API with it on either process; one client of the root workspace validates it for the
+    service account's workspace (docs/integration.md#one-backend-for-many-workspaces); disabling the
+    service account refuses the token at once on both."""
+    operator, workspace = machine["operator"], machine["workspace"]
+    body = {
+        "name": "ci-runner",
+        "type": "web",
+        "redirect_uris": [],
+        "grant_types": ["client_credentials"],
+        "service_account_id": machine["id"],
+        "tags": [],
+        "meta": META,
+    }
+    app = ok(live.post("/applications/create", body, token=operator, workspace=workspace))
+    answer = requests.post(
+        f"{tiers[1]}/oauth2/token",
+        data={"grant_type": "client_credentials"},
+        auth=(app["client_id"], app["client_secret"]),
+        timeout=30,
+    )
+    assert answer.status_code == 200, answer.text
+    token = answer.json()["access_token"]
+    root = ok(live.post("/workspace/describe", {"slug": "root"}, token=operator))["id"]
+    backend = create_client(live, operator, root)
+
+    def validate(base: str, workspace_id: str) -> dict:
+        body = {
+            "client_id": backend["id"],
+            "client_secret": backend["secret"],
+            "token": token,
+            "workspace_id": workspace_id,
+        }
+        return ok(live.post("/clients/validate", body, base=base))
+
+    for base in each(tiers):
+        ok(live.post("/projects/list", {}, token=token, base=base))
+        answer = validate(base, workspace)
+        assert answer["authorized"] is True and answer["service_account"]["id"] == machine["id"], answer
+        assert validate(base, root)["reason"] == "not_a_member"
+    ok(
+        live.post(
+            "/service-accounts/update",
+            {"id": machine["id"], "enabled": False},
+            token=operator,
+            workspace=workspace,
+        )
+    )
+    for base in each(tiers):
+        err(live.post("/projects/list", {}, token=token, base=base), 401, UNAUTHORIZED)
+        assert validate(base, workspace)["reason"] == "account_disabled"
