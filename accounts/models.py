@@ -73,3 +73,9 @@ class Account(Resource, AbstractBaseUser):
             f"{self.password}:{self.session_version}",
             algorithm="sha256",
         ).hexdigest()
+
+
+def account_of(actor: object) -> "Account | None":
+    """The account a change is made by, for a `created_by` or `invited_by`: None when no account acts (a
+    command, a directory, a workspace's service account, docs/api.md#service-accounts)."""
+    return actor if isinstance(actor, Account) else None

@@ -39,7 +39,7 @@ from iam.http.errors import ApiError
 from iam.models import Event
 from iam.platform import crypto
 
-from .client_cache import ClientRecord, find_client
+from .client_cache import ClientRecord, find_client, root_workspace_id
 
 CURSOR_RE = re.compile(r"(\d{1,19})\.(\d{1,19})\.(\d{1,12})")
 INVALID_CLIENT = "invalid client"
@@ -80,8 +80,12 @@ def horizon() -> int:
 
 
 def read(workspace_id: str, *, after: str | None, limit: int) -> dict:
+    """A client of the root workspace reads every workspace's events, as it hears every workspace's pushes
+    (docs/integration.md#one-backend-for-many-workspaces)."""
     now = timezone.now()
-    events = Event.objects.filter(workspace_id=workspace_id)
+    events = Event.objects.all()
+    if str(workspace_id) != root_workspace_id():
+        events = events.filter(workspace_id=workspace_id)
     if connection.vendor == "postgresql":
         events = events.filter(xid__lt=horizon())
     position = (0, 0)

@@ -8,7 +8,7 @@ from django.conf import settings
 
 from iam.platform import cache
 from tenancy.models import Workspace
-from tenancy.workspace_cache import purge_on_delete
+from tenancy.workspace_cache import find_workspace, purge_on_delete
 
 from .models import Client
 
@@ -78,3 +78,11 @@ def forget_workspace_clients(workspace: Workspace) -> None:
     keys = [client_key(pk) for pk in Client.objects.filter(workspace=workspace).values_list("pk", flat=True)]
     if keys:
         cache.around_commit(lambda: cache.delete_many(keys))
+
+
+def root_workspace_id() -> str | None:
+    """The root workspace's id, whose clients serve every workspace
+    (docs/integration.md#one-backend-for-many-workspaces): cached like any workspace; None before
+    `bootstrap` made it (never made here: a fan-out or a validation writes no workspace)."""
+    root = find_workspace(settings.IAM_ROOT_WORKSPACE)
+    return None if root is None else str(root.pk)

@@ -30,6 +30,7 @@ from django.utils import timezone
 from iam.models import OutboxMessage
 from iam.platform import audit, crypto, egress, metrics, outbox
 
+from .client_cache import root_workspace_id
 from .models import Client, Delivery, DeliveryAttempt
 
 logger = logging.getLogger(__name__)
@@ -56,9 +57,9 @@ def fan_out(sender: object, *, event: dict, **kwargs: object) -> None:
     one delivery per client, written in one statement. The fan-out runs inside the change's transaction, so
     its round trips are the change's. Each delivery is due at once."""
     clients = list(
-        Client.objects.filter(workspace_id=event["workspace_id"], endpoint__isnull=False)
-        .exclude(endpoint="")
+        receivers(event["workspace_id"])
         .exclude(deliveries__event_id=event["id"])  # a fan-out run again makes no second delivery
+        .distinct()
     )
     if clients:
         owe(event, clients)
@@ -70,13 +71,16 @@ def fan_out_each(sender: object, *, events: list[dict], **kwargs: object) -> Non
     statements."""
     if not events:
         return
-    clients = list(
-        Client.objects.filter(workspace_id=events[0]["workspace_id"], endpoint__isnull=False).exclude(
-            endpoint=""
-        )
-    )
+    clients = list(receivers(events[0]["workspace_id"]))
     for client in clients:
         owe_each(events, client)
+
+
+def receivers(workspace_id: str):
+    """The clients with an endpoint that hear a workspace's events: its own, and those of the root
+    workspace, which hear every workspace's (docs/integration.md#one-backend-for-many-workspaces)."""
+    workspaces = {str(workspace_id), root_workspace_id()} - {None}
+    return Client.objects.filter(workspace_id__in=workspaces, endpoint__isnull=False).exclude(endpoint="")
 
 
 @outbox.handler("push.event")

@@ -77,9 +77,19 @@ class ValidateRequest(serializers.Serializer):
     token = String(max_length=TOKEN_MAX)
     permission = PermissionName(required=False, allow_null=True)
     project_id = Uuid(required=False, allow_null=True)
+    workspace_id = Uuid(
+        required=False,
+        allow_null=True,
+        help_text="a client of the root workspace: answer about this workspace (members, grants, MFA policy)",
+    )
     explain = Boolean(
         required=False, allow_null=True, help_text="add `matched`: every grant path behind `allowed`"
     )
+
+
+class ServiceAccountBrief(serializers.Serializer):
+    id = serializers.UUIDField()
+    name = serializers.CharField()
 
 
 class ValidateResponse(serializers.Serializer):
@@ -88,6 +98,7 @@ class ValidateResponse(serializers.Serializer):
     authorized = serializers.BooleanField()
     reason = serializers.CharField(allow_null=True)
     account = AccountBriefSerializer(allow_null=True)
+    service_account = ServiceAccountBrief(allow_null=True, help_text="a service account's key or token")
     workspace_id = serializers.UUIDField(allow_null=True)
     roles = serializers.ListField(child=serializers.CharField())
     permissions = serializers.ListField(child=serializers.CharField())

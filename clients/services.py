@@ -9,7 +9,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from accounts.models import Account
+from accounts.models import Account, account_of
 from iam.http.errors import ApiError
 from iam.platform import audit, crypto, egress, events
 from iam.platform.service_helpers import UNSET, apply_changes, save_unique, sent
@@ -75,7 +75,7 @@ def create_client(
         client = Client(
             workspace=workspace,
             endpoint=endpoint,
-            created_by=actor,
+            created_by=account_of(actor),
             name=name,
             description=description,
             tags=tags,

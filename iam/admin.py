@@ -128,8 +128,11 @@ def name_subjects(entries: Iterable[AuditEntry]) -> None:
 
 
 def actor_type(entry: AuditEntry) -> str:
-    """What an entry's actor id names: an account, or a SCIM token (a directory acts as no account)."""
-    return "scimtoken" if entry.actor_kind == context.SCIM else "account"
+    """What an entry's actor id names: an account, a SCIM token (a directory acts as no account) or a
+    service account."""
+    if entry.actor_kind == context.SCIM:
+        return "scimtoken"
+    return "service_account" if entry.actor_kind == context.SERVICE_ACCOUNT else "account"
 
 
 def subjects_of(entry: AuditEntry) -> list[tuple[str, Any]]:
@@ -255,6 +258,7 @@ class AuditEntryAdmin(ViewOnly, admin.ModelAdmin):
         "actor_kind",
         "actor_id",
         "actor_title",
+        "via",
         "action",
         "workspace_id",
         "workspace_title",

@@ -69,6 +69,8 @@ class Event(models.Model):
     class Meta:
         indexes = [
             models.Index(fields=["workspace_id", "xid", "id"], name="event_position"),
+            # a client of the root workspace reads every workspace's events (clients/catchup.py)
+            models.Index(fields=["xid", "id"], name="event_position_all"),
             models.Index(fields=["created_at"], name="event_created"),
         ]
 
@@ -85,6 +87,8 @@ class AuditEntry(models.Model):
     occurred_at = models.DateTimeField(default=timezone.now, db_index=True)
     actor_id = models.UUIDField("actor ID", null=True, blank=True)
     actor_kind = models.CharField(max_length=16)
+    # A service account's act: the API key or the application it authenticated with (docs/api.md#audit)
+    via = models.JSONField(null=True, blank=True)
     action = models.CharField(max_length=64)
     workspace_id = models.UUIDField("workspace ID", null=True, blank=True)
     resource_type = models.CharField(max_length=64)

@@ -137,7 +137,16 @@ if REDIS_URL:
                 # as Redis reports each change (iam/platform/redis_cache.py): a warm check makes no round
                 # trip.
                 "LOCAL_PREFIXES": (
-                    ["client:", "account:", "session:", "grants:", "authz-generation:", "workspace:"]
+                    [
+                        "client:",
+                        "account:",
+                        "session:",
+                        "apikey:",
+                        "service-account:",
+                        "grants:",
+                        "authz-generation:",
+                        "workspace:",
+                    ]
                     if env("IAM_CACHE_LOCAL", True, bool)
                     else []
                 ),
@@ -358,6 +367,7 @@ IAM_QUOTA_PERMISSIONS_PER_ROLE = env("IAM_QUOTA_PERMISSIONS_PER_ROLE", 500, int)
 IAM_QUOTA_ROLES_PER_MEMBERSHIP = env("IAM_QUOTA_ROLES_PER_MEMBERSHIP", 50, int)
 IAM_QUOTA_WORKSPACES = env("IAM_QUOTA_WORKSPACES", 20, int)
 IAM_QUOTA_APPLICATIONS = env("IAM_QUOTA_APPLICATIONS", 100, int)
+IAM_QUOTA_SERVICE_ACCOUNTS = env("IAM_QUOTA_SERVICE_ACCOUNTS", 100, int)
 # docs/api.md#quotas-and-budgets: every statement of a request is cancelled past this (503 `request took too
 # long`); the worker, beat and management commands run without it (iam/platform/timeouts.py).
 IAM_STATEMENT_TIMEOUT_MS = env("IAM_STATEMENT_TIMEOUT_MS", 5000, int)

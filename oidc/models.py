@@ -26,8 +26,9 @@ class Application(InWorkspace):
     redirect_uris = models.JSONField(default=list)
     post_logout_redirect_uris = models.JSONField(default=list, blank=True)
     grant_types = models.JSONField(default=list)
-    # The service account a `client_credentials` grant acts as (machine identities); a plain id until
-    # service accounts are records of their own.
+    # The service account of its workspace a `client_credentials` grant acts as
+    # (docs/oidc.md#client-credentials): a plain id, checked where it is set and where a token is issued;
+    # a deleted service account's application is refused tokens (`invalid_grant`).
     service_account_id = models.UUIDField("service account ID", null=True, blank=True)
     first_party = models.BooleanField(default=False, editable=False)
     secret_digest = models.CharField(max_length=64, blank=True, default="", editable=False)

@@ -36,7 +36,7 @@ from .models import Application
 
 CONFIDENTIAL_AUTH = ["client_secret_basic", "client_secret_post"]
 FALLBACK_DESCRIPTIONS = {
-    "unsupported_grant_type": "grant_type must be authorization_code or refresh_token",
+    "unsupported_grant_type": "grant_type must be authorization_code, refresh_token or client_credentials",
     "invalid_grant": "the code or refresh token is invalid, expired, spent or not this application's",
     "invalid_request": "the request is missing or repeats a parameter",
 }
@@ -252,6 +252,25 @@ class RefreshTokenGrant(grants.RefreshTokenGrant):
         """Spent by the rotation."""
 
 
+class ClientCredentialsGrant(grants.ClientCredentialsGrant):
+    """RFC 6749 4.4 for a `web` application that names a service account of its workspace
+    (docs/oidc.md#client-credentials): it proves itself with its secret and gets an access token of the
+    service account, no refresh token and no ID token."""
+
+    TOKEN_ENDPOINT_AUTH_METHODS = CONFIDENTIAL_AUTH
+
+    def validate_requested_scope(self) -> None:
+        """A `scope` asks for nothing: the token carries the service account's roles, as its keys do."""
+
+    def generate_token(
+        self, user=None, scope=None, grant_type=None, expires_in=None, include_refresh_token=False
+    ):
+        try:
+            return sessions.issue_machine_token(self.request.client.application)
+        except sessions.MachineRefused as exc:
+            raise InvalidGrantError(str(exc)) from exc
+
+
 class Revocation(RevocationEndpoint):
     """RFC 7009: an application's own token ends its session; any other token answers 200 and changes
     nothing (RFC 7009 2.2)."""
@@ -378,6 +397,7 @@ def build() -> AuthorizationServer:
     server = AuthorizationServer()
     server.register_grant(AuthorizationCodeGrant, [Pkce(required=True), OpenIdCode(require_nonce=False)])
     server.register_grant(RefreshTokenGrant, [IdToken()])
+    server.register_grant(ClientCredentialsGrant)
     server.register_endpoint(Revocation)
     server.register_endpoint(Introspection)
     server.register_endpoint(EndSession)

@@ -9,12 +9,13 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from accounts.models import Account
+from accounts.models import Account, account_of
 from authn.models import Session
 from authn.sessions import end_session
 from iam.http.errors import ApiError
 from iam.platform import audit, crypto
 from iam.platform.service_helpers import UNSET, apply_changes, sent
+from rbac.models import ServiceAccount
 from tenancy.models import Workspace
 from tenancy.quotas import check_quota
 
@@ -46,19 +47,21 @@ def _check_uris(uris: list[str], *, field: str, application_type: str) -> None:
 def _check_grants(
     application_type: str,
     *,
+    workspace_id: UUID,
     grant_types: list[str],
     redirect: list[str],
     service_account_id: UUID | None,
 ) -> None:
     """docs/api.md#applications: `client_credentials` is for `web` applications, which then name the service
-    account it acts as; every other grant needs a redirect URI."""
+    account of their own workspace it acts as (docs/oidc.md#client-credentials); every other grant needs a
+    redirect URI."""
     if "client_credentials" in grant_types:
         if application_type != Application.Type.WEB:
             raise ApiError(400, "client_credentials is for web applications", "grant_types")
         if service_account_id is None:
             raise ApiError(400, "service_account_id required", "service_account_id")
-        # Machine identities are not records yet: no id names a service account of the workspace.
-        raise ApiError(400, "service account not found", "service_account_id")
+        if not ServiceAccount.objects.filter(pk=service_account_id, workspace_id=workspace_id).exists():
+            raise ApiError(400, "service account not found", "service_account_id")
     if not redirect and set(grant_types) != {"client_credentials"}:
         raise ApiError(400, "redirect_uris required", "redirect_uris")
 
@@ -89,7 +92,11 @@ def create_application(
     _check_uris(redirect_uris, field="redirect_uris", application_type=type)
     _check_uris(post_logout_redirect_uris, field="post_logout_redirect_uris", application_type=type)
     _check_grants(
-        type, grant_types=grant_types, redirect=redirect_uris, service_account_id=service_account_id
+        type,
+        workspace_id=workspace.pk,
+        grant_types=grant_types,
+        redirect=redirect_uris,
+        service_account_id=service_account_id,
     )
     with transaction.atomic():
         check_quota(
@@ -109,7 +116,7 @@ def create_application(
             # only a client_credentials application acts as a service account
             service_account_id=service_account_id if "client_credentials" in grant_types else None,
             first_party=workspace.slug == settings.IAM_ROOT_WORKSPACE,
-            created_by=actor,
+            created_by=account_of(actor),
             tags=tags,
             meta=meta,
         )
@@ -155,6 +162,7 @@ def update_application(
     grant_types = changes.get("grant_types", application.grant_types)
     _check_grants(
         kind,
+        workspace_id=application.workspace_id,
         grant_types=grant_types,
         redirect=changes.get("redirect_uris", application.redirect_uris),
         service_account_id=changes.get("service_account_id", application.service_account_id),

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from uuid import UUID
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -23,6 +24,8 @@ from authn.sessions import (
 )
 from authn.tokens import TokenError
 from iam.platform import audit
+from rbac.machine_cache import SERVICE_ACCOUNT_CLAIM
+from rbac.models import ServiceAccount
 
 from .models import Application, AuthorizationCode
 
@@ -227,3 +230,46 @@ def sign_out(session_id: UUID | str) -> Session | None:
     browser = session.browser_session or session
     end_session(browser, actor=None)
     return browser
+
+
+# Client credentials (docs/oidc.md#client-credentials)
+
+
+class MachineRefused(Exception):
+    """The application's service account cannot act (disabled, or gone): `invalid_grant`."""
+
+
+def issue_machine_token(application: Application) -> dict:
+    """An access token of the service account a `web` application with the `client_credentials` grant
+    names: 60 minutes, `sub` the service account, `aud` and `azp` the application's client_id, no refresh
+    token and no ID token. It carries no session: it is checked as the service account's keys are
+    (`authn.authentication.authenticate_machine_token`), refused once the service account is disabled
+    or deleted."""
+    service_account = ServiceAccount.objects.filter(
+        pk=application.service_account_id, workspace_id=application.workspace_id
+    ).first()
+    if service_account is None or not service_account.enabled:
+        raise MachineRefused("the application's service account is disabled or gone")
+    now = timezone.now()
+    client_id = application.client_id
+    token, expires_at = tokens.issue(
+        service_account.pk,
+        type=tokens.ACCESS,
+        session_version=0,
+        lifetime=settings.IAM_ACCESS_TOKEN_LIFETIME,
+        auth_time=int(now.timestamp()),
+        extra={
+            SERVICE_ACCOUNT_CLAIM: str(service_account.pk),
+            "aud": client_id,
+            "azp": client_id,
+            "workspace_id": str(application.workspace_id),
+            "scope": "",
+        },
+    )
+    ServiceAccount.objects.filter(pk=service_account.pk).update(last_used_at=now)
+    return {
+        "access_token": token,
+        "token_type": "Bearer",
+        "expires_in": int((expires_at - now).total_seconds()),
+        "scope": "",
+    }

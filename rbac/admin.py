@@ -15,7 +15,7 @@ from iam.http.admin import RESOURCE_READONLY, ViewOnly, api_fields
 from iam.http.errors import ApiError
 from tenancy.admin import InWorkspaceAdmin, InWorkspaceForm
 
-from .models import Invitation, Membership, Permission, Role
+from .models import Invitation, Membership, Permission, Role, ServiceAccount
 from .serializers import (
     MembershipCreateRequest,
     MembershipSerializer,
@@ -26,11 +26,20 @@ from .serializers import (
     RoleCreateRequest,
     RoleSerializer,
     RoleUpdateRequest,
+    ServiceAccountCreateRequest,
+    ServiceAccountSerializer,
+    ServiceAccountUpdateRequest,
 )
 from .services.invitations import resend_invitation, revoke_invitation
 from .services.memberships import create_membership, delete_membership, update_membership
 from .services.permissions import create_permission, delete_permission, update_permission
 from .services.roles import create_role, delete_role, update_role
+from .services.service_accounts import (
+    create_service_account,
+    delete_service_account,
+    revoke_key,
+    update_service_account,
+)
 
 
 class PermissionForm(InWorkspaceForm):
@@ -175,3 +184,49 @@ class InvitationAdmin(ViewOnly, admin.ModelAdmin):
             self.message_user(
                 request, f"{skipped} invitation(s) skipped: only pending ones are {done}.", messages.WARNING
             )
+
+
+class ServiceAccountForm(InWorkspaceForm):
+    create_request = ServiceAccountCreateRequest
+    update_request = ServiceAccountUpdateRequest
+
+
+@admin.register(ServiceAccount)
+class ServiceAccountAdmin(InWorkspaceAdmin):
+    """A workspace's service accounts (docs/api.md#service-accounts), written through the services the API
+    calls; "Revoke every key" revokes each live key as `service-accounts/revoke-key` does."""
+
+    form = ServiceAccountForm
+    list_display = ("name", "workspace", "enabled", "role_names", "last_used_at", "created_at", "id")
+    list_filter = ("enabled",)
+    role_names = names_column("roles")
+    search_fields = ("name", "=id", "workspace__slug")
+    fields = (*(name for name in api_fields(ServiceAccountSerializer) if name != "keys"), "keys_shown")
+    readonly_fields = (*RESOURCE_READONLY, "last_used_at", "keys_shown")
+    create_service = staticmethod(create_service_account)
+    update_service = staticmethod(update_service_account)
+    delete_service = staticmethod(delete_service_account)
+    actions = ("revoke_every_key",)
+
+    @admin.display(description="keys")
+    def keys_shown(self, service_account: ServiceAccount) -> str:
+        """Its keys, never a key itself: made through the API, which answers each once
+        (docs/api.md#api-keys)."""
+        if service_account.pk is None:
+            return "-"
+        keys = service_account.keys.order_by("created_at")
+        return "; ".join(f"{key} {'revoked' if key.revoked_at else 'live'}" for key in keys) or "-"
+
+    @admin.action(description="Revoke every key")
+    def revoke_every_key(self, request: HttpRequest, queryset) -> None:
+        revoked = 0
+        for service_account in queryset:
+            with transaction.atomic():
+                live = service_account.keys.filter(revoked_at__isnull=True)
+                for key_id in live.values_list("pk", flat=True):
+                    revoke_key(service_account, key_id, actor=request.user)
+                    revoked += 1
+        self.message_user(request, f"{revoked} key(s) revoked.", messages.SUCCESS)
+
+
+audit_subject("service_account", ServiceAccount.objects.select_related("workspace"))

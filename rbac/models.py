@@ -1,3 +1,5 @@
+import uuid
+
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
@@ -160,3 +162,49 @@ class Invitation(InWorkspace):
     @property
     def is_open(self) -> bool:
         return self.current_status == self.Status.PENDING
+
+
+class ServiceAccount(InWorkspace):
+    """A machine identity of one workspace (docs/api.md#service-accounts): software that acts for no
+    person, with roles of its workspace like a membership's (workspace scope, active while `enabled`) and
+    API keys to authenticate with. It acts in its workspace only."""
+
+    name = models.CharField(max_length=255)
+    enabled = models.BooleanField(default=True)
+    roles = models.ManyToManyField(Role, related_name="service_accounts", blank=True)
+    # When one of its keys (or an application's token for it) last authenticated a call, to the minute
+    # (rbac/machine_cache.py: a warm call writes nothing).
+    last_used_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [created_index("service_account")]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class ServiceAccountKey(models.Model):
+    """An API key of a service account: `iam_sk_` and 43 random base64url characters, answered once
+    and stored as its keyed digest (`iam.platform.crypto.digest`); `prefix`, its first 12 characters, tells
+    keys apart. Revoking keeps the row (`revoked_at`), so the audit trail and `last_used_at` stay."""
+
+    id = models.UUIDField("ID", primary_key=True, default=uuid.uuid4, editable=False)
+    service_account = models.ForeignKey(ServiceAccount, on_delete=models.CASCADE, related_name="keys")
+    name = models.CharField(max_length=255)
+    prefix = models.CharField(max_length=12, editable=False)
+    digest = models.CharField(max_length=64, unique=True, editable=False)
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        verbose_name = "API key"
+        indexes = [models.Index(fields=["service_account", "created_at"], name="service_account_key_sa")]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.prefix}…)"
+
+    def is_live(self, now=None) -> bool:
+        now = now or timezone.now()
+        return self.revoked_at is None and (self.expires_at is None or self.expires_at > now)

@@ -24,7 +24,8 @@ from iam.platform import cache, events
 from tenancy.models import Project, Workspace
 from tenancy.workspace_cache import authz_generation, generation_key, root_workspace
 
-from .models import Membership
+from .machine_cache import SERVICE_ACCOUNT_CLAIM
+from .models import Membership, ServiceAccount
 
 
 def matches(granted: str, wanted: str) -> bool:
@@ -91,7 +92,7 @@ def _load_grants(account_id: UUID, workspace_id: UUID) -> Grants:
         ).values_list("id", "scope", "project_id")
     }
     if not memberships:
-        return Grants()
+        return _service_account_grants(account_id, workspace_id)
     roles: set[str] = set()
     permissions: set[str] = set()
     project_roles: dict[str, set[str]] = {}
@@ -116,6 +117,26 @@ def _load_grants(account_id: UUID, workspace_id: UUID) -> Grants:
         project_roles={key: frozenset(value) for key, value in project_roles.items()},
         project_permissions={key: frozenset(value) for key, value in project_permissions.items()},
     )
+
+
+def _service_account_grants(service_account_id: UUID, workspace_id: UUID) -> Grants:
+    """A service account's roles in its own workspace, as a workspace-scope membership's
+    (docs/api.md#service-accounts); nothing anywhere else. The id of an account matches no row."""
+    rows = ServiceAccount.objects.filter(pk=service_account_id, workspace_id=workspace_id).values_list(
+        "roles__name", "roles__permissions__name"
+    )
+    found = False
+    roles: set[str] = set()
+    permissions: set[str] = set()
+    for role, permission in rows:
+        found = True
+        if role is not None:
+            roles.add(role)
+        if permission is not None:
+            permissions.add(permission)
+    if not found:
+        return Grants()
+    return Grants(member=True, roles=frozenset(roles), permissions=frozenset(permissions))
 
 
 def grant_keys(account_id: UUID | str, workspace_id: UUID | str) -> list[str]:
@@ -366,6 +387,8 @@ def mfa_satisfied(claims: dict | None, workspace_id: UUID | str) -> bool:
     workspace's provider then decides how its people sign in). Another workspace's SSO does not count."""
     if not claims:
         return False
+    if claims.get(SERVICE_ACCOUNT_CLAIM):  # a machine: the policy is about how people sign in
+        return True
     amr = claims.get("amr") or ()
     return "mfa" in amr or claims.get(SSO_WORKSPACE_CLAIM) == str(workspace_id)
 

@@ -1,10 +1,24 @@
+from django.utils import timezone
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from iam.http.endpoint import require_one
-from iam.http.fields import Choice, Description, Email, JsonObject, Name, PermissionName, Tags, Uuid, UuidList
+from iam.http.fields import (
+    Boolean,
+    Choice,
+    DateTime,
+    Description,
+    Email,
+    JsonObject,
+    Name,
+    PermissionName,
+    Tags,
+    Uuid,
+    UuidList,
+)
 from iam.http.serializers import RECORD_TAIL, RecordRequest, ResourceSerializer, UpdateRequest
 
-from .models import Invitation, Membership, Permission, Role
+from .models import Invitation, Membership, Permission, Role, ServiceAccount, ServiceAccountKey
 
 
 class PermissionSerializer(ResourceSerializer):
@@ -181,3 +195,80 @@ class InvitationCreateRequest(serializers.Serializer):
     role_ids = UuidList(max_length=100)
     tags = Tags(required=False)
     meta = JsonObject(required=False)
+
+
+class ServiceAccountKeySerializer(ResourceSerializer):
+    # A live key as a service account lists it: never the key, nor its digest (docs/api.md#api-keys).
+    class Meta:
+        model = ServiceAccountKey
+        fields = ["id", "name", "prefix", "created_at", "expires_at", "last_used_at"]
+
+
+class ServiceAccountSerializer(ResourceSerializer):
+    roles = RoleSerializer(many=True, read_only=True)
+    keys = serializers.SerializerMethodField()
+
+    class Meta:
+        model = ServiceAccount
+        fields = [
+            "id",
+            "workspace_id",
+            "name",
+            "roles",
+            "enabled",
+            "created_at",
+            "updated_at",
+            "last_used_at",
+            "keys",
+            "tags",
+            "meta",
+        ]
+
+    @extend_schema_field(ServiceAccountKeySerializer(many=True))
+    def get_keys(self, service_account: ServiceAccount) -> list[dict]:
+        """Its live keys (not revoked, not expired), oldest first: prefetched by a list page
+        (`LIVE_KEYS`), else read."""
+        keys = getattr(service_account, "live_keys", None)
+        if keys is None:
+            keys = live_keys(ServiceAccountKey.objects.filter(service_account=service_account))
+        return ServiceAccountKeySerializer(keys, many=True).data
+
+
+def live_keys(keys):
+    live = keys.filter(revoked_at__isnull=True).exclude(expires_at__lte=timezone.now())
+    return live.order_by("created_at", "id")
+
+
+class ServiceAccountCreateRequest(RecordRequest):
+    name = Name()
+    role_ids = UuidList(max_length=100)
+    enabled = Boolean(required=False)
+
+
+class ServiceAccountUpdateRequest(UpdateRequest, IdRequest, ServiceAccountCreateRequest):
+    pass
+
+
+class KeyCreateRequest(serializers.Serializer):
+    id = Uuid()
+    name = Name()
+    expires_at = DateTime(required=False, allow_null=True)
+
+
+class KeyCreated(serializers.Serializer):
+    id = serializers.UUIDField()
+    name = serializers.CharField()
+    key = serializers.CharField()
+    prefix = serializers.CharField()
+    created_at = serializers.DateTimeField()
+    expires_at = serializers.DateTimeField(allow_null=True)
+
+
+class KeyRevokeRequest(serializers.Serializer):
+    id = Uuid()
+    key_id = Uuid()
+
+
+class KeyRevoked(serializers.Serializer):
+    id = serializers.UUIDField()
+    revoked = serializers.BooleanField()

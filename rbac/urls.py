@@ -1,6 +1,6 @@
 from django.urls import path
 
-from .api import invitations, memberships, permissions, roles
+from .api import invitations, memberships, permissions, roles, service_accounts
 
 urlpatterns = [
     path("permissions/create", permissions.PermissionCreate.as_view()),
@@ -23,6 +23,13 @@ urlpatterns = [
     path("invitations/describe", invitations.InvitationDescribe.as_view()),
     path("invitations/list", invitations.InvitationList.as_view()),
     path("invitations/revoke", invitations.InvitationRevoke.as_view()),
+    path("service-accounts/create", service_accounts.ServiceAccountCreate.as_view()),
+    path("service-accounts/describe", service_accounts.ServiceAccountDescribe.as_view()),
+    path("service-accounts/list", service_accounts.ServiceAccountList.as_view()),
+    path("service-accounts/update", service_accounts.ServiceAccountUpdate.as_view()),
+    path("service-accounts/delete", service_accounts.ServiceAccountDelete.as_view()),
+    path("service-accounts/create-key", service_accounts.ServiceAccountCreateKey.as_view()),
+    path("service-accounts/revoke-key", service_accounts.ServiceAccountRevokeKey.as_view()),
     # Answered by the invitee: no X-Workspace, no permission (docs/api.md#invitations)
     path("memberships/accept", memberships.MembershipAccept.as_view()),
     path("memberships/decline", memberships.MembershipDecline.as_view()),

@@ -18,7 +18,7 @@ from django.db import transaction
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
-from accounts.models import Account, normalize_email
+from accounts.models import Account, account_of, normalize_email
 from accounts.services import create_account, update_account
 from authn.services import reclaim_account
 from iam.http.errors import ApiError
@@ -62,7 +62,7 @@ def create_token(workspace: Workspace, *, name: str, actor: Account | None) -> t
         workspace=workspace,
         name=name,
         token_digest=crypto.digest(raw),
-        created_by=actor,
+        created_by=account_of(actor),
         meta={"schema_version": "1"},
     )
     save_unique(token, ScimToken.objects.in_workspace(workspace), {"name": name}, force_insert=True)

@@ -10,7 +10,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from accounts.models import Account
+from accounts.models import Account, account_of
 from authn.models import Credential
 from iam.http.errors import ApiError
 from iam.platform import audit, crypto, upstream
@@ -208,7 +208,7 @@ def create_connection(
             raise ApiError(400, f"{field} required", field)
     connection = SsoConnection(
         workspace=workspace,
-        created_by=actor,
+        created_by=account_of(actor),
         name=name,
         protocol=protocol,
         issuer="" if protocol == SAML else issuer,

@@ -26,7 +26,7 @@ def exempt(actor: Account | None) -> bool:
     the worker: `actor` None); a tenant's request always has its account as the actor, except a
     workspace's directory (SCIM), which acts as no account and is held to its workspace's quotas."""
     if actor is None:
-        return context.current().actor_kind != context.SCIM
+        return context.current().actor_kind not in (context.SCIM, context.SERVICE_ACCOUNT)
     return actor.is_superuser
 
 

@@ -6,7 +6,7 @@ from typing import Any
 from django.conf import settings
 from django.db import transaction
 
-from accounts.models import Account
+from accounts.models import Account, account_of
 from iam.http.errors import ApiError
 from iam.platform import audit, events
 from iam.platform.service_helpers import UNSET, apply_changes, save_unique, sent
@@ -117,7 +117,7 @@ def create_project(
     )
     project = Project(
         workspace=workspace,
-        created_by=actor,
+        created_by=account_of(actor),
         name=name,
         code=code,
         description=description,

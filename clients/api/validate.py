@@ -9,7 +9,7 @@ from rest_framework.request import Request
 
 from iam.http import parsers
 from iam.http.endpoint import JSON_RENDERER, Endpoint, envelope
-from iam.http.errors import ApiError
+from iam.http.errors import ApiError, error_response
 from iam.http.fields import PERMISSION_NAME_MAX, PERMISSION_NAME_RE
 from iam.platform import metrics
 
@@ -63,7 +63,11 @@ class ClientValidate(Endpoint):
             data = cls.fast_body(request) if request.method == "POST" else None
             if data is None:
                 return view(request, *args, **kwargs)
-            return HttpResponse(JSON_RENDERER.render(envelope(answer(data))), content_type="application/json")
+            try:
+                payload = answer(data)
+            except ApiError as exc:  # `workspace_id` from a client outside the root workspace
+                return error_response(exc.status, exc.message, exc.field)
+            return HttpResponse(JSON_RENDERER.render(envelope(payload)), content_type="application/json")
 
         return fast_view
 
@@ -105,7 +109,9 @@ def answer(data: dict) -> dict:
     return result
 
 
-FAST_FIELDS = frozenset({"client_id", "client_secret", "token", "permission", "project_id", "explain"})
+FAST_FIELDS = frozenset(
+    {"client_id", "client_secret", "token", "permission", "project_id", "workspace_id", "explain"}
+)
 
 
 def read_validate_body(body: object) -> dict | None:
@@ -120,10 +126,13 @@ def read_validate_body(body: object) -> dict | None:
             "token": body["token"],
         }
         permission, project_id = body.get("permission"), body.get("project_id")
+        workspace_id = body.get("workspace_id")
         if permission is not None:
             data["permission"] = permission
         if project_id is not None:
             data["project_id"] = uuid.UUID(project_id)
+        if workspace_id is not None:
+            data["workspace_id"] = uuid.UUID(workspace_id)
         if body.get("explain") is not None:
             data["explain"] = body["explain"]
     except (KeyError, TypeError, ValueError, AttributeError):
@@ -136,6 +145,7 @@ def read_validate_body(body: object) -> dict | None:
         or not 0 < len(data["token"]) <= ValidateRequest.TOKEN_MAX
         or not (permission is None or _is_permission_name(permission))
         or not (project_id is None or isinstance(project_id, str))
+        or not (workspace_id is None or isinstance(workspace_id, str))
         or not isinstance(data.get("explain", False), bool)
     ):
         return None

@@ -49,6 +49,7 @@ class AuditEntrySerializer(serializers.ModelSerializer):
             "occurred_at",
             "actor_id",
             "actor_kind",
+            "via",
             "action",
             "workspace_id",
             "resource_type",

@@ -145,6 +145,7 @@ def _entries(
         AuditEntry(
             actor_id=getattr(actor, "pk", actor),
             actor_kind=ctx.actor_kind,
+            via=ctx.via,
             action=action,
             workspace_id=workspace_id,
             resource_type=resource_type,

@@ -20,6 +20,9 @@ OPERATOR = "operator"  # the Django admin
 COMMAND = "command"
 SYSTEM = "system"
 SCIM = "scim"  # a workspace's directory, through a SCIM token (the token's id is the actor id)
+# A workspace's service account, through an API key or an application's token (its id is the actor id, and
+# `via` names the key or the application: docs/api.md#service-accounts)
+SERVICE_ACCOUNT = "service_account"
 
 # Accepted from a trusted proxy: an opaque id, no spaces or control characters, so it cannot forge log lines.
 REQUEST_ID_RE = re.compile(r"[A-Za-z0-9._:-]{1,128}")
@@ -31,6 +34,7 @@ class Context:
     request: HttpRequest | None = None
     request_id: str | None = None
     actor_id: Any = None  # who acts when no account does: a SCIM request's token
+    via: dict | None = None  # how a service account authenticated: {"kind": "api_key" | "application", "id"}
 
 
 _current: ContextVar[Context | None] = ContextVar("iam_context", default=None)
@@ -52,6 +56,16 @@ def acting(context: Context) -> Iterator[Context]:
         yield context
     finally:
         _current.reset(token)
+
+
+def act_as_service_account(service_account_id: Any, via: dict) -> None:
+    """Within a request, from its authentication on: what it changes is recorded as the service account's
+    act. The request's own `acting` block restores the context when the request ends."""
+    ctx = current()
+    acting_now = Context(
+        SERVICE_ACCOUNT, request=ctx.request, request_id=ctx.request_id, actor_id=service_account_id, via=via
+    )
+    _current.set(acting_now)
 
 
 def as_command(handle: Callable[..., Any]) -> Callable[..., Any]:

@@ -34,6 +34,8 @@ KINDS = frozenset(
         "workspace.updated",
         "workspace.deleted",
         "client.secret_rotated",
+        "service_account.updated",
+        "service_account.deleted",
     }
 )
 # Pushed to the one client it names and never stored in the event log every client of the workspace reads

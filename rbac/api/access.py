@@ -15,6 +15,7 @@ from rest_framework.request import Request
 from iam.http.errors import ApiError
 from tenancy.workspace_cache import find_workspace
 
+from ..machine_cache import is_service_account
 from ..policy import admit, authorize, grants, reaches, require_mfa, visible_projects
 
 # The door: DRF's permission class for every API endpoint
@@ -27,9 +28,14 @@ class EndpointPermission(BasePermission):
     it (`require_mfa`), and the endpoint's declared permission must be held there (`admit`)."""
 
     def has_permission(self, request, view) -> bool:
+        account = request.user
+        if is_service_account(account) and not getattr(view, "workspace_scoped", False):
+            # A service account acts in its workspace only: every endpoint outside one (`auth/*`,
+            # `accounts/*`, `sessions/*`, `workspace/*`, an invitee's own, which is public but reads a
+            # Bearer token) refuses its key as no credential at all (docs/api.md#api-keys).
+            raise NotAuthenticated()
         if getattr(view, "public", False):
             return True
-        account = request.user
         if account is None:
             raise NotAuthenticated()
         workspace = None
@@ -50,11 +56,15 @@ class EndpointPermission(BasePermission):
 
 def select_workspace(request, account):
     ref = request.headers.get("X-Workspace", "").strip()
+    if not ref and is_service_account(account):
+        ref = str(account.workspace_id)  # its own, the one it may act in (docs/api.md#api-keys)
     if not ref:
         raise ApiError(400, "workspace required", "X-Workspace")
     workspace = find_workspace(ref)
     if workspace is None:
         raise ApiError(404, "workspace not found", "X-Workspace")
+    if is_service_account(account) and workspace.pk != account.workspace_id:
+        raise ApiError(403, "not a member of this workspace")
     if not account.is_superuser and not grants(account.pk, workspace.pk).member:
         raise ApiError(403, "not a member of this workspace")
     require_mfa(request.auth, workspace)

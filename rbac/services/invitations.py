@@ -8,7 +8,7 @@ from django.db import transaction
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
-from accounts.models import Account, normalize_email
+from accounts.models import Account, account_of, normalize_email
 from iam.http.errors import ApiError
 from iam.platform import audit, outbox
 from iam.platform.service_helpers import apply_changes, unique_conflict
@@ -128,7 +128,7 @@ def create_invitation(
         project=project,
         tags=tags or [],
         meta=meta or {"schema_version": "1"},
-        invited_by=actor,
+        invited_by=account_of(actor),
         created_at=now,
         expires_at=now + INVITATION_LIFETIME,
     )

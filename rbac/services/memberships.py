@@ -37,6 +37,13 @@ def _active_holders(memberships: QuerySet) -> list[UUID]:
     )
 
 
+def machine_holders(service_accounts: QuerySet) -> dict:
+    """What a role's or a permission's event adds for the service accounts holding it
+    (docs/integration.md#push-events): `service_account_ids`, when there are any."""
+    ids = sorted({str(pk) for pk in service_accounts.values_list("pk", flat=True)})
+    return {"service_account_ids": ids} if ids else {}
+
+
 # Memberships
 
 

@@ -13,8 +13,8 @@ from tenancy.quotas import check_quota
 from tenancy.workspace_cache import forget_authorization
 
 from .. import policy
-from ..models import Membership, Permission
-from .memberships import _active_holders
+from ..models import Membership, Permission, ServiceAccount
+from .memberships import _active_holders, machine_holders
 
 
 @transaction.atomic
@@ -87,6 +87,7 @@ def update_permission(
             resource=("permission", permission.pk),
             account_ids=_active_holders(Membership.objects.filter(roles__permissions=permission)),
             workspace_ids=[permission.workspace_id],
+            data=machine_holders(ServiceAccount.objects.filter(roles__permissions=permission)),
         )
     return permission
 
@@ -107,6 +108,7 @@ def delete_permission(permission: Permission, *, actor: Account | None) -> dict:
         resource=("permission", permission.pk),
         account_ids=_active_holders(Membership.objects.filter(roles__permissions=permission)),
         workspace_ids=[permission.workspace_id],
+        data=machine_holders(ServiceAccount.objects.filter(roles__permissions=permission)),
     )
     summary = {"id": str(permission.pk)}
     permission.delete()

@@ -14,7 +14,7 @@ from tenancy.workspace_cache import forget_authorization
 
 from .. import policy
 from ..models import Permission, Role
-from .memberships import _active_holders, _ids_change
+from .memberships import _active_holders, _ids_change, machine_holders
 
 
 @transaction.atomic
@@ -95,6 +95,7 @@ def update_role(
             resource=("role", role.pk),
             account_ids=_active_holders(role.memberships.all()),
             workspace_ids=[role.workspace_id],
+            data=machine_holders(role.service_accounts.all()),
         )
     return role
 
@@ -125,6 +126,7 @@ def delete_role(role: Role, *, actor: Account | None) -> dict:
         resource=("role", role.pk),
         account_ids=_active_holders(role.memberships.all()),
         workspace_ids=[role.workspace_id],
+        data=machine_holders(role.service_accounts.all()),
     )
     summary = {"id": str(role.pk)}
     role.delete()

@@ -20,7 +20,17 @@ from tests.factories import AccountFactory, ClientFactory, MembershipFactory, Pr
 
 PERMISSION_FORM = "permission must have the form resource:action (each side a name or *), or *"
 
-FIELDS = {"authorized", "reason", "account", "workspace_id", "roles", "permissions", "allowed", "expires_at"}
+FIELDS = {
+    "authorized",
+    "reason",
+    "account",
+    "service_account",
+    "workspace_id",
+    "roles",
+    "permissions",
+    "allowed",
+    "expires_at",
+}
 
 
 pytestmark = pytest.mark.admin("clients:*", "memberships:*")
@@ -61,6 +71,7 @@ def test_authorized_member(client, user, workspace):
             "verified": True,
             "enabled": True,
         },
+        "service_account": None,  # a person's token
         "workspace_id": str(workspace.pk),
         "roles": ["editor"],
         "permissions": ["projects:*", "roles:list"],
@@ -101,6 +112,7 @@ def test_refusals(client, user, workspace, operator_api):
         "authorized": False,
         "reason": "invalid_client",
         "account": None,
+        "service_account": None,
         "workspace_id": None,
         "roles": [],
         "permissions": [],

@@ -20,7 +20,8 @@ from authn.models import Credential, Session
 from authn.sessions import issue_session
 from clients.models import Client
 from iam.http.serializers import ResourceSerializer, prefetch
-from rbac.models import Invitation, Membership, Permission, Role
+from rbac.models import Invitation, Membership, Permission, Role, ServiceAccount, ServiceAccountKey
+from rbac.services.service_accounts import create_key, create_service_account, revoke_key
 from tenancy.models import Project, Workspace
 from tests.factories import (
     AccountFactory,
@@ -115,6 +116,13 @@ def make_records() -> dict[type, list]:
     Invitation.objects.create(  # no roles, no inviter; expired, so its status is computed
         workspace=bare, email="old@example.com", scope="workspace", expires_at=LATER - timedelta(days=3650)
     )
+    machine = create_service_account(
+        workspace, name="ci", roles=roles[:2], tags=["t"], meta={"schema_version": "1"}, actor=None
+    )
+    create_key(machine, name="live", expires_at=LATER, actor=None)
+    revoked, _ = create_key(machine, name="gone", actor=None)
+    revoke_key(machine, revoked.pk, actor=None)
+    create_service_account(bare, name="bare", roles=[], tags=[], meta={}, enabled=False, actor=None)
     read = {
         model: list(model.objects.prefetch_related(*PREFETCH.get(model, [])).order_by("pk"))
         for model in (
@@ -128,6 +136,8 @@ def make_records() -> dict[type, list]:
             Session,
             Client,
             Invitation,
+            ServiceAccount,
+            ServiceAccountKey,
         )
     }
     by_pk = {client.pk: client.secret for client in made}

@@ -48,6 +48,9 @@ class World:
         # An OpenID provider on loopback for the SSO connections (its discovery document and keys).
         self.idp = OpenIdProvider()
         self.application = self.create("/applications/create", **self.application_body())
+        self.service_account = self.create(
+            "/service-accounts/create", name=unique("sa"), role_ids=[self.role["id"]]
+        )
         self.sso = self.create("/sso/create", **self.sso_body())
         self.sso_domain = self.sso["domains"][0]["domain"]
         slug = ok(live.post("/workspace/describe", {"id": self.workspace}, token=self.token))["slug"]
@@ -202,6 +205,23 @@ def valid_call(world: World, path: str) -> dict:
         "/applications/describe": lambda: {"id": world.application["id"]},
         "/applications/update": lambda: {"id": world.application["id"], "name": unique("app")},
         "/applications/regenerate-secret": lambda: {"id": world.application["id"]},
+        "/service-accounts/create": lambda: {
+            "name": unique("sa"),
+            "role_ids": [world.role["id"]],
+            "tags": [],
+            "meta": META,
+        },
+        "/service-accounts/describe": lambda: {"id": world.service_account["id"]},
+        "/service-accounts/update": lambda: {"id": world.service_account["id"], "name": unique("sa")},
+        "/service-accounts/delete": lambda: {
+            "id": world.create("/service-accounts/create", name=unique("d"), role_ids=[])["id"]
+        },
+        # A service account of its own each time: at most 10 live keys each.
+        "/service-accounts/create-key": lambda: {
+            "id": world.create("/service-accounts/create", name=unique("k"), role_ids=[])["id"],
+            "name": unique("key"),
+        },
+        "/service-accounts/revoke-key": lambda: _key_ref(world),
         "/scim-tokens/create": lambda: {"name": unique("scim")},
         "/scim-tokens/delete": lambda: {"id": world.create("/scim-tokens/create", name=unique("d"))["id"]},
         "/sso/create": lambda: world.sso_body(),
@@ -262,6 +282,19 @@ def valid_call(world: World, path: str) -> dict:
     elif action != "list":
         raise AssertionError(f"no valid body for {path} ({family}): add one here")
     return call
+
+
+def _key_ref(world: World) -> dict:
+    service_account = world.create("/service-accounts/create", name=unique("r"), role_ids=[])
+    key = ok(
+        world.live.post(
+            "/service-accounts/create-key",
+            {"id": service_account["id"], "name": "k"},
+            token=world.token,
+            workspace=world.workspace,
+        )
+    )
+    return {"id": service_account["id"], "key_id": key["id"]}
 
 
 def _invitation_body(world: World) -> dict:

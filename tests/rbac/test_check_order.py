@@ -26,6 +26,7 @@ NOUNS = {
     "projects": "project",
     "roles": "role",
     "scim-tokens": "scim token",
+    "service-accounts": "service account",
     "sessions": "session",
     "sso": "sso connection",
 }

@@ -19,7 +19,16 @@ from tests.rbac.test_policy import WILDCARDS
 PERMISSION_FORM = "permission must have the form resource:action (each side a name or *), or *"
 
 pytestmark = pytest.mark.django_db
-VALIDATE_FIELDS = {"authorized", "reason", "account", "workspace_id", "roles", "permissions", "allowed"}
+VALIDATE_FIELDS = {
+    "authorized",
+    "reason",
+    "account",
+    "service_account",
+    "workspace_id",
+    "roles",
+    "permissions",
+    "allowed",
+}
 
 
 @pytest.fixture

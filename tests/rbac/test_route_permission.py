@@ -38,8 +38,12 @@ NO_PERMISSION = {
 
 
 # What docs/api.md#authorization names otherwise: verifying an SSO connection's domain is an update of the
-# connection.
-NAMED = {"/sso/verify-domain": "sso:update"}
+# connection, and a service account's keys are updates of it.
+NAMED = {
+    "/sso/verify-domain": "sso:update",
+    "/service-accounts/create-key": "service-accounts:update",
+    "/service-accounts/revoke-key": "service-accounts:update",
+}
 
 
 def contract_4(path: str) -> str | None:
