@@ -66,7 +66,14 @@ MFA_ADDED = "mfa_added"
 MFA_REMOVED = "mfa_removed"
 RECOVERY_CODE_USED = "recovery_code_used"
 MFA_RESET = "mfa_reset"
+PASSKEY_ADDED = "passkey_added"  # docs/api.md#passkeys
+PASSKEY_REMOVED = "passkey_removed"  # by an operator, as MFA_RESET
 _NOTICES = {
+    PASSKEY_ADDED: {"template": "emails/passkey_added", "subject": "A passkey was added to your account"},
+    PASSKEY_REMOVED: {
+        "template": "emails/passkey_removed",
+        "subject": "An administrator removed a passkey from your account",
+    },
     MFA_ADDED: {"template": "emails/mfa_added", "subject": "A second factor was added to your account"},
     MFA_REMOVED: {
         "template": "emails/mfa_removed",

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from .api import auth, credentials, jwks, mfa, sessions
+from .api import auth, credentials, jwks, mfa, passkeys, sessions
 from .pages import signin, signout, step_up
 
 urlpatterns = [
@@ -20,6 +20,14 @@ urlpatterns = [
     path("auth/mfa/totp/confirm", mfa.TotpConfirm.as_view()),
     path("auth/mfa/totp/disable", mfa.TotpDisable.as_view()),
     path("auth/mfa/verify", mfa.MfaVerify.as_view()),
+    # Passkeys (docs/api.md#passkeys)
+    path("auth/passkeys/register/options", passkeys.PasskeyRegisterOptions.as_view()),
+    path("auth/passkeys/register/verify", passkeys.PasskeyRegisterVerify.as_view()),
+    path("auth/passkeys/login/options", passkeys.PasskeyLoginOptions.as_view()),
+    path("auth/passkeys/login/verify", passkeys.PasskeyLoginVerify.as_view()),
+    path("passkeys/list", passkeys.PasskeyList.as_view()),
+    path("passkeys/update", passkeys.PasskeyUpdate.as_view()),
+    path("passkeys/delete", passkeys.PasskeyDelete.as_view()),
     # The caller's own sessions
     path("sessions/list", sessions.SessionList.as_view()),
     path("sessions/revoke", sessions.SessionRevoke.as_view()),

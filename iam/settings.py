@@ -4,6 +4,7 @@ import base64
 import hashlib
 from datetime import timedelta
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
@@ -306,6 +307,15 @@ IAM_AUTH_CACHE_SECONDS = env("IAM_AUTH_CACHE_SECONDS", 300, int)
 IAM_REAUTH_SECONDS = env("IAM_REAUTH_SECONDS", 600, int)
 IAM_FRONTEND_URL = env("IAM_FRONTEND_URL", "http://localhost:3000").rstrip("/")
 IAM_PUBLIC_URL = env("IAM_PUBLIC_URL", "http://127.0.0.1:8000").rstrip("/")
+# Passkeys (docs/operations.md#passkeys-relying-party-id-and-origins): the WebAuthn relying party id
+# (a registrable domain of the pages' host) and the origins a browser may sign in from. A passkey is bound
+# to the RP id: changing it later orphans every passkey registered.
+IAM_WEBAUTHN_RP_ID = env("IAM_WEBAUTHN_RP_ID", urlsplit(IAM_PUBLIC_URL).hostname or "localhost")
+IAM_WEBAUTHN_ORIGINS = env(
+    "IAM_WEBAUTHN_ORIGINS",
+    ["{0.scheme}://{0.netloc}".format(urlsplit(IAM_PUBLIC_URL))],
+    list,
+)
 # The name the hosted pages (/signin and the others, docs/pages.md) show in their header and title.
 IAM_SITE_NAME = env("IAM_SITE_NAME", "IAM")
 IAM_LOGIN_FAILURES_PER_EMAIL = env("IAM_LOGIN_FAILURES_PER_EMAIL", 5, int)
