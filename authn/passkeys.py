@@ -193,10 +193,13 @@ def register(account: Account, credential: Any, *, name: str, session_id: str | 
 # Assertions: the sign-in and the second factor
 
 
-def authentication_options(*, mfa_token: str | None = None) -> tuple[dict, bytes]:
+def authentication_options(*, ip: str, mfa_token: str | None = None) -> tuple[dict, bytes]:
     """`PublicKeyCredentialRequestOptions` as JSON, and the challenge. Without `mfa_token`: a
     discoverable sign-in, no `allowCredentials`. With one: the challenge is bound to that token, and
-    `allowCredentials` lists its account's passkeys."""
+    `allowCredentials` lists its account's passkeys. One client address asks at most
+    `IAM_OAUTH_STARTS_PER_IP_PER_MINUTE` a minute (then 429), as it starts OAuth logins."""
+    if retry_after := throttling.passkey_starts_by_ip.take(ip):
+        raise ApiError(429, "too many requests", headers={"Retry-After": str(retry_after)})
     if mfa_token is None:
         challenge = _new_challenge(Purpose.LOGIN)
         allowed = []

@@ -95,7 +95,8 @@ class PasskeyLoginOptions(Endpoint):
     any passkey (no `allowCredentials`: the authenticator offers its own), or `{"mfa_token"}` for the
     second step of a password login (its account's passkeys in `allowCredentials`; 400 `invalid
     mfa_token` for a token that is not live). The challenge works once, within 5 minutes, for the
-    ceremony (and token) it was asked for."""
+    ceremony (and token) it was asked for. One client address asks at most
+    `IAM_OAUTH_STARTS_PER_IP_PER_MINUTE` (600) a minute, then 429 with `Retry-After`."""
 
     summary = "Options for signing in with a passkey"
     example_request = {}
@@ -105,7 +106,7 @@ class PasskeyLoginOptions(Endpoint):
     response_serializer = PasskeyOptions
 
     def handle(self, request: Request, data: dict) -> dict:
-        return passkeys.authentication_options(mfa_token=data.get("mfa_token"))[0]
+        return passkeys.authentication_options(ip=client_ip(request), mfa_token=data.get("mfa_token"))[0]
 
 
 class PasskeyLoginVerify(Endpoint):

@@ -362,6 +362,16 @@ def test_sign_in_failures_count_towards_the_address_throttle(api, ada, ada_key, 
     assert int(response["Retry-After"]) > 0
 
 
+def test_sign_in_options_are_limited_per_address(api, monkeypatch):
+    monkeypatch.setattr(throttling.passkey_starts_by_ip, "limit", 2)
+    login_options(api)
+    login_options(api)
+    response = api.call("/auth/passkeys/login/options", {})
+    err(response, 429, "too many requests")
+    assert int(response["Retry-After"]) > 0
+    assert PasskeyChallenge.objects.count() == 2
+
+
 # The second factor
 
 
