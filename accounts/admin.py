@@ -22,7 +22,7 @@ from django.urls import path, reverse
 from django.utils.html import format_html
 
 from authn import mfa
-from authn.admin import CredentialInline, SessionInline
+from authn.admin import CredentialInline, PasskeyInline, SessionInline
 from authn.models import RecoveryCode, Totp
 from authn.services import create_password_account
 from iam.admin import audit_subject
@@ -153,7 +153,7 @@ class AccountAdmin(ServiceAdmin):
     add_fieldsets = (
         (None, {"fields": ("email", "name", "password1", "password2", "verified", "is_superuser")}),
     )
-    inlines = (MembershipInline, CredentialInline, SessionInline)
+    inlines = (MembershipInline, CredentialInline, PasskeyInline, SessionInline)
     actions = ("enable_accounts", "disable_accounts", "end_account_sessions")
     delete_service = staticmethod(services.delete_account)
 

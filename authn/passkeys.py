@@ -32,6 +32,7 @@ from webauthn.helpers.structs import (
 )
 
 from accounts.models import Account
+from accounts.services import end_sessions
 from iam.http.errors import ApiError
 from iam.platform import audit, metrics
 from tenancy.workspace_cache import root_workspace
@@ -414,13 +415,16 @@ def rename(passkey: Passkey, *, name: str, actor: Account | None) -> Passkey:
 @transaction.atomic
 def delete(passkey: Passkey, *, actor: Account | None, by_operator: bool = False) -> None:
     """Removes a passkey: it signs in no more. An operator's removal (the admin, for an account that lost
-    it) e-mails the account, as the second-factor reset does."""
+    it or whose passkey is suspected cloned) also ends every session of the account and e-mails it, as
+    the second-factor reset does."""
     audit.record(
         "passkey.delete",
         resource=("passkey", passkey.pk),
         changes={**audit.removed(passkey, ["name"]), "account_id": passkey.account_id},
         actor=actor,
     )
+    account = passkey.account
     passkey.delete()
     if by_operator:
-        emails.enqueue(emails.PASSKEY_REMOVED, passkey.account_id)
+        emails.enqueue(emails.PASSKEY_REMOVED, account.pk)
+        end_sessions(account)  # a session the passkey started included
