@@ -241,6 +241,17 @@ def _mfa_account(mfa_token: str) -> tuple[Account, dict]:
     return account, claims
 
 
+def pending_factors(mfa_token: str) -> tuple[bool, bool]:
+    """Which second factors the account of a pending sign-in holds, `(totp, passkey)`, for the
+    second-factor page to offer; a token that is not live: `(True, False)`, the page then refuses it as
+    it refuses a code."""
+    try:
+        account, _claims = _mfa_account(mfa_token)
+    except ApiError:
+        return True, False
+    return mfa.has_totp(account), has_passkey(account)
+
+
 def _assert(credential: Any, purpose: str, *, account: Account | None = None, **binding: Any) -> Passkey:
     """Checks an assertion (`navigator.credentials.get()`'s `toJSON()`) against a challenge handed out for
     `purpose` and `binding`, which it spends. `account`: the passkey must be this account's (the second

@@ -1,7 +1,7 @@
 from django.urls import path
 
 from .api import auth, credentials, jwks, mfa, passkeys, sessions
-from .pages import signin, signout, step_up
+from .pages import passkey, signin, signout, step_up
 
 urlpatterns = [
     # Signing up, in and out
@@ -40,6 +40,8 @@ urlpatterns = [
     # The hosted sign-in pages (docs/pages.md): HTML, the browser session's cookie, CSRF
     path("signin", signin.signin),
     path("signin/code", signin.second_factor),
+    path("signin/passkey", signin.passkey_signin),
+    path("signin/passkey/options", passkey.options),
     path("signin/mfa", step_up.step_up),
     path("signin/done", signin.signed_in),
     path("signout", signout.signout),
