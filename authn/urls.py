@@ -1,7 +1,7 @@
 from django.urls import path
 
 from .api import auth, credentials, jwks, mfa, passkeys, sessions
-from .pages import passkey, signin, signout, step_up
+from .pages import account_passkeys, passkey, signin, signout, step_up
 
 urlpatterns = [
     # Signing up, in and out
@@ -45,4 +45,9 @@ urlpatterns = [
     path("signin/mfa", step_up.step_up),
     path("signin/done", signin.signed_in),
     path("signout", signout.signout),
+    # The account's passkeys (docs/pages.md#passkeys): a section of the account page, one route per action
+    path("account/passkeys", account_passkeys.passkeys_page),
+    path("account/passkeys/options", account_passkeys.options),
+    path("account/passkeys/add", account_passkeys.add),
+    path("account/passkeys/remove", account_passkeys.remove),
 ]

@@ -44,3 +44,19 @@ class RecoveryCodeForm(forms.Form):
         max_length=64,
         error_messages={"required": _("Enter one of your recovery codes.")},
     )
+
+
+class PasskeyNameForm(forms.Form):
+    """What `Add a passkey` posts besides the credential: the name the person gives it."""
+
+    name = forms.CharField(
+        label=_("Passkey name"),
+        max_length=100,
+        error_messages={"required": _("Name the passkey, for example after the device that holds it.")},
+    )
+
+
+class PasskeyRecordForm(forms.Form):
+    """The passkey a `Remove` button acts on."""
+
+    id = forms.UUIDField()

@@ -116,6 +116,11 @@
       button.disabled = true;
       fetchOptions(form)
         .then(function (options) {
+          if (options.redirect) {
+            // the service asks for something first (a recent sign-in): its own page
+            window.location.assign(options.redirect);
+            return new Promise(function () {});
+          }
           return ceremony(form, options);
         })
         .then(function (credential) {

@@ -1,10 +1,11 @@
 """Passkeys as deployed (docs/pages.md#passkeys), in Chromium with its virtual authenticator (CDP
 `WebAuthn.addVirtualAuthenticator`: CTAP2, internal, resident keys, user verification): a web tier whose
 `IAM_PUBLIC_URL` is `http://localhost:<port>` (an IP address is no RP id; browsers take localhost as a
-secure context), so the RP id is `localhost` and the origin the tier's. A person adds a passkey from the
-page's origin through the API, signs out, signs in with `Sign in with a passkey` (the one script, the
-service's own file, no address typed), then a password sign-in asks for the passkey on `/signin/code`
-and the passkey completes it; the pages pass axe-core. Another person's passkey signs nobody in as her."""
+secure context), so the RP id is `localhost` and the origin the tier's. A person adds a passkey on the
+account page (`Passkey name`, `Add a passkey`), signs out, signs in with `Sign in with a passkey` (the
+one script, the service's own file, no address typed), then a password sign-in asks for the passkey on
+`/signin/code` and the passkey completes it; the pages pass axe-core. A device holding no passkey signs
+nobody in."""
 
 import os
 import shutil
@@ -17,22 +18,6 @@ from .api import ok
 from .conftest import PASSWORD, free_port, web_command
 
 pytestmark = pytest.mark.browser
-
-REGISTER = """async ({token, name}) => {
-  const call = async (path, body) => {
-    const response = await fetch(path, {
-      method: "POST",
-      headers: {"Authorization": `Bearer ${token}`, "Content-Type": "application/json"},
-      body: JSON.stringify(body),
-    });
-    return {status: response.status, body: await response.json()};
-  };
-  const options = await call("/auth/passkeys/register/options", {});
-  if (options.status !== 200) return options;
-  const publicKey = PublicKeyCredential.parseCreationOptionsFromJSON(options.body.data);
-  const credential = await navigator.credentials.create({publicKey});
-  return call("/auth/passkeys/register/verify", {credential: credential.toJSON(), name});
-}"""
 
 
 class Tier:
@@ -149,12 +134,17 @@ def test_register_sign_out_sign_in_with_the_passkey_and_complete_an_mfa_token(li
     device = Device(chromium, tier)
     failures = []
     try:
-        # signed in with the password, the person adds a passkey from the page's origin
+        # signed in with the password, the person adds a passkey on the account page
         device.sign_in_with_password(email)
         device.page.wait_for_url(f"{tier.url}/signin/done")
-        added = device.page.evaluate(REGISTER, {"token": token, "name": "This laptop"})
-        assert added["status"] == 200, added
-        passkey = added["body"]["data"]
+        device.open("/account/passkeys")
+        failures += device.axe("account: passkeys")
+        device.page.get_by_label("Passkey name").fill("This laptop")
+        device.press("Add a passkey")
+        device.page.wait_for_url("**/account/passkeys?done=passkey-added")
+        assert "This laptop" in device.page.locator("#passkeys").inner_text()
+        failures += device.axe("account: a passkey added")
+        [passkey] = ok(live.post("/passkeys/list", {}, token=token))["passkeys"]
         assert passkey["name"] == "This laptop" and passkey["last_used_at"] is None
         [stored] = device.credentials()
         assert stored["isResidentCredential"] is True and stored["rpId"] == "localhost"
