@@ -39,6 +39,7 @@ admin.site.login_view = admin_login.OperatorLoginView
 admin.site.login_steps = (
     ("login/code/", admin_login.login_code, "login_code"),
     ("login/second-factor/", admin_login.login_setup, "login_setup"),
+    ("login/passkey-options/", admin_login.login_passkey_options, "login_passkey_options"),
 )
 admin.site.session_allowed = admin_login.session_allowed
 # Accounts carry no Django groups or model permissions: operators pass every check

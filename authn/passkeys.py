@@ -116,6 +116,20 @@ def _spend(challenge: bytes, purpose: str, **binding: Any) -> None:
         raise NotAccepted()
 
 
+CREDENTIAL_FORM_MAX = 16 * 1024  # a credential's JSON: a few hundred bytes for any real authenticator
+
+
+def credential_from_form(raw: str) -> Any:
+    """The credential a page's form posts (the JSON static/pages/passkeys.js wrote), or None, which
+    every check then refuses."""
+    if not raw or len(raw) > CREDENTIAL_FORM_MAX:
+        return None
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return None
+
+
 def _as_credential(credential: Any) -> dict:
     if not isinstance(credential, dict):
         raise NotAccepted()
@@ -203,16 +217,24 @@ def authentication_options(*, ip: str, mfa_token: str | None = None) -> tuple[di
         raise ApiError(429, "too many requests", headers={"Retry-After": str(retry_after)})
     if mfa_token is None:
         challenge = _new_challenge(Purpose.LOGIN)
-        allowed = []
-    else:
-        account, claims = _mfa_account(mfa_token)
-        challenge = _new_challenge(Purpose.MFA, account=account, mfa_jti=claims["jti"])
-        allowed = [
-            PublicKeyCredentialDescriptor(id=base64url_to_bytes(credential_id))
-            for credential_id in Passkey.objects.filter(account=account).values_list(
-                "credential_id", flat=True
-            )
-        ]
+        return _request_options(challenge, allowed=[]), challenge
+    account, claims = _mfa_account(mfa_token)
+    return second_factor_options(account, step_id=claims["jti"])
+
+
+def second_factor_options(account: Account, *, step_id: uuid.UUID | str) -> tuple[dict, bytes]:
+    """Request options for a second step of `account`'s sign-in: the challenge bound to that step (an
+    `mfa_token`'s jti, or the admin sign-in's pending step) and the account's passkeys as
+    `allowCredentials`."""
+    challenge = _new_challenge(Purpose.MFA, account=account, mfa_jti=step_id)
+    allowed = [
+        PublicKeyCredentialDescriptor(id=base64url_to_bytes(credential_id))
+        for credential_id in Passkey.objects.filter(account=account).values_list("credential_id", flat=True)
+    ]
+    return _request_options(challenge, allowed=allowed), challenge
+
+
+def _request_options(challenge: bytes, *, allowed: list[PublicKeyCredentialDescriptor]) -> dict:
     options = generate_authentication_options(
         rp_id=settings.IAM_WEBAUTHN_RP_ID,
         challenge=challenge,
@@ -220,7 +242,7 @@ def authentication_options(*, ip: str, mfa_token: str | None = None) -> tuple[di
         allow_credentials=allowed,
         user_verification=UserVerificationRequirement.REQUIRED,
     )
-    return json.loads(options_to_json(options)), challenge
+    return json.loads(options_to_json(options))
 
 
 def _mfa_account(mfa_token: str) -> tuple[Account, dict]:
@@ -397,6 +419,13 @@ def verify_second_factor(
             actor=account,
         )
     return account, session
+
+
+def check_second_step(account: Account, credential: Any, *, step_id: uuid.UUID | str) -> Passkey:
+    """A second step proven by one of the account's passkeys over a challenge of `second_factor_options`
+    for this step (the admin's sign-in): counted as a code of the wrong-code limit when refused."""
+    with mfa.counted_attempt(account):
+        return _checked(credential, Purpose.MFA, account=account, mfa_jti=step_id)
 
 
 # The caller's own passkeys

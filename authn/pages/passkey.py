@@ -5,8 +5,6 @@ in an ordinary form, so the rules stay the API's (`authn.passkeys`): the challen
 throttles, the one refusal. The sign-in's challenge is also remembered in this browser's Django session:
 only the browser that asked for it finishes a sign-in with it (no login CSRF)."""
 
-import json
-
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
@@ -19,7 +17,6 @@ from .. import browser, passkeys
 from .common import clear_pending, disabled_page, go, page_url, pending, wait_page
 
 CHALLENGE = "iam_signin_passkey_challenge"  # the sign-in challenge this browser asked for (hex)
-CREDENTIAL_MAX = 16 * 1024  # a credential's JSON: a few hundred bytes for any real authenticator
 
 
 def not_accepted() -> str:
@@ -51,13 +48,7 @@ def options(request: HttpRequest) -> HttpResponse:
 
 def credential_of(request: HttpRequest) -> object:
     """The `credential` field: the JSON the script wrote, or None (what the service then refuses)."""
-    raw = request.POST.get("credential", "")
-    if not raw or len(raw) > CREDENTIAL_MAX:
-        return None
-    try:
-        return json.loads(raw)
-    except ValueError:
-        return None
+    return passkeys.credential_from_form(request.POST.get("credential", ""))
 
 
 def second_factor(request: HttpRequest, token: str, next_url: str) -> HttpResponse | None:

@@ -2,14 +2,17 @@
 operator as actor, every session of the account ended and the account e-mailed, as the second-factor
 reset. Two accounts: the other's passkey stays."""
 
+import json
+
 from django.core import mail
 from django.urls import reverse
 
 from authn.models import Passkey
 from iam.models import AuditEntry
+from tenancy.services import update_workspace
 from tests.authn.soft_authenticator import SoftAuthenticator
 from tests.conftest import ApiClient, client_for, err, ok
-from tests.factories import AccountFactory, CredentialFactory
+from tests.factories import PASSWORD, AccountFactory, CredentialFactory
 
 AUTH = "Authentication required or invalid credentials."
 
@@ -70,3 +73,43 @@ def test_passkeys_are_not_added_or_edited_in_the_admin(admin_web, root):
     assert Passkey.objects.get(pk=passkey.pk).name == "Laptop"
     listed = admin_web.get(reverse("admin:authn_passkey_changelist"), {"q": ada.email})
     assert b"Laptop" in listed.content
+
+
+# The admin's own sign-in: a passkey is a second factor there too (authn/admin_login.py)
+
+
+def password_step(web, email: str):
+    return web.post("/admin/login/?next=/admin/authn/session/", {"username": email, "password": PASSWORD})
+
+
+def test_an_operator_with_a_passkey_signs_in_to_the_admin_with_it(operator, root):
+    from django.test import Client
+
+    CredentialFactory(account=operator)
+    key = with_passkey(operator, "Operator's key")
+    other = with_passkey(AccountFactory(), "Someone else's")
+    update_workspace(root, mfa_required=True, actor=None)  # no detour to set up TOTP: the passkey counts
+    web = Client()
+    first = password_step(web, operator.email)
+    assert first.status_code == 302 and first["Location"] == reverse("admin:login_code")
+    assert "_auth_user_id" not in web.session
+    page = web.get(reverse("admin:login_code"))
+    assert b'data-passkey="admin"' in page.content and b"Use a passkey" in page.content
+    assert b"one-time-code" not in page.content  # no authenticator app
+    options = web.post(reverse("admin:login_passkey_options")).json()
+    assert [item["id"] for item in options["allowCredentials"]] == [key.id]
+    refused = web.post(reverse("admin:login_code"), {"credential": json.dumps(other.get(options))})
+    assert refused.status_code == 400 and b"That passkey was not accepted." in refused.content
+    assert "_auth_user_id" not in web.session
+    # the refusal spent that challenge; a new one, the operator's passkey
+    options = web.post(reverse("admin:login_passkey_options")).json()
+    done = web.post(reverse("admin:login_code"), {"credential": json.dumps(key.get(options))})
+    assert done.status_code == 302 and done["Location"] == "/admin/authn/session/"
+    assert web.get("/admin/").status_code == 200
+
+
+def test_admin_passkey_options_need_the_password_step(operator, root):
+    from django.test import Client
+
+    web = Client()
+    assert web.post(reverse("admin:login_passkey_options")).json() == {"redirect": reverse("admin:login")}
