@@ -387,7 +387,7 @@ def step_up(
         if totp is None:
             raise ApiError(409, TOTP_NOT_ENROLLED)
         _check_second_factor(account, totp, code=code, recovery_code=recovery_code)
-        return _stepped_up(session, ip=ip, user_agent=user_agent)
+        return stepped_up(session, ip=ip, user_agent=user_agent)
 
 
 @transaction.atomic
@@ -395,12 +395,16 @@ def confirm_in_browser(session: Session, code: str, *, ip: str | None, user_agen
     """`confirm` for the hosted pages' set-up: the first code that turns the factor on also proves it,
     so the browser session steps up with it. Answers the recovery codes and the new `session`."""
     answer = confirm(session.account, code)
-    return {**answer, "session": _stepped_up(session, ip=ip, user_agent=user_agent)}
+    return {**answer, "session": stepped_up(session, ip=ip, user_agent=user_agent)}
 
 
-def _stepped_up(session: Session, *, ip: str | None, user_agent: str) -> Session:
+def stepped_up(
+    session: Session, *, ip: str | None, user_agent: str, methods: tuple[str, ...] = ("otp", "mfa")
+) -> Session:
+    """The browser session that replaces `session` once a second factor proved it: `amr` with `methods`
+    (`hwk` and `mfa` for a passkey)."""
     account = session.account
-    amr = [*session.amr, *(method for method in ("otp", "mfa") if method not in session.amr)]
+    amr = [*session.amr, *(method for method in methods if method not in session.amr)]
     stepped = sessions.open_browser_session(
         account, amr=amr, ip=ip, user_agent=user_agent, sso_workspace_id=session.sso_workspace_id
     )

@@ -222,7 +222,8 @@ class PasskeyChallenge(models.Model):
     class Purpose(models.TextChoices):
         REGISTER = "register"  # bound to the account and the session that asked
         LOGIN = "login"  # a discoverable sign-in: anyone's passkey, by the page's browser when it asked
-        MFA = "mfa"  # bound to one `mfa_token` (its jti) and its account
+        MFA = "mfa"  # bound to one `mfa_token` (its jti) and its account, or the admin sign-in's step
+        STEP_UP = "step_up"  # bound to the account and the browser session that steps up
 
     digest = models.CharField(max_length=64, primary_key=True)
     purpose = models.CharField(max_length=16, choices=Purpose.choices)

@@ -428,6 +428,29 @@ def check_second_step(account: Account, credential: Any, *, step_id: uuid.UUID |
         return _checked(credential, Purpose.MFA, account=account, mfa_jti=step_id)
 
 
+def step_up_options(session: Session) -> dict:
+    """Request options for a browser session that steps up (a workspace asks for a second factor): the
+    challenge bound to the account and this session, its passkeys allowed."""
+    challenge = _new_challenge(Purpose.STEP_UP, account=session.account, session_id=session.pk)
+    allowed = [
+        PublicKeyCredentialDescriptor(id=base64url_to_bytes(credential_id))
+        for credential_id in Passkey.objects.filter(account=session.account).values_list(
+            "credential_id", flat=True
+        )
+    ]
+    return _request_options(challenge, allowed=allowed)
+
+
+def step_up(session: Session, credential: Any, *, ip: str | None, user_agent: str) -> Session:
+    """`mfa.step_up` with a passkey: the browser session proven by one of its account's passkeys starts
+    a session with `hwk` and `mfa`, which replaces the browser's. Refusals count as wrong codes."""
+    account = session.account
+    with mfa.counted_attempt(account):
+        _checked(credential, Purpose.STEP_UP, account=account, session_id=session.pk)
+    with transaction.atomic():
+        return mfa.stepped_up(session, ip=ip, user_agent=user_agent, methods=("hwk", "mfa"))
+
+
 # The caller's own passkeys
 
 

@@ -30,6 +30,11 @@ def options(request: HttpRequest) -> HttpResponse:
     bound to its `mfa_token`) or a discoverable sign-in's (remembered in this browser's session).
     CSRF-protected like every POST of the pages."""
     try:
+        if request.POST.get("for") == "step-up":  # /signin/mfa: this browser's session, bound to it
+            session = browser.current_session(request)
+            if session is None:
+                return JsonResponse({"redirect": page_url("/signin", browser.SIGNED_IN)})
+            return JsonResponse(passkeys.step_up_options(session))
         if request.POST.get("for") == "mfa":
             token = pending(request)
             if token is None:

@@ -244,6 +244,7 @@ def code_page(
     heading: str = "",
     lead: str = "",
     factors: tuple[bool, bool] = (True, False),
+    passkey_for: str = "mfa",
     alert: str = "",
     status: int = 200,
 ) -> HttpResponse:
@@ -254,6 +255,7 @@ def code_page(
     context = {
         "totp": totp,
         "passkey": with_passkey,
+        "passkey_for": passkey_for,
         "passkey_action": page_url(action, next_url),
         "alert": alert,
         "form": form,

@@ -170,3 +170,42 @@ def test_a_refused_second_factor_passkey_keeps_the_sign_in_waiting(browser, ada,
 def test_second_factor_options_without_a_pending_sign_in(browser):
     response = browser.post("/signin/passkey/options", {"for": "mfa"})
     assert response.status_code == 400
+
+
+# The step-up: a browser session of one factor, sent to /signin/mfa by a workspace that requires two
+
+
+def one_factor_session(browser, account):
+    """A browser signed in with the password alone (before the account held a passkey)."""
+    response = enter_password(browser, account.email)
+    assert response.status_code == 302 and browser_session(browser).amr == ["pwd"]
+
+
+def test_a_one_factor_session_steps_up_with_a_passkey(browser, other_browser, ada, bob):
+    one_factor_session(browser, ada)
+    one_factor_session(other_browser, ada)
+    ada_key = with_passkey(ada)
+    bob_key = with_passkey(bob)
+    page = browser.get("/signin/mfa?next=/signin/done")
+    html = text(page)
+    assert page.status_code == 200 and button(passkey_form(html, "step-up"), "Use a passkey")
+    assert "Set up authenticator app" not in html
+    options = page_options(browser, "step-up")
+    assert [item["id"] for item in options["allowCredentials"]] == [ada_key.id]
+    # bob's passkey, and ada's over a challenge another session of hers asked for, are refused
+    refused = post_credential(browser, "/signin/mfa?next=/signin/done", bob_key.get(options))
+    assert refused.status_code == 400 and NOT_ACCEPTED in text(refused)
+    elsewhere = page_options(other_browser, "step-up")
+    refused = post_credential(browser, "/signin/mfa?next=/signin/done", ada_key.get(elsewhere))
+    assert refused.status_code == 400 and browser_session(browser).amr == ["pwd"]
+    done = post_credential(
+        browser, "/signin/mfa?next=/signin/done", ada_key.get(page_options(browser, "step-up"))
+    )
+    assert done.status_code == 302 and done["Location"] == "/signin/done"
+    assert browser_session(browser).amr == ["pwd", "hwk", "mfa"]
+
+
+def test_step_up_options_need_a_signed_in_browser(browser):
+    assert (
+        browser.post("/signin/passkey/options", {"for": "step-up"}).json()["redirect"].startswith("/signin")
+    )
