@@ -41,6 +41,7 @@ def test_an_operator_removes_an_accounts_passkey(
     session = ApiClient(ok(passkey_sign_in(ada_key))["access_token"])
     page = admin_web.get(reverse("admin:accounts_account_change", args=[ada.pk]))
     assert b"Ada&#x27;s laptop" in page.content and b"Bob&#x27;s phone" not in page.content
+    assert b"1 passkey(s), listed below" in page.content
     passkey = Passkey.objects.get(account=ada)
     shown = admin_web.get(reverse("admin:authn_passkey_change", args=[passkey.pk]))
     assert shown.status_code == 200
