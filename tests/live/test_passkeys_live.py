@@ -9,25 +9,33 @@ nobody in."""
 
 import os
 import shutil
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+import requests
 
+from tests.authn.soft_authenticator import SoftAuthenticator
 from tests.pages.chromium import CHROMIUM, unavailable, violations
 
-from .api import ok
+from .api import err, ok
 from .conftest import PASSWORD, free_port, web_command
-
-pytestmark = pytest.mark.browser
 
 
 class Tier:
-    """A web tier whose public URL (and so its RP id and origin) is `http://localhost:<port>`."""
+    """A web tier whose public URL (and so its RP id and origin) is `http://localhost:<port>`, or, for a
+    second tier of the same service, `public_url`."""
 
-    def __init__(self, live):
+    def __init__(self, live, public_url: str | None = None):
         port = free_port()
         self.url = f"http://localhost:{port}"
-        process = live.spawn(f"web-passkeys-{port}", web_command(port, 2), {"IAM_PUBLIC_URL": self.url})
+        self.public_url = public_url or self.url
+        env = {"IAM_PUBLIC_URL": self.public_url}
+        process = live.spawn(f"web-passkeys-{port}", web_command(port, 2), env)
         live.wait_for_web(process, f"http://127.0.0.1:{port}")
+
+    def post(self, path: str, body: dict, token: str | None = None) -> requests.Response:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        return requests.post(f"{self.url}{path}", json=body, headers=headers, timeout=30)
 
 
 @pytest.fixture(scope="module")
@@ -128,6 +136,7 @@ def sessions_of(live, token: str) -> list[dict]:
     return ok(live.post("/sessions/list", {}, token=token))["sessions"]
 
 
+@pytest.mark.browser
 def test_register_sign_out_sign_in_with_the_passkey_and_complete_an_mfa_token(live, tier, chromium):
     person = live.register()
     email, token = person["account"]["email"], person["access_token"]
@@ -181,7 +190,8 @@ def test_register_sign_out_sign_in_with_the_passkey_and_complete_an_mfa_token(li
     assert not failures, failures
 
 
-def test_another_persons_authenticator_signs_nobody_in_as_her(live, tier, chromium):
+@pytest.mark.browser
+def test_a_device_without_a_passkey_signs_nobody_in(live, tier, chromium):
     ada = live.register()
     stranger = Device(chromium, tier)
     try:
@@ -195,3 +205,30 @@ def test_another_persons_authenticator_signs_nobody_in_as_her(live, tier, chromi
         assert not [session for session in sessions_of(live, ada["access_token"]) if "hwk" in session["amr"]]
     finally:
         stranger.close()
+
+
+def test_a_challenge_works_once_across_web_processes(live, tier):
+    """Two web tiers of one service (the same public URL, so the same RP id and origin), sharing only
+    PostgreSQL and Redis: a challenge one handed out is checked by the other, and of 8 uses of one
+    assertion sent at once to both, one signs in."""
+    other = Tier(live, public_url=tier.url)
+    person = live.register()
+    key = SoftAuthenticator(origin=tier.url)
+    options = ok(tier.post("/auth/passkeys/register/options", {}, person["access_token"]))
+    registered = other.post(
+        "/auth/passkeys/register/verify",
+        {"credential": key.create(options), "name": "k"},
+        person["access_token"],
+    )
+    assert ok(registered)["name"] == "k"
+    options = ok(other.post("/auth/passkeys/login/options", {}))
+    assertion = key.get(options)
+    tiers = [tier, other] * 4
+    with ThreadPoolExecutor(len(tiers)) as pool:
+        answers = list(
+            pool.map(lambda web: web.post("/auth/passkeys/login/verify", {"credential": assertion}), tiers)
+        )
+    assert sorted(answer.status_code for answer in answers) == [200] + [400] * 7, [a.text for a in answers]
+    for answer in answers:
+        if answer.status_code == 400:
+            err(answer, 400, "passkey not accepted")
