@@ -21,8 +21,8 @@ from iam.platform.service_helpers import apply_changes, unique_conflict
 
 from . import emails, keys, mfa, throttling
 from .credentials import _add_credential, revoke_credentials, touch_credential
-from .models import Credential, SigningKey
-from .sessions import open_browser_session, start_session
+from .models import Credential, Session, SigningKey
+from .sessions import open_browser_session, replace_browser_session, start_session
 
 INVALID_CREDENTIALS = "invalid credentials"  # docs/api.md#errors
 
@@ -95,30 +95,9 @@ def login(
     *, email: str, password: str, ip: str, user_agent: str, browser: bool = False
 ) -> tuple[Account, Any]:
     email = normalize_email(email)
-    retry_after = max(
-        throttling.login_failures_by_email.retry_after(email) or 0,
-        throttling.login_failures_by_ip.retry_after(ip) or 0,
-    )
-    if retry_after:
-        _login_refused("throttled", email, ip=ip)
-        raise ApiError(
-            429, "too many failed login attempts", headers={"Retry-After": str(retry_after)}, commit=True
-        )
-
+    _refuse_throttled(email, ip)
     account = Account.objects.filter(email=email).first()
-    if account is None or not account.has_usable_password():
-        _burn_password_check(password)
-        valid = False
-    else:
-        valid = account.check_password(password)  # upgrades the hash when its parameters changed
-    credential = (
-        Credential.objects.filter(account=account, kind=Credential.Kind.PASSWORD).first() if valid else None
-    )
-    if not valid or credential is None or credential.status == Credential.Status.REVOKED:
-        throttling.login_failures_by_email.hit(email)
-        throttling.login_failures_by_ip.hit(ip)
-        _login_refused("invalid", email, account)
-        raise ApiError(401, INVALID_CREDENTIALS, commit=True)  # the refusal's audit entry stands
+    credential = _password_credential(account, email, password, ip=ip)
     if not account.enabled:
         _login_refused("disabled", email, account)
         raise ApiError(403, "account disabled", commit=True)
@@ -132,6 +111,39 @@ def login(
         audit.record("account.login", resource=("account", account.pk), actor=account)
     metrics.LOGINS.labels("ok").inc()
     return account, session
+
+
+def _refuse_throttled(email: str, ip: str) -> None:
+    """429 before any password check, past the login failures of the address or of the client
+    (docs/api.md#throttling)."""
+    retry_after = max(
+        throttling.login_failures_by_email.retry_after(email) or 0,
+        throttling.login_failures_by_ip.retry_after(ip) or 0,
+    )
+    if retry_after:
+        _login_refused("throttled", email, ip=ip)
+        raise ApiError(
+            429, "too many failed login attempts", headers={"Retry-After": str(retry_after)}, commit=True
+        )
+
+
+def _password_credential(account: Account | None, email: str, password: str, *, ip: str) -> Credential:
+    """The account's password credential when `password` is its password and the credential is not
+    revoked; else the failure is counted and recorded, and 401 `invalid credentials`."""
+    if account is None or not account.has_usable_password():
+        _burn_password_check(password)
+        valid = False
+    else:
+        valid = account.check_password(password)  # upgrades the hash when its parameters changed
+    credential = (
+        Credential.objects.filter(account=account, kind=Credential.Kind.PASSWORD).first() if valid else None
+    )
+    if not valid or credential is None or credential.status == Credential.Status.REVOKED:
+        throttling.login_failures_by_email.hit(email)
+        throttling.login_failures_by_ip.hit(ip)
+        _login_refused("invalid", email, account)
+        raise ApiError(401, INVALID_CREDENTIALS, commit=True)  # the refusal's audit entry stands
+    return credential
 
 
 def _login_refused(outcome: str, email: str, account: Account | None = None, *, ip: str = "") -> None:
@@ -149,6 +161,60 @@ def _login_refused(outcome: str, email: str, account: Account | None = None, *, 
     action = "account.login_throttled" if outcome == "throttled" else "account.login_failed"
     changes = {"email": email} if outcome == "throttled" else {"email": email, "reason": outcome}
     audit.record(action, resource=("account", account.pk if account else None), changes=changes)
+
+
+# The signed-in person's own page, `/account` (docs/pages.md#the-account-page)
+
+
+def _prove_own_password(session: Session, password: str, *, ip: str) -> Account:
+    """The browser session's account types its password again: the same throttles, refusal and record as
+    a login's (`_refuse_throttled`, `_password_credential`), counted against its address."""
+    account = session.account
+    _refuse_throttled(account.email, ip)
+    _password_credential(account, account.email, password, ip=ip)
+    throttling.login_failures_by_email.reset(account.email)
+    return account
+
+
+def _renewed(session: Session, *, ip: str, user_agent: str) -> Session:
+    """A browser session for a person who just proved their password again: signed in now (its
+    `auth_time`), with what the session they had proved besides (`amr`, the SSO workspace)."""
+    amr = [*session.amr, *(["pwd"] if "pwd" not in session.amr else [])]
+    return open_browser_session(
+        session.account,
+        amr=amr,
+        ip=ip,
+        user_agent=user_agent,
+        sso_workspace_id=session.sso_workspace_id,
+    )
+
+
+def confirm_password(session: Session, password: str, *, ip: str, user_agent: str) -> Session:
+    """Recent authentication by password (docs/security.md#second-factors-and-the-workspace-mfa-policy):
+    the person signs in again without leaving the page. A new browser session (`auth_time` now) replaces
+    `session`; the applications' sessions go on under it."""
+    account = _prove_own_password(session, password, ip=ip)
+    with transaction.atomic():
+        renewed = _renewed(session, ip=ip, user_agent=user_agent)
+        replace_browser_session(session, renewed, actor=account)
+        audit.record(
+            "account.login", resource=("account", account.pk), changes={"amr": renewed.amr}, actor=account
+        )
+    return renewed
+
+
+def change_password(
+    session: Session, *, current_password: str, new_password: str, ip: str, user_agent: str
+) -> Session:
+    """A signed-in person's new password: the current one proves them (a login's throttles), the new
+    one meets docs/api.md#validation's rules (400 naming the rule, field `password`). As with every new
+    password, every session of the account ends (docs/security.md#tokens), the browser's and the
+    applications' included; this browser goes on in a new session, answered for its cookie."""
+    account = _prove_own_password(session, current_password, ip=ip)
+    check_password_rules(new_password, account)
+    with transaction.atomic():
+        set_password(account, new_password)  # every session ends
+        return _renewed(session, ip=ip, user_agent=user_agent)
 
 
 def activate_pending_password(account: Account) -> None:

@@ -1,7 +1,7 @@
 from django.urls import path
 
 from .api import auth, credentials, jwks, mfa, passkeys, sessions
-from .pages import account_passkeys, passkey, signin, signout, step_up
+from .pages import account, account_passkeys, passkey, signin, signout, step_up
 
 urlpatterns = [
     # Signing up, in and out
@@ -45,8 +45,16 @@ urlpatterns = [
     path("signin/mfa", step_up.step_up),
     path("signin/done", signin.signed_in),
     path("signout", signout.signout),
-    # The account's passkeys (docs/pages.md#passkeys): a section of the account page, one route per action
-    path("account/passkeys", account_passkeys.passkeys_page),
+    # The signed-in person's own page (docs/pages.md#the-account-page): one route per action
+    path("account", account.account),
+    path("account/confirm", account.confirm),
+    path("account/password", account.change_password),
+    path("account/sessions/end", account.end_session),
+    path("account/totp/set-up", account.set_up_totp),
+    path("account/totp/turn-on", account.turn_on_totp),
+    path("account/totp/turn-off", account.turn_off_totp),
+    path("account/applications/revoke", account.revoke_application),
+    # The account page's passkeys (docs/pages.md#passkeys)
     path("account/passkeys/options", account_passkeys.options),
     path("account/passkeys/add", account_passkeys.add),
     path("account/passkeys/remove", account_passkeys.remove),

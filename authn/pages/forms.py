@@ -56,7 +56,43 @@ class PasskeyNameForm(forms.Form):
     )
 
 
-class PasskeyRecordForm(forms.Form):
-    """The passkey a `Remove` button acts on."""
+class ChangePasswordForm(forms.Form):
+    current_password = forms.CharField(
+        label=_("Current password"),
+        max_length=PASSWORD_MAX,
+        strip=False,
+        error_messages={"required": _("Enter your current password.")},
+    )
+    new_password = forms.CharField(
+        label=_("New password"),
+        max_length=PASSWORD_MAX,
+        strip=False,
+        error_messages={"required": _("Enter a new password.")},
+    )
+
+
+class ConfirmPasswordForm(forms.Form):
+    field_name = "password"
+    password = forms.CharField(
+        label=_("Password"),
+        max_length=PASSWORD_MAX,
+        strip=False,
+        error_messages={"required": _("Enter your password.")},
+    )
+
+
+class TurnOffForm(forms.Form):
+    """A code of the authenticator app, or one of the recovery codes, in one field."""
+
+    field_name = "code"
+    code = forms.CharField(
+        label=_("Code"),
+        max_length=64,
+        error_messages={"required": _("Enter a code from your authenticator app, or a recovery code.")},
+    )
+
+
+class RecordForm(forms.Form):
+    """The one record a button acts on (a session, an application's consent, a passkey)."""
 
     id = forms.UUIDField()

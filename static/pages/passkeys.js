@@ -102,10 +102,17 @@
     return navigator.credentials.get({ publicKey: requestOptions(options) });
   }
 
+  // The form's own error line, made the first time it is needed (role="alert": read out when shown).
   function showError(form, message) {
     var error = form.querySelector("[data-passkey-error]");
+    if (!error) {
+      error = document.createElement("p");
+      error.className = "field-error";
+      error.setAttribute("role", "alert");
+      error.setAttribute("data-passkey-error", "");
+      form.insertBefore(error, form.querySelector(".actions"));
+    }
     error.textContent = message;
-    error.hidden = false;
   }
 
   document.querySelectorAll("form[data-passkey]").forEach(function (form) {

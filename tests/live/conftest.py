@@ -13,6 +13,7 @@ import email
 import email.policy
 import json
 import os
+import random
 import re
 import secrets
 import shlex
@@ -69,9 +70,17 @@ def wait_for(predicate: Callable[[], T], timeout: float = 60, interval: float = 
 
 
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    """A port free now, below Linux's ephemeral range (32768-60999): the kernel hands ports of that range
+    to every outgoing connection, so one chosen there can be taken before the process that is to listen on
+    it starts (a flake seen: the example app's EADDRINUSE)."""
+    while True:
+        port = random.randint(20000, 32767)
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
 
 
 _libc = ctypes.CDLL(None, use_errno=True)

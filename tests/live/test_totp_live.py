@@ -43,7 +43,9 @@ def test_one_mfa_token_sent_at_once_starts_one_session(live):
     statuses = all_at_once(
         [lambda: live.post("/auth/mfa/verify", {"mfa_token": token, "code": code})] * CONCURRENCY
     )
-    assert statuses == [200] + [400] * (CONCURRENCY - 1), statuses  # the others: `invalid mfa_token`
+    # the others: `invalid mfa_token`, or 429 for those beyond the 5 tries the account's counter lets be
+    # checked at once (each try is counted before it is checked and given back after)
+    assert statuses[0] == 200 and set(statuses[1:]) <= {400, 429}, statuses
 
 
 def test_one_code_sent_with_many_mfa_tokens_at_once_is_accepted_once(live):

@@ -13,7 +13,7 @@ from tests.authn.soft_authenticator import SoftAuthenticator
 
 from .helpers import button, label_for, sign_in, text
 
-PAGE = "/account/passkeys"
+PAGE = "/account"
 
 
 def add_passkey(client, key: SoftAuthenticator, name: str = "Laptop"):
@@ -31,7 +31,7 @@ def ada_browser(browser, ada):
 
 def test_signed_out_goes_to_sign_in_and_back(browser):
     response = browser.get(PAGE)
-    assert response.status_code == 302 and response["Location"] == "/signin?next=%2Faccount%2Fpasskeys"
+    assert response.status_code == 302 and response["Location"] == "/signin?next=%2Faccount"
     assert browser.post("/account/passkeys/options").status_code == 302
 
 
@@ -81,10 +81,10 @@ def test_adding_and_removing_need_a_recent_sign_in(ada_browser, ada, settings):
     passkey = Passkey.objects.get(account=ada)
     settings.IAM_REAUTH_SECONDS = -1
     assert ada_browser.post("/account/passkeys/options").json() == {
-        "redirect": "/signin?next=%2Faccount%2Fpasskeys"
+        "redirect": "/account/confirm?next=%2Faccount"
     }
     response = ada_browser.post("/account/passkeys/remove", {"id": str(passkey.pk)})
-    assert response.status_code == 302 and response["Location"].startswith("/signin")
+    assert response.status_code == 302 and response["Location"] == "/account/confirm?next=%2Faccount"
     assert Passkey.objects.filter(pk=passkey.pk).exists()
 
 
