@@ -140,7 +140,9 @@ def _passkey_step(request: HttpRequest, account: Account, pending: dict) -> Http
     challenge bound to this pending step, counted as a code when refused."""
     credential = passkeys.credential_from_form(request.POST.get("credential", ""))
     try:
-        passkeys.check_second_step(account, credential, step_id=pending.get("step_id", ""))
+        if not pending.get("step_id"):  # a step begun before passkeys: no challenge can be its
+            raise passkeys.NotAccepted()
+        passkeys.check_second_step(account, credential, step_id=pending["step_id"])
     except ApiError as exc:
         if exc.status == 429:
             alert = (
