@@ -14,7 +14,7 @@ from accounts.models import Account
 from authn import throttling
 from authn.models import Passkey, PasskeyChallenge, Session
 from iam.models import AuditEntry
-from tests.authn.soft_authenticator import SoftAuthenticator
+from tests.authn.soft_authenticator import SoftAuthenticator, b64url
 from tests.conftest import ApiClient, client_for, err, ok
 from tests.factories import PASSWORD, AccountFactory, CredentialFactory
 
@@ -222,8 +222,26 @@ def test_register_refuses_a_credential_another_account_holds(api, ada, bob, ada_
     assert not Passkey.objects.filter(account=bob).exists()
 
 
+def client_data(raw: bytes) -> dict:
+    return {"id": "x", "rawId": "x", "type": "public-key", "response": {"clientDataJSON": b64url(raw)}}
+
+
 @pytest.mark.parametrize(
-    "credential", [None, "x", [], {}, {"response": {"clientDataJSON": "!!"}}, {"response": []}]
+    "credential",
+    [
+        None,
+        "x",
+        [],
+        {},
+        {"response": {"clientDataJSON": "!!"}},
+        {"response": []},
+        client_data(b"[]"),
+        client_data(b'"text"'),
+        client_data(b'{"challenge": 5}'),
+        client_data(b'{"challenge": {"a": 1}}'),
+        client_data(b"\xff\xfe"),
+        client_data(b'{"type": "webauthn.get", "challenge": "AAAA", "origin": "http://127.0.0.1:8000"}'),
+    ],
 )
 def test_malformed_credentials_are_refused_without_a_500(api, ada, credential):
     client = signed_in(api, ada)
