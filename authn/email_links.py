@@ -43,6 +43,19 @@ def _account_for(token: str, token_type: str) -> tuple[Account, dict]:
     return account, claims
 
 
+def link_works(token: str, token_type: str) -> bool:
+    """Whether `auth/confirm` or `auth/update-password` would take the link now, read without acting:
+    opening a link shows its page, only the page's button acts (docs/pages.md#self-service-pages)."""
+    try:
+        claims = tokens.decode(token, types={token_type})
+    except TokenError:
+        return False
+    account = Account.objects.filter(pk=claims["sub"], enabled=True).first()
+    if account is None:
+        return False
+    return token_type != tokens.PASSWORD_RESET or claims["sv"] == account.session_version
+
+
 @transaction.atomic
 def confirm_email(*, token: str) -> Account:
     """Verifies the account and activates its pending password credential (docs/security.md#tokens).

@@ -68,6 +68,9 @@ RECOVERY_CODE_USED = "recovery_code_used"
 MFA_RESET = "mfa_reset"
 PASSKEY_ADDED = "passkey_added"  # docs/api.md#passkeys
 PASSKEY_REMOVED = "passkey_removed"  # by an operator, as MFA_RESET
+# docs/pages.md#self-service-pages: `/signup` with an address that already has an account answers as for a
+# new one, and the address is told (no link with a token: the sign-in and reset pages).
+ACCOUNT_EXISTS = "account_exists"
 _NOTICES = {
     PASSKEY_ADDED: {"template": "emails/passkey_added", "subject": "A passkey was added to your account"},
     PASSKEY_REMOVED: {
@@ -84,6 +87,7 @@ _NOTICES = {
         "template": "emails/mfa_reset",
         "subject": "An administrator removed the second factor of your account",
     },
+    ACCOUNT_EXISTS: {"template": "emails/account_exists", "subject": "You already have an account"},
 }
 LIFETIMES = {INVITE: INVITATION_LIFETIME, INVITATION: INVITATION_LIFETIME}
 
@@ -234,7 +238,11 @@ def _send_notice(kind: str, message: OutboxMessage) -> None:
     if account is None or not account.enabled:
         return
     spec = _NOTICES[kind]
-    context = {"name": mail_name(account.name)}
+    context = {
+        "name": mail_name(account.name),
+        "signin_link": f"{settings.IAM_PUBLIC_URL}/signin",
+        "reset_link": f"{settings.IAM_PUBLIC_URL}/forgot-password",
+    }
     email = EmailMultiAlternatives(
         subject=spec["subject"],
         body=render_to_string(f"{spec['template']}.txt", context),

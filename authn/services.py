@@ -91,6 +91,35 @@ def register(
     return account, session
 
 
+def sign_up(*, email: str, password: str, name: str, ip: str) -> None:
+    """`/signup` (docs/pages.md#self-service-pages): an account as `auth/register` makes it (its password
+    credential `pending`, a confirmation link mailed), without signing in. The answer tells nothing: an
+    address that already has an account gets the same page, and an e-mail saying so; both paths hash the
+    password once, and mail only within the address's hourly limit. The registration limit per client
+    address is `auth/register`'s, counted together."""
+    if retry_after := throttling.registrations_by_ip.take(ip):
+        raise ApiError(429, "too many requests", headers={"Retry-After": str(retry_after)})
+    check_password_rules(password)
+    email = normalize_email(email)
+    throttled = throttling.emails_by_address.retry_after(email) is not None
+    throttling.emails_by_address.hit(email)
+    with transaction.atomic():
+        if not email_taken(email):
+            try:
+                account = create_password_account(
+                    email=email, password=password, name=name, conflict_status=400
+                )
+            except ApiError:  # registered meanwhile (the unique index): told as below
+                pass
+            else:
+                emails.enqueue(emails.CONFIRM, account.pk)
+                return
+        make_password(password)  # what creating the account costs
+        account = Account.objects.filter(email=email).first()
+        wanted = not throttled and account is not None and account.enabled
+        emails.enqueue(emails.ACCOUNT_EXISTS, account.pk if wanted else None)
+
+
 def login(
     *, email: str, password: str, ip: str, user_agent: str, browser: bool = False
 ) -> tuple[Account, Any]:
@@ -285,8 +314,14 @@ def require_enabled(account: Account) -> None:
 
 @transaction.atomic
 def invited_account(
-    email: str, *, password: str | None, name: str | None, ip: str | None, user_agent: str
-) -> tuple[Account, dict | None]:
+    email: str,
+    *,
+    password: str | None,
+    name: str | None,
+    ip: str | None,
+    user_agent: str,
+    browser: bool = False,
+) -> tuple[Account, Any]:
     """The account that accepts an invitation mailed to `email`, whose link the caller holds (it proves the
     mailbox), with a new session when it had to be made or reclaimed (docs/api.md#invitations):
     - a verified account: as it is, no new session;
@@ -296,7 +331,8 @@ def invited_account(
       second factors included, is removed).
     The new session's `amr` is `pwd`: the password just set, with the mailbox the link proves. Like every
     door that starts a session, it asks an account that holds a second factor for it: the answer is then
-    `mfa_required` and an `mfa_token` instead of the session."""
+    `mfa_required` and an `mfa_token` instead of the session. `browser`: the hosted invitation page's
+    account, whose session is a browser session (no tokens)."""
     account = Account.objects.select_for_update().filter(email=normalize_email(email)).first()
     if account is not None:
         require_enabled(account)
@@ -314,7 +350,8 @@ def invited_account(
         reclaim_account(account, password=password, actor=account)
     if mfa.has_second_factor(account):
         return account, mfa.challenge_answer(account, amr=["pwd"])
-    return account, start_session(account, amr=["pwd"], ip=ip, user_agent=user_agent)
+    start = open_browser_session if browser else start_session
+    return account, start(account, amr=["pwd"], ip=ip, user_agent=user_agent)
 
 
 # Signing keys (RS256, and the asymmetric IAM_JWT_ALGORITHM)

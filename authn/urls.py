@@ -1,7 +1,17 @@
 from django.urls import path
 
 from .api import auth, credentials, jwks, mfa, passkeys, sessions
-from .pages import account, account_passkeys, passkey, signin, signout, step_up
+from .pages import (
+    account,
+    account_passkeys,
+    email_links,
+    invitation,
+    passkey,
+    signin,
+    signout,
+    signup,
+    step_up,
+)
 
 urlpatterns = [
     # Signing up, in and out
@@ -45,6 +55,13 @@ urlpatterns = [
     path("signin/mfa", step_up.step_up),
     path("signin/done", signin.signed_in),
     path("signout", signout.signout),
+    # The self-service pages (docs/pages.md#self-service-pages): the e-mails' links land here
+    path("signup", signup.signup),
+    path("confirm-email", email_links.confirm_email),
+    path("confirm-email/resend", email_links.resend_confirmation),
+    path("forgot-password", email_links.forgot_password),
+    path("reset-password", email_links.reset_password),
+    path("accept-invitation", invitation.accept_invitation),
     # The signed-in person's own page (docs/pages.md#the-account-page): one route per action
     path("account", account.account),
     path("account/confirm", account.confirm),

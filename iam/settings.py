@@ -305,7 +305,6 @@ IAM_EMAIL_TOKEN_LIFETIME = timedelta(hours=24)
 IAM_AUTH_CACHE_SECONDS = env("IAM_AUTH_CACHE_SECONDS", 300, int)
 # docs/api.md#sessions: ending another session needs a login at most this many seconds old (`auth_time`).
 IAM_REAUTH_SECONDS = env("IAM_REAUTH_SECONDS", 600, int)
-IAM_FRONTEND_URL = env("IAM_FRONTEND_URL", "http://localhost:3000").rstrip("/")
 IAM_PUBLIC_URL = env("IAM_PUBLIC_URL", "http://127.0.0.1:8000").rstrip("/")
 # Passkeys (docs/operations.md#passkeys-relying-party-id-and-origins): the WebAuthn relying party id
 # (a registrable domain of the pages' host) and the origins a browser may sign in from. A passkey is bound
@@ -316,6 +315,9 @@ IAM_WEBAUTHN_ORIGINS = env(
     ["{0.scheme}://{0.netloc}".format(urlsplit(IAM_PUBLIC_URL))],
     list,
 )
+# The base of the e-mails' links (/confirm-email, /reset-password, /accept-invitation): by default the
+# service's own hosted pages (docs/pages.md#self-service-pages), or an app that serves those paths itself.
+IAM_FRONTEND_URL = env("IAM_FRONTEND_URL", IAM_PUBLIC_URL).rstrip("/")
 # The name the hosted pages (/signin and the others, docs/pages.md) show in their header and title.
 IAM_SITE_NAME = env("IAM_SITE_NAME", "IAM")
 IAM_LOGIN_FAILURES_PER_EMAIL = env("IAM_LOGIN_FAILURES_PER_EMAIL", 5, int)

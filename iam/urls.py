@@ -1,7 +1,7 @@
 from django.contrib import admin
 from django.urls import include, path
 
-from iam.http import docs, views
+from iam.http import docs, pages, views
 from iam.platform import metrics
 
 # Patterns are tried in order: `clients/validate`, which every client service calls on every request it
@@ -16,6 +16,7 @@ urlpatterns = [
     path("docs/schema", docs.ApiSchema.as_view(), name="openapi-schema"),
     path("audit/list", views.AuditList.as_view()),
     path("admin/", admin.site.urls),
+    path("pages/accent/<str:color>.css", pages.accent_stylesheet),  # docs/pages.md#branding
     path("", include("authn.urls")),
     path("", include("accounts.urls")),
     path("", include("tenancy.urls")),

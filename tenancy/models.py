@@ -19,12 +19,24 @@ class Workspace(Resource):
     created_by = models.ForeignKey(
         "accounts.Account", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
+    # docs/pages.md#branding: `display_name`, `logo_url` (https) and `primary_color` (`#rrggbb`), each
+    # optional, shown on the hosted pages shown for this workspace.
+    branding = models.JSONField(default=dict, blank=True, db_default={})  # old processes insert without it
 
     class Meta:
         indexes = [models.Index(fields=["created_at", "id"], name="workspace_created")]
 
     def __str__(self) -> str:
         return self.slug
+
+    @staticmethod
+    def normalized_branding(branding: dict[str, str] | None) -> dict[str, str]:
+        """`branding` as stored and answered, whoever writes it (the API, the admin): its colour in lower
+        case."""
+        branding = dict(branding or {})
+        if isinstance(branding.get("primary_color"), str):
+            branding["primary_color"] = branding["primary_color"].lower()
+        return branding
 
 
 class WorkspaceScopedQuerySet(models.QuerySet):

@@ -34,11 +34,18 @@ def update_workspace(
     description: str | None = UNSET,
     config: dict[str, Any] = UNSET,
     mfa_required: bool = UNSET,
+    branding: dict[str, str] = UNSET,
     tags: list[str] = UNSET,
     meta: dict[str, Any] = UNSET,
 ) -> Workspace:
     changes = sent(
-        name=name, description=description, config=config, mfa_required=mfa_required, tags=tags, meta=meta
+        name=name,
+        description=description,
+        config=config,
+        mfa_required=mfa_required,
+        branding=branding if branding is UNSET else Workspace.normalized_branding(branding),
+        tags=tags,
+        meta=meta,
     )
     entry = audit.diff(workspace, changes)
     workspace.save(update_fields=apply_changes(workspace, changes))

@@ -4,13 +4,15 @@ between two pages (never a URL)."""
 
 import hashlib
 import math
-from urllib.parse import urlencode
+import uuid
+from urllib.parse import parse_qs, urlencode, urlsplit
 
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
 from iam.http import pages
+from oidc.models import Application
 
 PENDING = "iam_signin_pending"  # the `mfa_token` of a sign-in whose second factor is due
 SSO_STATES = "iam_signin_sso_states"  # digests of the SSO logins this browser started (login CSRF)
@@ -87,3 +89,31 @@ def take_sso_state(request: HttpRequest, state: str) -> bool:
         return False
     request.session[SSO_STATES] = [other for other in kept if other != digest]
     return True
+
+
+def workspace_brand(workspace) -> dict:
+    """The look of a page shown for one workspace (docs/pages.md#branding): its display name (else its
+    name) and logo in the header, its colour as the pages' accent."""
+    branding = workspace.branding or {}
+    return {
+        "name": branding.get("display_name") or workspace.name,
+        "logo_url": branding.get("logo_url", ""),
+        "stylesheet": pages.accent_url(branding.get("primary_color")),
+    }
+
+
+def brand_of_next(next_url: str) -> dict | None:
+    """The branding of a sign-in for another workspace's application (`next` is its
+    `/oauth2/authorize?client_id=...`): that workspace's look, else None (the service's own). A first-party
+    application's sign-in is the service's."""
+    parts = urlsplit(next_url)
+    if parts.path != "/oauth2/authorize":
+        return None
+    try:
+        client_id = uuid.UUID(parse_qs(parts.query).get("client_id", [""])[0])
+    except ValueError:
+        return None
+    application = Application.objects.select_related("workspace").filter(pk=client_id).first()
+    if application is None or application.first_party:
+        return None
+    return workspace_brand(application.workspace)

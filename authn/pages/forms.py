@@ -4,8 +4,17 @@ what it must hold before a service sees it. The rules themselves are the service
 from django import forms
 from django.utils.translation import gettext_lazy as _
 
+from iam.http.fields import is_address
+
 EMAIL_MAX = 254  # accounts.models.Account.email
 PASSWORD_MAX = 1024  # accounts.validators.MaximumLengthValidator
+
+
+def password_field(label: str, required: str) -> forms.CharField:
+    """A password as typed: not stripped, as long as the API takes."""
+    return forms.CharField(
+        label=label, max_length=PASSWORD_MAX, strip=False, error_messages={"required": required}
+    )
 
 
 class EmailForm(forms.Form):
@@ -20,12 +29,7 @@ class EmailForm(forms.Form):
 
 
 class PasswordForm(EmailForm):
-    password = forms.CharField(
-        label=_("Password"),
-        max_length=PASSWORD_MAX,
-        strip=False,
-        error_messages={"required": _("Enter your password.")},
-    )
+    password = password_field(_("Password"), _("Enter your password."))
 
 
 class CodeForm(forms.Form):
@@ -56,29 +60,65 @@ class PasskeyNameForm(forms.Form):
     )
 
 
+NAME_MAX = 255  # accounts.models.Account.name
+
+
+class AddressForm(EmailForm):
+    """An address as the API takes it (`iam.http.fields.is_address`): one `@`, no quoted part, no comment."""
+
+    def clean_email(self) -> str:
+        email = self.cleaned_data["email"].strip().lower()
+        if not is_address(email):
+            raise forms.ValidationError(self.fields["email"].error_messages["invalid"])
+        return email
+
+
+class NewPasswordForm(forms.Form):
+    password = password_field(_("New password"), _("Enter a new password."))
+
+
+class SignupForm(AddressForm):
+    name = forms.CharField(
+        label=_("Name"),
+        max_length=NAME_MAX,
+        error_messages={"required": _("Enter your name.")},
+    )
+    password = password_field(_("Password"), _("Choose a password."))
+
+    field_order = ("name", "email", "password")
+
+
+class InvitedAccountForm(forms.Form):
+    """Creating the account an invitation's link names (the address is the invitation's)."""
+
+    name = forms.CharField(
+        label=_("Name"),
+        max_length=NAME_MAX,
+        error_messages={"required": _("Enter your name.")},
+    )
+    password = password_field(_("Password"), _("Choose a password."))
+
+
+def password_rule_message(message: str) -> str:
+    """The API's password rule (accounts.services.check_password_rules) in page words."""
+    words = {
+        "password must have at least 8 characters": _("Use at least 8 characters."),
+        "password is too common": _("This password is too common. Choose another."),
+    }
+    return str(words.get(message, _("Choose another password.")))
+
+
+# `/account` (docs/pages.md#the-account-page)
+
+
 class ChangePasswordForm(forms.Form):
-    current_password = forms.CharField(
-        label=_("Current password"),
-        max_length=PASSWORD_MAX,
-        strip=False,
-        error_messages={"required": _("Enter your current password.")},
-    )
-    new_password = forms.CharField(
-        label=_("New password"),
-        max_length=PASSWORD_MAX,
-        strip=False,
-        error_messages={"required": _("Enter a new password.")},
-    )
+    current_password = password_field(_("Current password"), _("Enter your current password."))
+    new_password = password_field(_("New password"), _("Enter a new password."))
 
 
 class ConfirmPasswordForm(forms.Form):
     field_name = "password"
-    password = forms.CharField(
-        label=_("Password"),
-        max_length=PASSWORD_MAX,
-        strip=False,
-        error_messages={"required": _("Enter your password.")},
-    )
+    password = password_field(_("Password"), _("Enter your password."))
 
 
 class TurnOffForm(forms.Form):

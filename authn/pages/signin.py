@@ -21,6 +21,7 @@ from .. import browser, mfa, passkeys, services, throttling
 from ..oauth import SigninOutcome
 from . import passkey
 from .common import (
+    brand_of_next,
     clear_pending,
     disabled_page,
     go,
@@ -68,7 +69,7 @@ def _email_step(
         "passkey_action": page_url("/signin/passkey", next_url),
         "alert": alert,
     }
-    return pages.render(request, "authn/signin.html", context, status=status)
+    return pages.render(request, "authn/signin.html", _branded(context, next_url), status=status)
 
 
 @pages.hosted_page
@@ -102,7 +103,13 @@ def _password_page(request: HttpRequest, form: PasswordForm, next_url: str) -> H
     action = page_url("/signin", next_url)
     context = {"step": "password", "form": form, "email": form["email"].value(), "action": action}
     context["change_email"] = action
-    return pages.render(request, "authn/signin.html", context)
+    return pages.render(request, "authn/signin.html", _branded(context, next_url))
+
+
+def _branded(context: dict, next_url: str) -> dict:
+    """docs/pages.md#branding: the sign-in for another workspace's application wears its look."""
+    brand = brand_of_next(next_url)
+    return context if brand is None else {**context, "brand": brand}
 
 
 def _password_step(request: HttpRequest, next_url: str) -> HttpResponse:

@@ -3,11 +3,12 @@ Content-Security-Policy and keep it out of the API's JSON error rendering (iam/h
 caching, the header's brand, and the page a refused CSRF check answers. The pages themselves live in their
 apps' `pages/` modules and extend `templates/pages/base.html`."""
 
+import re
 from collections.abc import Callable
-from functools import wraps
+from functools import lru_cache, wraps
 
 from django.conf import settings
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render as render_template
 from django.utils import translation
 from django.utils.cache import add_never_cache_headers, patch_vary_headers
@@ -35,7 +36,68 @@ def is_page(response: HttpResponse) -> bool:
 
 def brand() -> dict:
     """What the header shows when no workspace's branding applies: the service's name."""
-    return {"name": settings.IAM_SITE_NAME, "logo_url": ""}
+    return {"name": settings.IAM_SITE_NAME, "logo_url": "", "stylesheet": ""}
+
+
+# docs/pages.md#branding: a workspace's colour reaches its pages as a stylesheet of the service's own
+# (`<link>`, allowed by `default-src 'self'`), never as an inline style the CSP would refuse. Its URL
+# names the colour, so it reads nothing and is cached for ever.
+ACCENT_PATH = "/pages/accent/{}.css"
+_HEX = re.compile(r"[0-9a-f]{6}")
+PAGE_BACKGROUND = (0xF3, 0xF4, 0xF6)  # --page in static/pages/pages.css, the lightest the accent sits on
+WHITE = (0xFF, 0xFF, 0xFF)
+TEXT_CONTRAST = 4.5  # WCAG 2.1 AA, 1.4.3: the accent is link text, and white text on the accent
+
+
+def _luminance(rgb: tuple[int, int, int]) -> float:
+    """WCAG 2.1's relative luminance."""
+
+    def linear(channel: int) -> float:
+        c = channel / 255
+        return c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4
+
+    r, g, b = (linear(channel) for channel in rgb)
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+
+def contrast(a: tuple[int, int, int], b: tuple[int, int, int]) -> float:
+    high, low = sorted((_luminance(a), _luminance(b)), reverse=True)
+    return (high + 0.05) / (low + 0.05)
+
+
+def _darker(rgb: tuple[int, int, int], factor: float) -> tuple[int, int, int]:
+    return tuple(int(channel * factor) for channel in rgb)
+
+
+def _hex(rgb: tuple[int, int, int]) -> str:
+    return "#" + "".join(f"{channel:02x}" for channel in rgb)
+
+
+@lru_cache(maxsize=256)
+def accent_css(color: str) -> str:
+    """The stylesheet of an accent `rrggbb`: the colour itself when links in it and white text on it pass
+    WCAG AA on the pages' backgrounds, else the same hue darkened until they do (a pale brand colour
+    stays legible)."""
+    rgb = tuple(int(color[i : i + 2], 16) for i in (0, 2, 4))
+    while contrast(rgb, PAGE_BACKGROUND) < TEXT_CONTRAST or contrast(rgb, WHITE) < TEXT_CONTRAST:
+        rgb = _darker(rgb, 0.94)
+    hover = _darker(rgb, 0.8)
+    return f":root {{ --accent: {_hex(rgb)}; --accent-hover: {_hex(hover)}; }}\n"
+
+
+def accent_stylesheet(request: HttpRequest, color: str) -> HttpResponse:
+    if not _HEX.fullmatch(color):
+        raise Http404
+    response = HttpResponse(accent_css(color), content_type="text/css; charset=utf-8")
+    response["Cache-Control"] = "public, max-age=31536000, immutable"
+    return response
+
+
+def accent_url(color: str | None) -> str:
+    """The accent stylesheet of a `#rrggbb` colour, or "" without one."""
+    if not color or not _HEX.fullmatch(color.lstrip("#").lower()):
+        return ""
+    return ACCENT_PATH.format(color.lstrip("#").lower())
 
 
 def render(

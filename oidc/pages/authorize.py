@@ -20,6 +20,7 @@ from django.views.decorators.http import require_http_methods
 
 from authn import browser, throttling
 from authn.models import Session
+from authn.pages.common import workspace_brand
 from iam.http import pages
 from iam.platform.addresses import client_ip
 from rbac.models import Membership
@@ -178,6 +179,7 @@ def _consent(request: HttpRequest, grant, session: Session, prompts: set[str]) -
         "workspace": application.workspace,
         "account": session.account,
         "scopes": [SCOPE_WORDS[name]() for name in scopes if name in SCOPE_WORDS],
+        "brand": workspace_brand(application.workspace),  # docs/pages.md#branding
     }
     return pages.render(request, "oidc/consent.html", context)
 

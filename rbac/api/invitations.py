@@ -40,6 +40,7 @@ from ..services.invitations import (
     create_invitation,
     decline_email_invitation,
     invitations_in_status,
+    linked_invitation,
     open_invitations,
     revoke_invitation,
 )
@@ -185,12 +186,11 @@ class EmailInvitationEndpoint(InviteeEndpoint):
         """The open invitation the token names (and its claims), or the caller's own (an invitation to
         its verified address, else an invited membership of its own) by `id`. Anything else: 404."""
         if "token" in data:
-            claims, invitation_id = self.claims(data, "iid")
+            claims, _ = self.claims(data, "iid")
             # Locked for the request's transaction: two uses of one link take turns, and the second finds
             # it used (before an account is made for it).
-            opened = open_invitations(Invitation.objects.select_for_update())
-            invitation = opened.filter(pk=invitation_id).first()
-            if invitation is None or claims["sub"] != invitation.pk:
+            invitation = linked_invitation(claims, lock=True)
+            if invitation is None:
                 raise ApiError(404, INVITATION_NOT_FOUND)
             return invitation, claims
         record_id = self.signed_in_id(request, data)

@@ -30,6 +30,7 @@ from ..serializers import (
     MembershipSerializer,
     MembershipUpdateRequest,
 )
+from ..services.invitations import linked_membership
 from ..services.memberships import (
     accept_invitation,
     create_membership,
@@ -245,15 +246,16 @@ class InviteeEndpoint(Endpoint):
 
 class MembershipInvitationEndpoint(InviteeEndpoint):
     def invitation(self, request: Request, data: dict) -> Membership:
-        invited = Membership.objects.filter(status=Membership.Status.INVITED).select_related("account")
         if "token" in data:
-            claims, membership_id = self.claims(data, "mid")
+            claims, _ = self.claims(data, "mid")
             # Single use: a link names one invitation, which it can accept or decline only while it is
             # open and was never accepted.
-            found = invited.filter(pk=membership_id, account_id=claims["sub"], accepted_at__isnull=True)
+            membership = linked_membership(claims)
         else:
-            found = invited.filter(pk=self.signed_in_id(request, data), account_id=request.user.pk)
-        membership = found.first()
+            invited = Membership.objects.filter(status=Membership.Status.INVITED).select_related("account")
+            membership = invited.filter(
+                pk=self.signed_in_id(request, data), account_id=request.user.pk
+            ).first()
         if membership is None:
             raise ApiError(404, "membership not found")
         return membership

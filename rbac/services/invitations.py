@@ -1,6 +1,8 @@
 """Invitations by e-mail (docs/api.md#invitations): created, mailed, revoked, resent,
 accepted and declined."""
 
+from uuid import UUID
+
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Q, QuerySet
@@ -32,6 +34,41 @@ ALREADY_MEMBER = "already a member"
 def open_invitations(invitations: QuerySet) -> QuerySet:
     """The invitations that can still be accepted: `pending`, and not past `expires_at`."""
     return invitations.filter(status=Invitation.Status.PENDING, expires_at__gt=timezone.now())
+
+
+def linked_invitation(claims: dict, *, lock: bool = False) -> Invitation | None:
+    """The open invitation a mailed `MembershipInvite` link names (its `iid`, and its `sub` the same),
+    else None: a used, withdrawn or expired link names nothing. `lock`: for the change it authorizes (two
+    uses of one link take turns, and the second finds it used)."""
+    invitation_id = _uuid(claims.get("iid"))
+    if invitation_id is None:
+        return None
+    invitations = Invitation.objects.select_for_update() if lock else Invitation.objects.all()
+    invitation = open_invitations(invitations).filter(pk=invitation_id).first()
+    if invitation is None or str(claims.get("sub")) != str(invitation.pk):
+        return None
+    return invitation
+
+
+def linked_membership(claims: dict) -> Membership | None:
+    """The invited membership a mailed `MembershipInvite` link names (its `mid`, of the account `sub`),
+    while it is open and was never accepted; else None."""
+    membership_id, account_id = _uuid(claims.get("mid")), _uuid(claims.get("sub"))
+    if membership_id is None or account_id is None:
+        return None
+    return (
+        Membership.objects.filter(status=Membership.Status.INVITED, accepted_at__isnull=True)
+        .select_related("account")
+        .filter(pk=membership_id, account_id=account_id)
+        .first()
+    )
+
+
+def _uuid(value) -> UUID | None:
+    try:
+        return UUID(str(value))
+    except ValueError:
+        return None
 
 
 def invitations_in_status(status: str) -> Q:

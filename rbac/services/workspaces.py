@@ -35,6 +35,7 @@ def create_workspace(
     meta: dict[str, Any],
     description: str | None = None,
     mfa_required: bool = False,
+    branding: dict[str, str] | None = None,
 ) -> Workspace:
     """docs/api.md#authorization: `owner` becomes the owner, in the same transaction. `actor`, the account
     whose request creates it (None: a command), is its `created_by`, and the workspaces it created count
@@ -53,6 +54,7 @@ def create_workspace(
         description=description,
         config=config,
         mfa_required=mfa_required,
+        branding=Workspace.normalized_branding(branding),
         tags=tags,
         meta=meta,
     )
@@ -61,7 +63,7 @@ def create_workspace(
         "workspace.create",
         resource=("workspace", workspace.pk),
         workspace_id=workspace.pk,
-        changes=audit.created(workspace, ("name", "slug", "description", "mfa_required", "tags")),
+        changes=audit.created(workspace, ("name", "slug", "description", "mfa_required", "branding", "tags")),
     )
     ensure_owner(workspace, owner)
     return workspace

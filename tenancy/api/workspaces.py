@@ -37,7 +37,9 @@ def workspace_named(request: Request, data: dict, *, permission: str) -> Workspa
 class WorkspaceCreate(Endpoint):
     """Any enabled account may create a workspace; it becomes its owner. `mfa_required` (default false):
     see `workspace/update`; creating it on needs a session that used two factors (else 403 `use a second
-    factor in this session before requiring one`)."""
+    factor in this session before requiring one`). `branding` (optional, default `{}`): `display_name`,
+    `logo_url` (https) and `primary_color` (`#rrggbb`), each optional, shown on the hosted pages shown for
+    this workspace (its invitations, its applications' sign-in)."""
 
     summary = "Create a workspace"
     example_request = {
@@ -45,6 +47,11 @@ class WorkspaceCreate(Endpoint):
         "slug": "acme",
         "description": "Acme's tenant",
         "config": {"schema_version": "1"},
+        "branding": {
+            "display_name": "Acme",
+            "logo_url": "https://acme.example/logo.png",
+            "primary_color": "#1a6fd0",
+        },
         "tags": ["customer"],
         "meta": {"schema_version": "1"},
     }
@@ -106,7 +113,7 @@ class WorkspaceUpdate(Endpoint):
     else 403 `mfa required by this workspace` (operators too; after the membership check), and
     `clients/validate` of its clients answers `reason: "mfa_required"`. Turning it on needs a session
     that meets it already (else 403 `use a second factor in this session before requiring one`), so
-    nobody locks themselves out; operators are exempt."""
+    nobody locks themselves out; operators are exempt. `branding` replaces the stored one (`{}` clears it)."""
 
     summary = "Change a workspace"
     example_request = {"slug": "acme", "name": "Acme Corporation", "tags": ["customer", "enterprise"]}
