@@ -22,8 +22,8 @@ from django.urls import path, reverse
 from django.utils.html import format_html
 
 from authn import mfa
-from authn.admin import CredentialInline, SessionInline
-from authn.models import RecoveryCode, Totp
+from authn.admin import CredentialInline, PasskeyInline, SessionInline
+from authn.models import Passkey, RecoveryCode, Totp
 from authn.services import create_password_account
 from iam.admin import audit_subject
 from iam.http.admin import RESOURCE_READONLY, ReadOnlyInline, ServiceAdmin, ServiceForm, check_with
@@ -153,7 +153,7 @@ class AccountAdmin(ServiceAdmin):
     add_fieldsets = (
         (None, {"fields": ("email", "name", "password1", "password2", "verified", "is_superuser")}),
     )
-    inlines = (MembershipInline, CredentialInline, SessionInline)
+    inlines = (MembershipInline, CredentialInline, PasskeyInline, SessionInline)
     actions = ("enable_accounts", "disable_accounts", "end_account_sessions")
     delete_service = staticmethod(services.delete_account)
 
@@ -174,12 +174,18 @@ class AccountAdmin(ServiceAdmin):
     def second_factor(self, account: Account) -> str:
         totp = Totp.objects.filter(account=account).first()
         left = RecoveryCode.objects.filter(account=account, used_at__isnull=True).count()
+        keys = Passkey.objects.filter(account=account).count()
+        passkeys = f"{keys} passkey(s), listed below" if keys else ""
         if totp is None and not left:
-            return "none"
+            return passkeys or "none"
         state = "TOTP, pending confirmation" if totp is None or totp.confirmed_at is None else "TOTP"
         url = reverse("admin:accounts_account_reset_second_factor", args=[account.pk])
         return format_html(
-            '{}, {} unused recovery code(s) (<a href="{}">reset second factor</a>)', state, left, url
+            '{}, {} unused recovery code(s) (<a href="{}">reset second factor</a>){}',
+            state,
+            left,
+            url,
+            f"; {passkeys}" if passkeys else "",
         )
 
     @admin.display(description="sessions")

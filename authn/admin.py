@@ -16,9 +16,9 @@ from accounts.models import Account
 from iam.admin import audit_subject
 from iam.http.admin import ReadOnlyInline, ServiceAdmin, ViewOnly, api_fields
 
-from . import admin_login, keys, services, sessions
+from . import admin_login, keys, passkeys, services, sessions
 from .credentials import delete_credential, update_credential
-from .models import Credential, Session, SigningKey
+from .models import Credential, Passkey, Session, SigningKey
 from .serializers import CredentialSerializer
 
 
@@ -39,6 +39,7 @@ admin.site.login_view = admin_login.OperatorLoginView
 admin.site.login_steps = (
     ("login/code/", admin_login.login_code, "login_code"),
     ("login/second-factor/", admin_login.login_setup, "login_setup"),
+    ("login/passkey-options/", admin_login.login_passkey_options, "login_passkey_options"),
 )
 admin.site.session_allowed = admin_login.session_allowed
 # Accounts carry no Django groups or model permissions: operators pass every check
@@ -78,6 +79,41 @@ def _is_live(session: Session) -> bool:
         and session.expires_at > timezone.now()
         and session.session_version == session.account.session_version
     )
+
+
+class PasskeyInline(ReadOnlyInline):
+    """The account's passkeys (docs/api.md#passkeys); each links to its page, where an operator removes
+    one."""
+
+    model = Passkey
+    fk_name = "account"
+    fields = ("name", "backed_up", "created_at", "last_used_at")
+    ordering = ("-created_at",)
+
+
+@admin.register(Passkey)
+class PasskeyAdmin(ServiceAdmin):
+    """Passkeys are added by their holders (`auth/passkeys/register/*`); an operator only removes one,
+    for an account that lost its device or whose passkey is suspected cloned (`passkey.clone_suspected`):
+    recorded with the operator as actor, every session of the account ended and the account e-mailed, as
+    the second-factor reset (docs/security.md#passkeys)."""
+
+    list_display = ("name", "account", "backed_up", "created_at", "last_used_at")
+    list_filter = ("backed_up",)
+    search_fields = ("account__email", "name")
+    list_select_related = ("account",)
+    ordering = ("-created_at",)
+    fields = ("id", "account", "name", "backed_up", "sign_count", "created_at", "last_used_at")
+    readonly_fields = fields
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
+        return False  # shown, never edited here: the holder renames it
+
+    def remove(self, request: HttpRequest, obj: Passkey) -> None:
+        passkeys.delete(obj, actor=request.user, by_operator=True)
 
 
 @admin.register(Credential)
@@ -171,6 +207,12 @@ def credential_title(credential: Credential) -> str:
 
 audit_subject(
     "session", Session.objects.select_related("account"), title=lambda s: f"session of {s.account.email}"
+)
+audit_subject(
+    "passkey",
+    Passkey.objects.select_related("account"),
+    title=lambda passkey: f"passkey {passkey.name} of {passkey.account.email}",
+    search=("account__email", "name"),
 )
 audit_subject(
     "credential",

@@ -1,33 +1,36 @@
 """The admin's sign-in in two steps (docs/security.md#second-factors-and-the-workspace-mfa-policy): an
-operator who enrolled TOTP gives the password, then a code (or a recovery code) on a second page, before
-the admin signs it in; the admin is no way around the second factor. The code is checked by the same
-rules as `auth/mfa/verify` (`mfa.check_code`): wrong codes counted per account and refused with 429 past
-the limit, each code once. While the root workspace requires MFA (`rbac.policy.admin_needs_second_factor`)
-an operator without a factor sets one up on the second page first (its secret, then a first code; the
-recovery codes are shown once), and a browser session signed in without a second factor may not use the
-admin (`session_allowed`). Between the steps the browser's session holds only which account passed the
+operator who enrolled TOTP or a passkey gives the password, then a code (or a recovery code) or the
+passkey on a second page, before the admin signs it in; the admin is no way around the second factor.
+The code is checked by the same rules as `auth/mfa/verify` (`mfa.check_code`): wrong codes counted per
+account and refused with 429 past the limit, each code once; a passkey by `auth/mfa/verify`'s too.
+While the root workspace requires MFA (`rbac.policy.admin_needs_second_factor`) an operator without a
+factor sets one up on the second page first (its secret, then a first code; the recovery codes are
+shown once), and a browser session signed in without a second factor may not use the admin
+(`session_allowed`). Between the steps the browser's session holds only which account passed the
 password, until when, and where to go next; it is not signed in."""
 
 import time
+import uuid
 
 from django import forms
 from django.conf import settings
 from django.contrib import admin
 from django.contrib.auth import login as auth_login
 from django.contrib.auth.views import LoginView
-from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
 from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import csrf_protect
 from django.views.decorators.debug import sensitive_post_parameters
+from django.views.decorators.http import require_POST
 
 from accounts.models import Account
 from iam.http.errors import ApiError
 from rbac import policy
 
-from . import mfa
+from . import mfa, passkeys
 
 PENDING = "iam_admin_second_step"
 # Set in the browser's session when its sign-in took a second factor.
@@ -50,13 +53,13 @@ class CodeForm(forms.Form):
 
 
 class OperatorLoginView(LoginView):
-    """The password step. An account with TOTP is not signed in yet: the browser is sent on to the code
-    step; nor one without, while the policy wants a second factor: it is sent to set one up. Otherwise
-    the account is signed in as Django does it."""
+    """The password step. An account with a second factor (TOTP, a passkey) is not signed in yet: the
+    browser is sent on to the code step; nor one without, while the policy wants a second factor: it is
+    sent to set one up. Otherwise the account is signed in as Django does it."""
 
     def form_valid(self, form) -> HttpResponse:
         account = form.get_user()
-        if mfa.has_totp(account):
+        if mfa.has_second_factor(account):
             step = "admin:login_code"
         elif policy.admin_needs_second_factor():
             step = "admin:login_setup"
@@ -69,6 +72,7 @@ class OperatorLoginView(LoginView):
             "session_version": account.session_version,
             "until": time.time() + settings.IAM_MFA_TOKEN_LIFETIME.total_seconds(),
             "next": self.get_redirect_url(),
+            "step_id": str(uuid.uuid4()),  # a passkey's challenge is bound to this step
         }
         return HttpResponseRedirect(reverse(step))
 
@@ -94,6 +98,8 @@ def login_code(request: HttpRequest) -> HttpResponse:
     if account is None:
         request.session.pop(PENDING, None)
         return HttpResponseRedirect(reverse("admin:login"))
+    if request.method == "POST" and "credential" in request.POST:  # the passkey's form
+        return _passkey_step(request, account, pending)
     form = CodeForm(request.POST if request.method == "POST" else None)
     status = 200
     if request.method == "POST" and form.is_valid():
@@ -108,18 +114,57 @@ def login_code(request: HttpRequest) -> HttpResponse:
                 form.add_error("code", "Invalid code.")
         else:
             return HttpResponseRedirect(_sign_in(request, account, pending))
+    response = _code_page(request, account, form, status=status)
+    if status == 429:
+        response["Retry-After"] = retry
+    return response
+
+
+def _code_page(request: HttpRequest, account: Account, form: CodeForm, *, status: int = 200, alert: str = ""):
     context = {
         **admin.site.each_context(request),
         "title": "Second factor",
         "subtitle": None,
         "form": form,
         "email": account.email,
+        "totp": mfa.has_totp(account),
+        "passkey": passkeys.has_passkey(account),
+        "passkey_alert": alert,
     }
     request.current_app = admin.site.name
-    response = TemplateResponse(request, "admin/login_code.html", context, status=status)
-    if status == 429:
-        response["Retry-After"] = retry
-    return response
+    return TemplateResponse(request, "admin/login_code.html", context, status=status)
+
+
+def _passkey_step(request: HttpRequest, account: Account, pending: dict) -> HttpResponse:
+    """The code step proven by one of the operator's passkeys (docs/security.md#passkeys): over a
+    challenge bound to this pending step, counted as a code when refused."""
+    credential = passkeys.credential_from_form(request.POST.get("credential", ""))
+    try:
+        if not pending.get("step_id"):  # a step begun before passkeys: no challenge can be its
+            raise passkeys.NotAccepted()
+        passkeys.check_second_step(account, credential, step_id=pending["step_id"])
+    except ApiError as exc:
+        if exc.status == 429:
+            alert = (
+                f"Too many wrong codes: try again in {(exc.headers or {}).get('Retry-After', '')} seconds."
+            )
+            response = _code_page(request, account, CodeForm(), status=429, alert=alert)
+            response["Retry-After"] = (exc.headers or {}).get("Retry-After", "")
+            return response
+        return _code_page(request, account, CodeForm(), status=400, alert="That passkey was not accepted.")
+    return HttpResponseRedirect(_sign_in(request, account, pending))
+
+
+@require_POST
+@csrf_protect
+@never_cache
+def login_passkey_options(request: HttpRequest) -> HttpResponse:
+    """The request options of the code step's passkey (JSON, for static/pages/passkeys.js)."""
+    pending = request.session.get(PENDING)
+    account = _pending_account(pending)
+    if account is None or not pending.get("step_id"):
+        return JsonResponse({"redirect": reverse("admin:login")})
+    return JsonResponse(passkeys.second_factor_options(account, step_id=pending["step_id"])[0])
 
 
 def _sign_in(request: HttpRequest, account: Account, pending: dict) -> str:
@@ -155,7 +200,7 @@ def login_setup(request: HttpRequest) -> HttpResponse:
     if account is None:
         request.session.pop(PENDING, None)
         return HttpResponseRedirect(reverse("admin:login"))
-    if mfa.has_totp(account):
+    if mfa.has_second_factor(account):
         return HttpResponseRedirect(reverse("admin:login_code"))
     form = SetupForm(request.POST if request.method == "POST" else None)
     status, retry = 200, ""

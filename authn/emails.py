@@ -66,10 +66,17 @@ MFA_ADDED = "mfa_added"
 MFA_REMOVED = "mfa_removed"
 RECOVERY_CODE_USED = "recovery_code_used"
 MFA_RESET = "mfa_reset"
+PASSKEY_ADDED = "passkey_added"  # docs/api.md#passkeys
+PASSKEY_REMOVED = "passkey_removed"  # by an operator, as MFA_RESET
 # docs/pages.md#self-service-pages: `/signup` with an address that already has an account answers as for a
 # new one, and the address is told (no link with a token: the sign-in and reset pages).
 ACCOUNT_EXISTS = "account_exists"
 _NOTICES = {
+    PASSKEY_ADDED: {"template": "emails/passkey_added", "subject": "A passkey was added to your account"},
+    PASSKEY_REMOVED: {
+        "template": "emails/passkey_removed",
+        "subject": "An administrator removed a passkey from your account",
+    },
     MFA_ADDED: {"template": "emails/mfa_added", "subject": "A second factor was added to your account"},
     MFA_REMOVED: {
         "template": "emails/mfa_removed",

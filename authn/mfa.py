@@ -21,7 +21,7 @@ from iam.platform import audit, crypto
 from rbac.policy import SSO_WORKSPACE_CLAIM
 
 from . import emails, sessions, throttling, tokens
-from .models import MfaChallenge, RecoveryCode, Session, Totp
+from .models import MfaChallenge, Passkey, PasskeyChallenge, RecoveryCode, Session, Totp
 from .tokens import TokenError
 
 INVALID_CODE = "invalid code"
@@ -49,13 +49,13 @@ def has_totp(account: Account) -> bool:
 
 def has_second_factor(account: Account) -> bool:
     """Whether a door that starts a session must ask this account for a second factor first (password
-    login, the provider callbacks, accepting an invitation): every factor it can hold, TOTP today."""
-    return has_totp(account)
+    login, the provider callbacks, accepting an invitation): every factor it can hold, TOTP and passkeys."""
+    return has_totp(account) or Passkey.objects.filter(account=account).exists()
 
 
 # Every model that holds something an account set up as a second factor, each keyed by `account`: what
-# `remove_second_factors` deletes. A new kind of factor (a passkey) joins this list.
-SECOND_FACTOR_MODELS = (Totp, RecoveryCode, MfaChallenge)
+# `remove_second_factors` deletes. A new kind of factor joins this list.
+SECOND_FACTOR_MODELS = (Totp, RecoveryCode, MfaChallenge, Passkey, PasskeyChallenge)
 
 
 def remove_second_factors(account: Account, *, actor: Account | None, reason: str) -> bool:
@@ -68,12 +68,17 @@ def remove_second_factors(account: Account, *, actor: Account | None, reason: st
         model._meta.model_name: model.objects.filter(account=account).delete()[0]
         for model in SECOND_FACTOR_MODELS
     }
-    if not (removed["totp"] or removed["recoverycode"]):
+    if not (removed["totp"] or removed["recoverycode"] or removed["passkey"]):
         return False
     audit.record(
         "account.mfa_removed",
         resource=("account", account.pk),
-        changes={"totp": removed["totp"] > 0, "recovery_codes": removed["recoverycode"], "reason": reason},
+        changes={
+            "totp": removed["totp"] > 0,
+            "recovery_codes": removed["recoverycode"],
+            "passkeys": removed["passkey"],
+            "reason": reason,
+        },
         actor=actor,
     )
     return True
@@ -116,7 +121,7 @@ def pending_enrollment(account: Account) -> dict | None:
 @transaction.atomic
 def confirm(account: Account, code: str) -> dict:
     """Activates a pending enrolment with a first code: answers the ten recovery codes, shown once."""
-    with _counted_attempt(account):
+    with counted_attempt(account):
         totp = Totp.objects.select_for_update().filter(account=account).first()
         if totp is None:
             raise ApiError(409, TOTP_NOT_ENROLLED)
@@ -140,7 +145,7 @@ def disable(account: Account, claims: dict, *, code: str | None, recovery_code: 
     other session of the account ends."""
     if code is None and recovery_code is None:
         raise ApiError(400, "code or recovery_code required", "code")
-    with _counted_attempt(account):
+    with counted_attempt(account):
         totp = Totp.objects.select_for_update().filter(account=account, confirmed_at__isnull=False).first()
         if totp is None:
             raise ApiError(409, TOTP_NOT_ENROLLED)
@@ -227,26 +232,32 @@ def _use_recovery_code(account: Account, recovery_code: str) -> bool:
     return True
 
 
-class _WrongCode(ApiError):
-    """400 `invalid code`: the one refusal that keeps its attempt counted."""
+class CountedRefusal(ApiError):
+    """A refusal that keeps its attempt counted (a wrong code, a passkey not accepted): any other one
+    gives the count back."""
+
+
+class _WrongCode(CountedRefusal):
+    """400 `invalid code`."""
 
     def __init__(self, field: str):
         super().__init__(400, INVALID_CODE, field)
 
 
 @contextmanager
-def _counted_attempt(account: Account) -> Iterator[None]:
+def counted_attempt(account: Account) -> Iterator[None]:
     """One try of a code. It is counted before the code is checked, and the count read after: past
     `IAM_MFA_FAILURES_PER_ACCOUNT` it is refused with 429 and the code is not checked, so of any number of
     tries sent at once no more than the limit are checked
     (docs/security.md#second-factors-and-the-workspace-mfa-policy). Only a wrong code (`_WrongCode`) keeps its
-    count: a right one, or a refusal for another reason, gives it back."""
+    count: a right one, or a refusal for another reason, gives it back. A passkey's refusal counts as a
+    wrong code (`CountedRefusal`)."""
     key = str(account.pk)
     if retry_after := throttling.mfa_failures_by_account.take(key):
         raise ApiError(429, TOO_MANY_CODES, headers={"Retry-After": str(retry_after)})
     try:
         yield
-    except _WrongCode:
+    except CountedRefusal:
         raise
     except BaseException:
         throttling.mfa_failures_by_account.give_back(key)
@@ -270,7 +281,7 @@ def check_code(account: Account, entry: str) -> None:
     """A second factor typed in one field (the admin's sign-in): six digits are a TOTP code, anything
     else a recovery code. The same rules as `verify`: throttled per account (429 without checking), a
     code once, a recovery code once (recorded and e-mailed); a wrong one: 400 `invalid code`."""
-    with _counted_attempt(account):
+    with counted_attempt(account):
         totp = Totp.objects.select_for_update().filter(account=account, confirmed_at__isnull=False).first()
         if totp is None:
             raise ApiError(400, INVALID_CODE, "code")
@@ -330,7 +341,7 @@ def verify(
         raise ApiError(400, INVALID_MFA_TOKEN, "mfa_token")
     if code is None and recovery_code is None:
         raise ApiError(400, "code or recovery_code required", "code")
-    with _counted_attempt(account), transaction.atomic():
+    with counted_attempt(account), transaction.atomic():
         open_challenge = Q(jti=claims["jti"], account=account, used_at__isnull=True)
         if not MfaChallenge.objects.filter(open_challenge).exists():
             raise ApiError(400, INVALID_MFA_TOKEN, "mfa_token")
@@ -345,17 +356,18 @@ def verify(
         if not MfaChallenge.objects.filter(open_challenge).update(used_at=timezone.now()):
             raise ApiError(400, INVALID_MFA_TOKEN, "mfa_token")
         amr = [*claims["amr"], "otp", "mfa"]
-        sso_workspace = claims.get(SSO_WORKSPACE_CLAIM)
         start = sessions.open_browser_session if browser else sessions.start_session
         session = start(
-            account,
-            amr=amr,
-            ip=ip,
-            user_agent=user_agent,
-            sso_workspace_id=uuid.UUID(sso_workspace) if sso_workspace else None,
+            account, amr=amr, ip=ip, user_agent=user_agent, sso_workspace_id=sso_workspace(claims)
         )
         audit.record("account.login", resource=("account", account.pk), changes={"amr": amr}, actor=account)
     return account, session
+
+
+def sso_workspace(claims: dict) -> uuid.UUID | None:
+    """The workspace whose own SSO connection the first factor came through, as its `mfa_token` says."""
+    value = claims.get(SSO_WORKSPACE_CLAIM)
+    return uuid.UUID(value) if value else None
 
 
 # The hosted pages' step-up: a browser session signed in with one factor adds the second
@@ -370,12 +382,12 @@ def step_up(
     account = session.account
     if code is None and recovery_code is None:
         raise ApiError(400, "code or recovery_code required", "code")
-    with _counted_attempt(account), transaction.atomic():
+    with counted_attempt(account), transaction.atomic():
         totp = Totp.objects.select_for_update().filter(account=account, confirmed_at__isnull=False).first()
         if totp is None:
             raise ApiError(409, TOTP_NOT_ENROLLED)
         _check_second_factor(account, totp, code=code, recovery_code=recovery_code)
-        return _stepped_up(session, ip=ip, user_agent=user_agent)
+        return stepped_up(session, ip=ip, user_agent=user_agent)
 
 
 @transaction.atomic
@@ -383,12 +395,16 @@ def confirm_in_browser(session: Session, code: str, *, ip: str | None, user_agen
     """`confirm` for the hosted pages' set-up: the first code that turns the factor on also proves it,
     so the browser session steps up with it. Answers the recovery codes and the new `session`."""
     answer = confirm(session.account, code)
-    return {**answer, "session": _stepped_up(session, ip=ip, user_agent=user_agent)}
+    return {**answer, "session": stepped_up(session, ip=ip, user_agent=user_agent)}
 
 
-def _stepped_up(session: Session, *, ip: str | None, user_agent: str) -> Session:
+def stepped_up(
+    session: Session, *, ip: str | None, user_agent: str, methods: tuple[str, ...] = ("otp", "mfa")
+) -> Session:
+    """The browser session that replaces `session` once a second factor proved it: `amr` with `methods`
+    (`hwk` and `mfa` for a passkey)."""
     account = session.account
-    amr = [*session.amr, *(method for method in ("otp", "mfa") if method not in session.amr)]
+    amr = [*session.amr, *(method for method in methods if method not in session.amr)]
     stepped = sessions.open_browser_session(
         account, amr=amr, ip=ip, user_agent=user_agent, sso_workspace_id=session.sso_workspace_id
     )

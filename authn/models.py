@@ -191,6 +191,52 @@ class MfaChallenge(models.Model):
         return str(self.jti)
 
 
+class Passkey(models.Model):
+    """A WebAuthn credential of an account (docs/api.md#passkeys): a first factor that verified the user
+    on its own, and a second factor after a password. `credential_id` is the authenticator's id of it
+    (base64url, as browsers write it), `public_key` its COSE key; `sign_count` the last signature counter
+    seen, which must grow (a counter going backwards suggests a cloned authenticator); `backed_up` the
+    authenticator's backup-state flag (a synced passkey)."""
+
+    id = models.UUIDField("ID", primary_key=True, default=uuid.uuid4, editable=False)
+    account = models.ForeignKey("accounts.Account", on_delete=models.CASCADE, related_name="+")
+    credential_id = models.CharField("credential ID", max_length=1400, unique=True, editable=False)
+    public_key = models.BinaryField(editable=False)
+    sign_count = models.PositiveBigIntegerField(default=0, editable=False)
+    name = models.CharField(max_length=100)
+    backed_up = models.BooleanField(default=False, editable=False)
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+    last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
+
+    class Meta:
+        indexes = [models.Index(fields=["account", "created_at", "id"], name="passkey_account_created")]
+
+    def __str__(self) -> str:
+        return f"passkey {self.name} of {self.account_id}"
+
+
+class PasskeyChallenge(models.Model):
+    """One WebAuthn challenge handed out (docs/security.md#passkeys): a digest of it, the ceremony it is
+    for and whom it is bound to; spent by the one verification that presents it, within 5 minutes."""
+
+    class Purpose(models.TextChoices):
+        REGISTER = "register"  # bound to the account and the session that asked
+        LOGIN = "login"  # a discoverable sign-in: anyone's passkey, by the page's browser when it asked
+        MFA = "mfa"  # bound to one `mfa_token` (its jti) and its account, or the admin sign-in's step
+        STEP_UP = "step_up"  # bound to the account and the browser session that steps up
+
+    digest = models.CharField(max_length=64, primary_key=True)
+    purpose = models.CharField(max_length=16, choices=Purpose.choices)
+    account = models.ForeignKey("accounts.Account", on_delete=models.CASCADE, null=True, related_name="+")
+    session_id = models.UUIDField("session ID", null=True, blank=True)
+    mfa_jti = models.UUIDField("mfa_token ID", null=True, blank=True)
+    expires_at = models.DateTimeField(db_index=True)
+    used_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.purpose} challenge {self.digest[:8]}"
+
+
 class OAuthState(models.Model):
     """The server-side half of one OAuth login (docs/api.md#oauth-login): kept 10 minutes, used once
     (docs/api.md#oauth-login). Only a SHA-256 digest of the state is stored, and the PKCE code_verifier is
@@ -260,6 +306,11 @@ def sweep_sessions(now, kept_since) -> int:
 @retention.sweep("mfa challenges")
 def sweep_mfa_challenges(now, kept_since) -> int:
     return MfaChallenge.objects.filter(expires_at__lt=now).delete()[0]
+
+
+@retention.sweep("passkey challenges")
+def sweep_passkey_challenges(now, kept_since) -> int:
+    return PasskeyChallenge.objects.filter(expires_at__lt=now).delete()[0]
 
 
 @retention.sweep("oauth states")

@@ -1,3 +1,5 @@
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from accounts.serializers import AccountBriefSerializer
@@ -5,7 +7,19 @@ from iam.http.fields import Boolean, Choice, DateTime, Email, JsonObject, Name, 
 from iam.http.serializers import RECORD_TAIL, ResourceSerializer
 from rbac.serializers import Deleted
 
-from .models import Credential, Session
+from .models import Credential, Passkey, Session
+
+
+@extend_schema_field(OpenApiTypes.OBJECT)
+class CredentialJson(serializers.Field):
+    """The browser's `PublicKeyCredential.toJSON()`, taken as sent: the passkey checks refuse anything
+    that is not one with the one message `passkey not accepted`."""
+
+    def to_internal_value(self, data):
+        return data
+
+    def to_representation(self, value):
+        return value
 
 
 class RegisterRequest(serializers.Serializer):
@@ -163,8 +177,52 @@ class SecondFactorRequest(serializers.Serializer):
 
 class MfaVerifyRequest(SecondFactorRequest):
     mfa_token = String(max_length=4096)
+    credential = CredentialJson(required=False)  # a passkey's assertion (docs/api.md#passkeys)
 
 
 class TotpDisabled(serializers.Serializer):
     account_id = serializers.UUIDField()
     totp = serializers.BooleanField()
+
+
+# Passkeys (docs/api.md#passkeys)
+
+
+class PasskeyOptions(serializers.Serializer):
+    """WebAuthn options as JSON (`PublicKeyCredentialCreationOptions` or `...RequestOptions`), base64url
+    binary fields."""
+
+    def to_representation(self, instance):
+        return instance
+
+
+class PasskeyRegisterRequest(serializers.Serializer):
+    credential = CredentialJson()
+    name = Name(max_length=100)
+
+
+class PasskeyLoginOptionsRequest(serializers.Serializer):
+    mfa_token = String(required=False, max_length=4096)
+
+
+class PasskeyLoginRequest(serializers.Serializer):
+    credential = CredentialJson()
+
+
+class PasskeySerializer(ResourceSerializer):
+    class Meta:
+        model = Passkey
+        fields = ["id", "name", "created_at", "last_used_at", "backed_up"]
+
+
+class PasskeyRef(serializers.Serializer):
+    id = Uuid()
+
+
+class PasskeyUpdateRequest(PasskeyRef):
+    name = Name(max_length=100)
+
+
+class PasskeyDeleted(serializers.Serializer):
+    id = serializers.UUIDField()
+    deleted = serializers.BooleanField()

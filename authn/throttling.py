@@ -79,3 +79,8 @@ invitations_by_address = Window(
 oauth_starts_by_ip = Window(
     "oauth-initiate", settings.IAM_OAUTH_STARTS_PER_IP_PER_MINUTE, timedelta(minutes=1)
 )
+# Passkey sign-in options per client address: each stores a challenge for 5 minutes, so anonymous callers
+# pile up no more than this rate allows (docs/security.md#passkeys); the OAuth starts' limit.
+passkey_starts_by_ip = Window(
+    "passkey-options", settings.IAM_OAUTH_STARTS_PER_IP_PER_MINUTE, timedelta(minutes=1)
+)

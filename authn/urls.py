@@ -1,7 +1,17 @@
 from django.urls import path
 
-from .api import auth, credentials, jwks, mfa, sessions
-from .pages import account, email_links, invitation, signin, signout, signup, step_up
+from .api import auth, credentials, jwks, mfa, passkeys, sessions
+from .pages import (
+    account,
+    account_passkeys,
+    email_links,
+    invitation,
+    passkey,
+    signin,
+    signout,
+    signup,
+    step_up,
+)
 
 urlpatterns = [
     # Signing up, in and out
@@ -20,6 +30,14 @@ urlpatterns = [
     path("auth/mfa/totp/confirm", mfa.TotpConfirm.as_view()),
     path("auth/mfa/totp/disable", mfa.TotpDisable.as_view()),
     path("auth/mfa/verify", mfa.MfaVerify.as_view()),
+    # Passkeys (docs/api.md#passkeys)
+    path("auth/passkeys/register/options", passkeys.PasskeyRegisterOptions.as_view()),
+    path("auth/passkeys/register/verify", passkeys.PasskeyRegisterVerify.as_view()),
+    path("auth/passkeys/login/options", passkeys.PasskeyLoginOptions.as_view()),
+    path("auth/passkeys/login/verify", passkeys.PasskeyLoginVerify.as_view()),
+    path("passkeys/list", passkeys.PasskeyList.as_view()),
+    path("passkeys/update", passkeys.PasskeyUpdate.as_view()),
+    path("passkeys/delete", passkeys.PasskeyDelete.as_view()),
     # The caller's own sessions
     path("sessions/list", sessions.SessionList.as_view()),
     path("sessions/revoke", sessions.SessionRevoke.as_view()),
@@ -32,6 +50,8 @@ urlpatterns = [
     # The hosted sign-in pages (docs/pages.md): HTML, the browser session's cookie, CSRF
     path("signin", signin.signin),
     path("signin/code", signin.second_factor),
+    path("signin/passkey", signin.passkey_signin),
+    path("signin/passkey/options", passkey.options),
     path("signin/mfa", step_up.step_up),
     path("signin/done", signin.signed_in),
     path("signout", signout.signout),
@@ -51,4 +71,8 @@ urlpatterns = [
     path("account/totp/turn-on", account.turn_on_totp),
     path("account/totp/turn-off", account.turn_off_totp),
     path("account/applications/revoke", account.revoke_application),
+    # The account page's passkeys (docs/pages.md#passkeys)
+    path("account/passkeys/options", account_passkeys.options),
+    path("account/passkeys/add", account_passkeys.add),
+    path("account/passkeys/remove", account_passkeys.remove),
 ]

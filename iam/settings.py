@@ -4,6 +4,7 @@ import base64
 import hashlib
 from datetime import timedelta
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
@@ -314,6 +315,15 @@ IAM_AUTH_CACHE_SECONDS = env("IAM_AUTH_CACHE_SECONDS", 300, int)
 # docs/api.md#sessions: ending another session needs a login at most this many seconds old (`auth_time`).
 IAM_REAUTH_SECONDS = env("IAM_REAUTH_SECONDS", 600, int)
 IAM_PUBLIC_URL = env("IAM_PUBLIC_URL", "http://127.0.0.1:8000").rstrip("/")
+# Passkeys (docs/operations.md#passkeys-relying-party-id-and-origins): the WebAuthn relying party id
+# (a registrable domain of the pages' host) and the origins a browser may sign in from. A passkey is bound
+# to the RP id: changing it later orphans every passkey registered.
+IAM_WEBAUTHN_RP_ID = env("IAM_WEBAUTHN_RP_ID", urlsplit(IAM_PUBLIC_URL).hostname or "localhost")
+IAM_WEBAUTHN_ORIGINS = env(
+    "IAM_WEBAUTHN_ORIGINS",
+    ["{0.scheme}://{0.netloc}".format(urlsplit(IAM_PUBLIC_URL))],
+    list,
+)
 # The base of the e-mails' links (/confirm-email, /reset-password, /accept-invitation): by default the
 # service's own hosted pages (docs/pages.md#self-service-pages), or an app that serves those paths itself.
 IAM_FRONTEND_URL = env("IAM_FRONTEND_URL", IAM_PUBLIC_URL).rstrip("/")

@@ -6,7 +6,7 @@ from rest_framework.request import Request
 from iam.http.endpoint import Endpoint
 from iam.platform.addresses import client_ip, user_agent
 
-from .. import mfa, sessions
+from .. import mfa, passkeys, sessions
 from ..serializers import (
     CodeRequest,
     MfaVerifyRequest,
@@ -77,14 +77,16 @@ class TotpDisable(Endpoint):
 
 
 class MfaVerify(Endpoint):
-    """The second step of a login for an account with an authenticator: the `mfa_token` that
-    `auth/login` (or the provider callback) answered, with a current `code` or an unused
-    `recovery_code`. Answers what `auth/login` answers: a session (its `amr` says `otp` and `mfa`) with
-    the account. The `mfa_token` lives 5 minutes and works once; a code works once. A wrong code: 400
-    `invalid code`, and the token stays usable; after 5 wrong codes for one account within 15 minutes,
-    429 with `Retry-After` without checking the code."""
+    """The second step of a login for an account with a second factor: the `mfa_token` that
+    `auth/login` (or the provider callback) answered, with a current `code`, an unused `recovery_code`,
+    or a passkey's `credential` (over a challenge of `auth/passkeys/login/options` `{"mfa_token"}`; any
+    failure: 400 `passkey not accepted`). Answers what `auth/login` answers: a session (its `amr` says
+    `otp` and `mfa`, or `hwk` and `mfa` for a passkey) with the account. The `mfa_token` lives 5 minutes
+    and works once; a code works once. A wrong code: 400 `invalid code`, and the token stays usable;
+    after 5 wrong codes (or refused passkeys) for one account within 15 minutes, 429 with `Retry-After`
+    without checking."""
 
-    summary = "Complete a login with a one-time code"
+    summary = "Complete a login with a one-time code or a passkey"
     example_request = {
         "mfa_token": "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJlNGI4ZDJmNiJ9.c2lnbmF0dXJl",
         "code": "492039",
@@ -95,6 +97,11 @@ class MfaVerify(Endpoint):
     response_serializer = SessionWithAccount
 
     def handle(self, request: Request, data: dict) -> dict:
+        if "credential" in data:  # a passkey (docs/api.md#passkeys)
+            account, session = passkeys.verify_second_factor(
+                data["mfa_token"], data["credential"], ip=client_ip(request), user_agent=user_agent(request)
+            )
+            return session_payload(account, session)
         account, session = mfa.verify(
             data["mfa_token"],
             code=data.get("code"),

@@ -29,9 +29,16 @@ from oidc.models import Application, Consent
 from rbac.models import Membership
 
 from .. import browser, mfa, services, sessions
-from ..models import Session
+from ..models import Passkey, Session
 from .common import forget_sign_in_steps, go, page_url, wait_page
-from .forms import ChangePasswordForm, CodeForm, ConfirmPasswordForm, RecordForm, TurnOffForm
+from .forms import (
+    ChangePasswordForm,
+    CodeForm,
+    ConfirmPasswordForm,
+    PasskeyNameForm,
+    RecordForm,
+    TurnOffForm,
+)
 from .signin import wrong_code
 from .step_up import qr_svg
 
@@ -44,6 +51,8 @@ NOTICES = {
     "session": gettext_lazy("That session is signed out."),
     "totp-off": gettext_lazy("Your authenticator app is turned off. Every other session is signed out."),
     "revoked": gettext_lazy("The application's access is revoked. It asks again at your next sign-in."),
+    "passkey-added": gettext_lazy("Your passkey is added. Signing in with your password now asks for it."),
+    "passkey-removed": gettext_lazy("That passkey is removed. It no longer signs you in."),
 }
 
 AccountView = Callable[[HttpRequest, Session], HttpResponse]
@@ -83,6 +92,12 @@ def second_factor_section(request: HttpRequest, session: Session) -> dict:
     return {"totp_on": mfa.has_totp(session.account), "turn_off_form": TurnOffForm()}
 
 
+def passkeys_section(request: HttpRequest, session: Session) -> dict:
+    """The account's passkeys, the newest first, and `Passkey name` (docs/pages.md#passkeys)."""
+    listed = Passkey.objects.filter(account=session.account).order_by("-created_at", "id")
+    return {"passkeys": list(listed), "passkey_form": PasskeyNameForm()}
+
+
 def sessions_section(request: HttpRequest, session: Session) -> dict:
     """The account's live sessions (what `sessions/list` answers it), the most recently used first."""
     live = list(Session.objects.live().filter(account=session.account).order_by("-last_used_at", "id"))
@@ -111,6 +126,7 @@ SECTIONS: tuple[Callable[[HttpRequest, Session], dict], ...] = (
     profile_section,
     password_section,
     second_factor_section,
+    passkeys_section,
     sessions_section,
     applications_section,
     workspaces_section,

@@ -50,6 +50,16 @@ class RecoveryCodeForm(forms.Form):
     )
 
 
+class PasskeyNameForm(forms.Form):
+    """What `Add a passkey` posts besides the credential: the name the person gives it."""
+
+    name = forms.CharField(
+        label=_("Passkey name"),
+        max_length=100,
+        error_messages={"required": _("Name the passkey, for example after the device that holds it.")},
+    )
+
+
 NAME_MAX = 255  # accounts.models.Account.name
 
 
@@ -123,6 +133,6 @@ class TurnOffForm(forms.Form):
 
 
 class RecordForm(forms.Form):
-    """The one record a button acts on (a session, an application's consent)."""
+    """The one record a button acts on (a session, an application's consent, a passkey)."""
 
     id = forms.UUIDField()

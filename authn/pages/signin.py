@@ -17,8 +17,9 @@ from iam.platform.addresses import client_ip, user_agent
 from sso import login as sso_login
 from sso import services as sso_services
 
-from .. import browser, mfa, services, throttling
+from .. import browser, mfa, passkeys, services, throttling
 from ..oauth import SigninOutcome
+from . import passkey
 from .common import (
     brand_of_next,
     clear_pending,
@@ -61,8 +62,41 @@ def signin(request: HttpRequest) -> HttpResponse:
 def _email_step(
     request: HttpRequest, form: EmailForm, next_url: str, *, alert: str = "", status: int = 200
 ) -> HttpResponse:
-    context = {"step": "email", "form": form, "action": page_url("/signin", next_url), "alert": alert}
+    context = {
+        "step": "email",
+        "form": form,
+        "action": page_url("/signin", next_url),
+        "passkey_action": page_url("/signin/passkey", next_url),
+        "alert": alert,
+    }
     return pages.render(request, "authn/signin.html", _branded(context, next_url), status=status)
+
+
+@pages.hosted_page
+@require_http_methods(["POST"])
+def passkey_signin(request: HttpRequest) -> HttpResponse:
+    """`Sign in with a passkey` (docs/pages.md#passkeys): the script posts the browser's credential for
+    the challenge this browser asked for; a browser session (`amr` `hwk`, `user`, `mfa`), then `next`."""
+    next_url = browser.safe_next(request.GET.get("next"))
+    remembered = request.session.pop(passkey.CHALLENGE, None)
+    try:
+        session = passkeys.login(
+            passkey.credential_of(request),
+            ip=client_ip(request),
+            user_agent=user_agent(request),
+            browser=True,
+            challenge=bytes.fromhex(remembered) if isinstance(remembered, str) else b"",
+        )[1]
+    except ApiError as exc:
+        if exc.status == 429:
+            return wait_page(request, exc.headers["Retry-After"])
+        if exc.status == 403:
+            return disabled_page(request)
+        return _email_step(request, EmailForm(), next_url, alert=passkey.not_accepted(), status=400)
+    clear_pending(request)
+    response = go(next_url)
+    browser.signed_in(request, response, session)
+    return response
 
 
 def _password_page(request: HttpRequest, form: PasswordForm, next_url: str) -> HttpResponse:
@@ -161,11 +195,20 @@ def second_factor(request: HttpRequest) -> HttpResponse:
     if token is None:
         return go(page_url("/signin", next_url))
     form_class = RecoveryCodeForm if request.GET.get("with") == "recovery" else CodeForm
+    factors = passkeys.pending_factors(token)
     if request.method == "GET":
-        return code_page(request, form_class(), next_url, action="/signin/code")
+        return code_page(request, form_class(), next_url, action="/signin/code", factors=factors)
+    if "credential" in request.POST:  # the passkey's form (docs/pages.md#passkeys)
+        done = passkey.second_factor(request, token, next_url)
+        if done is not None:
+            return done
+        alert = passkey.not_accepted()
+        return code_page(
+            request, form_class(), next_url, action="/signin/code", factors=factors, alert=alert, status=400
+        )
     form = form_class(request.POST)
     if not form.is_valid():
-        return code_page(request, form, next_url, action="/signin/code")
+        return code_page(request, form, next_url, action="/signin/code", factors=factors)
     entry = form.cleaned_data[form_class.field_name]
     try:
         session = mfa.verify(
@@ -186,7 +229,7 @@ def second_factor(request: HttpRequest) -> HttpResponse:
             alert = _("Your sign-in took too long. Start again.")
             return _email_step(request, EmailForm(), next_url, alert=alert, status=400)
         form.add_error(form_class.field_name, wrong_code(form_class))
-        return code_page(request, form, next_url, action="/signin/code")
+        return code_page(request, form, next_url, action="/signin/code", factors=factors)
     clear_pending(request)
     response = go(next_url)
     browser.signed_in(request, response, session)
@@ -200,10 +243,28 @@ def wrong_code(form_class: type) -> str:
 
 
 def code_page(
-    request: HttpRequest, form, next_url: str, *, action: str, heading: str = "", lead: str = ""
+    request: HttpRequest,
+    form,
+    next_url: str,
+    *,
+    action: str,
+    heading: str = "",
+    lead: str = "",
+    factors: tuple[bool, bool] = (True, False),
+    passkey_for: str = "mfa",
+    alert: str = "",
+    status: int = 200,
 ) -> HttpResponse:
+    """The second factor's page: a code (or a recovery code) when the account has an authenticator app,
+    and `Use a passkey` when it has a passkey (`factors`: the two, docs/pages.md#passkeys)."""
     recovery = isinstance(form, RecoveryCodeForm)
+    totp, with_passkey = factors
     context = {
+        "totp": totp,
+        "passkey": with_passkey,
+        "passkey_for": passkey_for,
+        "passkey_action": page_url(action, next_url),
+        "alert": alert,
         "form": form,
         "field": form[form.field_name],
         "recovery": recovery,
@@ -213,7 +274,7 @@ def code_page(
         "heading": heading,
         "lead": lead,
     }
-    return pages.render(request, "authn/code.html", context)
+    return pages.render(request, "authn/code.html", context, status=status)
 
 
 @pages.hosted_page

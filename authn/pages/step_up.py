@@ -15,10 +15,11 @@ from iam.http import pages
 from iam.http.errors import ApiError
 from iam.platform.addresses import client_ip, user_agent
 
-from .. import browser, mfa, sessions
+from .. import browser, mfa, passkeys, sessions
 from ..models import Session
 from .common import go, page_url, wait_page
 from .forms import CodeForm, RecoveryCodeForm
+from .passkey import credential_of, not_accepted
 from .signin import code_page, wrong_code
 
 HERE = "/signin/mfa"
@@ -34,7 +35,7 @@ def step_up(request: HttpRequest) -> HttpResponse:
         return go(page_url("/signin", page_url(HERE, next_url)))
     if "mfa" in session.amr:
         return go(next_url)
-    if mfa.has_totp(session.account):
+    if mfa.has_second_factor(session.account):
         return _prove(request, session, next_url)
     return _set_up(request, session, next_url)
 
@@ -43,9 +44,23 @@ def _prove(request: HttpRequest, session: Session, next_url: str) -> HttpRespons
     form_class = RecoveryCodeForm if request.GET.get("with") == "recovery" else CodeForm
     heading = _("Verify it's you")
     lead = _("This workspace asks for a second factor.")
+    factors = (mfa.has_totp(session.account), passkeys.has_passkey(session.account))
+    page = {"action": HERE, "heading": heading, "lead": lead, "factors": factors, "passkey_for": "step-up"}
+    if request.method == "POST" and "credential" in request.POST:  # the passkey's form
+        try:
+            stepped = passkeys.step_up(
+                session, credential_of(request), ip=client_ip(request), user_agent=user_agent(request)
+            )
+        except ApiError as exc:
+            if exc.status == 429:
+                return wait_page(request, exc.headers["Retry-After"])
+            return code_page(request, form_class(), next_url, alert=not_accepted(), status=400, **page)
+        response = go(next_url)
+        browser.signed_in(request, response, stepped)
+        return response
     form = form_class(request.POST if request.method == "POST" else None)
     if not form.is_bound or not form.is_valid():
-        return code_page(request, form, next_url, action=HERE, heading=heading, lead=lead)
+        return code_page(request, form, next_url, **page)
     entry = form.cleaned_data[form_class.field_name]
     try:
         stepped = mfa.step_up(
@@ -59,7 +74,7 @@ def _prove(request: HttpRequest, session: Session, next_url: str) -> HttpRespons
         if exc.status == 429:
             return wait_page(request, exc.headers["Retry-After"])
         form.add_error(form_class.field_name, wrong_code(form_class))
-        return code_page(request, form, next_url, action=HERE, heading=heading, lead=lead)
+        return code_page(request, form, next_url, **page)
     response = go(next_url)
     browser.signed_in(request, response, stepped)
     return response

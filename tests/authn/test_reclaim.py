@@ -1,9 +1,9 @@
 """Reclaiming a never-verified account (docs/security.md#consent-nobody-is-put-into-a-workspace), tried as
 an attacker would, over HTTP: a squatter registers the victim's address without its mailbox and enrolls
-TOTP; the victim proves the mailbox through idp_a, an invitation by e-mail, an invited membership's link
-or a password reset. The squatter's password, second factor, recovery codes, `mfa_token` and sessions end
-with it, and the victim is never asked for the squatter's code. Workspace A invites; workspace B is
-someone else's. (SSO: tests/sso/test_reclaim_factors.py.)"""
+TOTP and a passkey; the victim proves the mailbox through idp_a, an invitation by e-mail, an invited
+membership's link or a password reset. The squatter's password, second factors, recovery codes,
+`mfa_token` and sessions end with it, and the victim is never asked for the squatter's code. Workspace A
+invites; workspace B is someone else's. (SSO: tests/sso/test_reclaim_factors.py.)"""
 
 import re
 from dataclasses import dataclass
@@ -15,10 +15,11 @@ from django.core import mail
 
 from accounts.models import Account
 from authn import mfa
-from authn.models import Credential, MfaChallenge, RecoveryCode, Totp
+from authn.models import Credential, MfaChallenge, Passkey, RecoveryCode, Totp
 from iam.models import AuditEntry
 from tests.authn import test_oauth as oauth_flow
 from tests.authn import test_totp as totp_flow
+from tests.authn.soft_authenticator import SoftAuthenticator
 from tests.conftest import ApiClient, err, ok
 from tests.factories import AccountFactory, CredentialFactory, RoleFactory, WorkspaceFactory
 
@@ -42,18 +43,23 @@ class Squatter:
     secret: str
     recovery_codes: list[str]
     mfa_token: str  # a password login of theirs half done, waiting for the code
+    passkey: SoftAuthenticator
 
 
 def squat(api, clock, email: str = VICTIM) -> Squatter:
-    """Registers `email` without its mailbox, enrolls TOTP and starts a login."""
+    """Registers `email` without its mailbox, enrolls TOTP and a passkey, and starts a login."""
     registered = ok(api.call("/auth/register", {"email": email, "password": SQUATTERS_PASSWORD}))
     session = ApiClient(registered["access_token"])
     secret = ok(session.call("/auth/mfa/totp/enroll"))["secret"]
     codes = ok(session.call("/auth/mfa/totp/confirm", {"code": code(secret, clock.now)}))["recovery_codes"]
     clock.now += 30  # the confirming code's step is spent
+    passkey = SoftAuthenticator()
+    options = ok(session.call("/auth/passkeys/register/options"))
+    credential = passkey.create(options)
+    ok(session.call("/auth/passkeys/register/verify", {"credential": credential, "name": "mine"}))
     pending = ok(api.call("/auth/login", {"email": email, "password": SQUATTERS_PASSWORD}))
     assert pending["mfa_required"] is True
-    return Squatter(registered["account"]["id"], session, secret, codes, pending["mfa_token"])
+    return Squatter(registered["account"]["id"], session, secret, codes, pending["mfa_token"], passkey)
 
 
 def assert_shut_out(api, clock, squatter: Squatter) -> None:
@@ -73,12 +79,15 @@ def assert_shut_out(api, clock, squatter: Squatter) -> None:
         401,
         "invalid credentials",
     )
+    options = ok(api.call("/auth/passkeys/login/options"))
+    err(api.call("/auth/passkeys/login/verify", {"credential": squatter.passkey.get(options)}), 400)
     account_id = squatter.account_id
+    assert not Passkey.objects.filter(account_id=account_id).exists()
     assert not Totp.objects.filter(account_id=account_id).exists()
     assert not RecoveryCode.objects.filter(account_id=account_id).exists()
     assert not MfaChallenge.objects.filter(account_id=account_id).exists()
     [removed] = AuditEntry.objects.filter(action="account.mfa_removed", resource_id=account_id)
-    assert removed.changes == {"totp": True, "recovery_codes": 10, "reason": "reclaimed"}
+    assert removed.changes == {"totp": True, "recovery_codes": 10, "passkeys": 1, "reason": "reclaimed"}
 
 
 def assert_own_factor_only(api, clock, squatter: Squatter, owner: ApiClient, next_login) -> None:

@@ -85,7 +85,11 @@ def test_the_page_shows_who_is_signed_in_with_labels_and_the_page_headers(browse
     html = text(response)
     assert response.status_code == 200
     assert response["Content-Security-Policy"] == CSP and "no-store" in response["Cache-Control"]
-    assert '<html lang="en">' in html and "<script" not in html
+    assert '<html lang="en">' in html
+    # the one script, the service's own file (Add a passkey, docs/pages.md#passkeys), nothing inline
+    assert re.findall(r"<script[^>]*>[^<]*</script>", html) == [
+        '<script src="/static/pages/passkeys.js" defer></script>'
+    ]
     assert ada.email in html and ada.name in html and bob.email not in html
     assert label_for(html, "Current password") == "id_current_password"
     assert label_for(html, "New password") == "id_new_password"

@@ -40,7 +40,11 @@ def test_the_email_step_labels_its_field_and_links_the_other_pages(browser):
     assert '<a href="/signup">Create account</a>' in html
     assert '<html lang="en">' in html
     assert 'name="csrfmiddlewaretoken"' in html
-    assert "<script" not in html and "style=" not in html and "<style" not in html
+    # the one script, the service's own file, and no inline script or style (docs/pages.md#passkeys)
+    assert re.findall(r"<script[^>]*>[^<]*</script>", html) == [
+        '<script src="/static/pages/passkeys.js" defer></script>'
+    ]
+    assert "style=" not in html and "<style" not in html
     assert '<link rel="stylesheet" href="/static/pages/pages.css">' in html
     assert '<main id="main"' in html and 'href="#main"' in html  # the landmark and the skip link
 
