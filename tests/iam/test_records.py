@@ -16,7 +16,7 @@ import clients.serializers
 import rbac.serializers
 import tenancy.serializers
 from accounts.models import Account
-from authn.models import Credential, Session
+from authn.models import Credential, Passkey, Session
 from authn.sessions import issue_session
 from clients.models import Client
 from iam.http.serializers import ResourceSerializer, prefetch
@@ -123,6 +123,10 @@ def make_records() -> dict[type, list]:
     revoked, _ = create_key(machine, name="gone", actor=None)
     revoke_key(machine, revoked.pk, actor=None)
     create_service_account(bare, name="bare", roles=[], tags=[], meta={}, enabled=False, actor=None)
+    Passkey.objects.create(account=account, credential_id="a1", public_key=b"k", name="laptop")
+    Passkey.objects.create(
+        account=creator, credential_id="b2", public_key=b"k", name="phone", backed_up=True, last_used_at=LATER
+    )
     read = {
         model: list(model.objects.prefetch_related(*PREFETCH.get(model, [])).order_by("pk"))
         for model in (
@@ -138,6 +142,7 @@ def make_records() -> dict[type, list]:
             Invitation,
             ServiceAccount,
             ServiceAccountKey,
+            Passkey,
         )
     }
     by_pk = {client.pk: client.secret for client in made}
