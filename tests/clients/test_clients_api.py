@@ -18,6 +18,7 @@ WORKSPACE_FIELDS = {
     "name",
     "slug",
     "description",
+    "branding",
     "mfa_required",
     "config",
     "tags",

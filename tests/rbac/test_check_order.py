@@ -22,6 +22,7 @@ NOUNS = {
     "credentials": "credential",
     "invitations": "invitation",
     "memberships": "membership",
+    "passkeys": "passkey",
     "permissions": "permission",
     "projects": "project",
     "roles": "role",

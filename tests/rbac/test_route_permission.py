@@ -20,7 +20,7 @@ PLURAL = {
     "clients": "clients",
 }
 # What needs no permission: the public and self-service endpoints (docs/api.md#conventions, #authorization,
-# #invitations, #sessions).
+# #invitations, #sessions, #passkeys).
 NO_PERMISSION = {
     *(path for path in ENDPOINTS if path.startswith("/auth/")),
     "/clients/validate",
@@ -34,6 +34,9 @@ NO_PERMISSION = {
     "/invitations/mine",
     "/sessions/list",
     "/sessions/revoke",
+    "/passkeys/list",
+    "/passkeys/update",
+    "/passkeys/delete",
 }
 
 
