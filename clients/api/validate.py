@@ -130,7 +130,7 @@ class Kept(NamedTuple):
     content: bytes  # the answer's body
     counted: object  # its reason's counter (metrics.VALIDATIONS)
     fresh_until: float  # time.time() from which it is not served again: the token's expiry, or its next check
-    reads: Reads  # the cache entries it was computed from
+    reads: Reads | None  # the cache entries it was computed from (None: no local layer, never kept)
 
 
 class KeptAnswers(dict):
