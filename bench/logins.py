@@ -17,13 +17,7 @@ def login_figures(base: str, api: Api, workdir: Path) -> None:
     body = json.dumps({"email": "operator@bench.example", "password": PASSWORD})
     result = load(f"{base}/auth/login", body, workdir, connections=4)
     cores = os.cpu_count() or 1
-    rows.append(
-        (
-            "password logins per second per core (argon2id)",
-            f"{result['rps'] / min(cores, WORKERS):.0f} ({WORKERS} workers)",
-            ">= 30 (hold it)",
-        )
-    )
+    logins = result["rps"] / min(cores, WORKERS)
     # What logins cannot go above: the password check alone, at the configured argon2id parameters, in
     # as many processes at once as the service has workers (they share the cores and memory bandwidth).
     from django.contrib.auth.hashers import get_hasher, make_password
@@ -40,6 +34,13 @@ def login_figures(base: str, api: Api, workdir: Path) -> None:
             f"p={hasher.parallelism}), {WORKERS} processes at once",
             f"{elapsed / 20 * 1000:.1f} ms each: at most {per_core:.0f} logins per second per core",
             "-",
+        )
+    )
+    rows.append(
+        (
+            "password logins per second per core (argon2id) / the ceiling above",
+            f"{logins:.0f} ({WORKERS} workers) / {per_core:.0f} = {logins / per_core:.2f}",
+            ">= 0.90",
         )
     )
     unknown, wrong = [], []

@@ -74,7 +74,7 @@ def push_figures(api: Api, token: str, push_space, pushed, arrivals, workers: "W
                 f"{len(arrived.seen) / max(fault_free, 0.001):.0f} /s ({len(arrived.seen):,} of {want:,} in "
                 f"{fault_free:.1f} s after the workers resumed; burst emitted in {emitted:.1f} s with them "
                 "paused)",
-                ">= 500 /s",
+                ">= 5,000 /s",
             )
         )
     if "push-recovery" in PARTS:

@@ -222,7 +222,7 @@ def validate_figures(base: str, sync_base: str, body: str, workdir: Path) -> Non
         (
             "`clients/validate` req/s / floor req/s",
             f"{rps:,.0f} / {floor:,.0f} = {rps / floor:.2f}, p99 {p99:.1f} ms",
-            ">= 0.60, p99 <= 10 ms",
+            ">= 0.85, p99 <= 10 ms",
         )
     )
     rows.append(
