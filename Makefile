@@ -68,7 +68,7 @@ beat: install
 	DEBUG=$${DEBUG:-1} $(BIN)/celery -A iam beat --loglevel=INFO --schedule var/celerybeat-schedule
 
 bench: install-dev
-	$(BIN)/python bench/run.py
+	$(BIN)/python -m bench.run
 
 clean:
 	rm -rf $(VENV) staticfiles db.sqlite3

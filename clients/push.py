@@ -304,11 +304,18 @@ def retry_delivery(delivery: Delivery) -> None:
     transaction.on_commit(lambda: kick(delivery.client_id, delivery.pk))
 
 
-def sweep(limit: int = outbox.SWEEP_BATCH) -> int:
+def sweep(limit: int = outbox.SWEEP_BATCH, *, grace: float | None = None) -> int:
     """Hands over the due deliveries no task took: a kick lost to a broker outage, a worker that died, a
     retry whose delayed kick was lost. One task per client (it takes the client's batch), one per
-    client-less delivery. Returns how many tasks it handed over."""
-    cutoff = timezone.now() - timedelta(seconds=settings.IAM_OUTBOX_SWEEP_GRACE_SECONDS)
+    client-less delivery. Returns how many tasks it handed over.
+
+    Beat's sweep leaves a delivery `IAM_OUTBOX_SWEEP_GRACE_SECONDS` after it fell due (its own task may
+    still be queued). A worker that starts sweeps with no grace (`grace=0`, `clients.tasks`): it may be
+    the one a supervisor started in place of a worker that died, whose tasks, running or taken from the
+    queue, died with it (the broker keeps no unacknowledged copy: iam/settings.py). A task handed over
+    twice costs nothing but its select: the rows it takes are locked (`SKIP LOCKED`) and still pending."""
+    grace = settings.IAM_OUTBOX_SWEEP_GRACE_SECONDS if grace is None else grace
+    cutoff = timezone.now() - timedelta(seconds=grace)
     due = Delivery.objects.filter(status=Delivery.Status.PENDING, next_attempt_at__lte=cutoff)
     clients = list(
         due.filter(client__isnull=False)

@@ -46,6 +46,13 @@ class VerifiedTokens(dict):
 verified_tokens = VerifiedTokens()
 
 
+def verified_until(token: str) -> float:
+    """time.time() from which an answer about `token` must be computed afresh: its expiry, or the next
+    verification of its signature, whichever comes first; now when it was not verified."""
+    entry = verified_tokens.get(token)
+    return min(entry[0]["exp"], entry[1]) if entry is not None else 0.0
+
+
 def _answer(
     reason: str | None,
     *,

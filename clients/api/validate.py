@@ -1,9 +1,13 @@
 """`clients/validate`: the hot path other services call on every request they serve."""
 
 import functools
+import hashlib
+import time
 import uuid
+from typing import NamedTuple
 
 from django.conf import settings
+from django.db import connection
 from django.http import HttpRequest, HttpResponse
 from rest_framework.request import Request
 
@@ -11,7 +15,8 @@ from iam.http import parsers
 from iam.http.endpoint import JSON_RENDERER, Endpoint, envelope
 from iam.http.errors import ApiError, error_response
 from iam.http.fields import PERMISSION_NAME_MAX, PERMISSION_NAME_RE
-from iam.platform import metrics
+from iam.platform import cache, metrics
+from iam.platform.redis_cache import Reads
 
 from .. import validation
 from ..serializers import ValidateRequest, ValidateResponse
@@ -54,39 +59,49 @@ class ClientValidate(Endpoint):
     @classmethod
     def as_view(cls, **initkwargs):
         """The benchmarked hot path: a well-formed POST is answered without DRF's request, negotiation and
-        response layers (they cost more than the validation); anything else (another method, a body the
-        fast path does not take) goes through the full endpoint, which words every error."""
+        response layers (they cost more than the validation), and the same body again, while nothing it
+        was answered from has changed, with the same answer (`KeptAnswers`); anything else (another
+        method, a body the fast path does not take) goes through the full endpoint, which words every
+        error."""
         view = super().as_view(**initkwargs)
 
         @functools.wraps(view)  # keeps `cls` and `csrf_exempt` for the schema and the CSRF middleware
         def fast_view(request: HttpRequest, *args, **kwargs) -> HttpResponse:
-            data = cls.fast_body(request) if request.method == "POST" else None
-            if data is None:
-                return view(request, *args, **kwargs)
-            try:
-                payload = answer(data)
-            except ApiError as exc:  # `workspace_id` from a client outside the root workspace
-                return error_response(exc.status, exc.message, exc.field)
-            return HttpResponse(JSON_RENDERER.render(envelope(payload)), content_type="application/json")
+            body = cls.fast_bytes(request) if request.method == "POST" else None
+            kept = None if body is None else kept_answers.find(body)
+            if kept is None:
+                data = None if body is None else cls.fast_body(body)
+                if data is None:
+                    return view(request, *args, **kwargs)
+                try:
+                    kept = answered(body, data)
+                except ApiError as exc:  # `workspace_id` from a client outside the root workspace
+                    return error_response(exc.status, exc.message, exc.field)
+            kept.counted.inc()
+            return HttpResponse(kept.content, content_type="application/json")
 
         return fast_view
 
     @staticmethod
-    def fast_body(request: HttpRequest) -> dict | None:
-        """The request's fields when the body is exactly what a calling service sends, else None. It reads
-        the body with the one parser (`iam.http.parsers.loads`: depth, lone surrogates, NUL, number ranges),
-        and leaves whatever that refuses to the full endpoint, which answers its 400."""
+    def fast_bytes(request: HttpRequest) -> bytes | None:
+        """The request's body, when its length is one the fast path takes."""
         try:
             length = int(request.META.get("CONTENT_LENGTH") or 0)
         except ValueError:
             return None
         if not 0 < length <= settings.DATA_UPLOAD_MAX_MEMORY_SIZE:
             return None
+        return request.body
+
+    @staticmethod
+    def fast_body(body: bytes) -> dict | None:
+        """The request's fields when the body is exactly what a calling service sends, else None. It reads
+        the body with the one parser (`iam.http.parsers.loads`: depth, lone surrogates, NUL, number ranges),
+        and leaves whatever that refuses to the full endpoint, which answers its 400."""
         try:
-            body = parsers.loads(request.body)
+            return read_validate_body(parsers.loads(body))
         except ApiError:
             return None
-        return read_validate_body(body)
 
     def read_body(self, request: Request) -> dict:
         data = read_validate_body(request.data)
@@ -98,15 +113,83 @@ class ClientValidate(Endpoint):
 
 def answer(data: dict) -> dict:
     """The validation, counted by reason; with `explain`, the grant paths behind it."""
+    result = validated(data)
+    metrics.VALIDATIONS.labels(result["reason"] or "ok").inc()
+    return result
+
+
+def validated(data: dict) -> dict:
     data = dict(data)
     explain = data.pop("explain", False)
     result = validation.validate(**data)
-    metrics.VALIDATIONS.labels(result["reason"] or "ok").inc()
     if explain:
         return validation.explained(
             result, permission=data.get("permission"), project_id=data.get("project_id")
         )
     return result
+
+
+class Kept(NamedTuple):
+    content: bytes  # the answer's body
+    counted: object  # its reason's counter (metrics.VALIDATIONS)
+    fresh_until: float  # time.time() from which it is not served again: the token's expiry, or its next check
+    reads: Reads | None  # the cache entries it was computed from (None: no local layer, never kept)
+
+
+class KeptAnswers(dict):
+    """The SHA-256 of a request body -> the answer it was given (`Kept`). A calling service sends the same
+    body (its id and secret, the user's token, the permission) for every request of that user it serves,
+    and the answer changes only when what it was read from changes: so it is kept, and served again while
+    - it was computed from the process-memory cache alone: no round trip to Redis, no statement
+      (`cache.recording`), no `explain`;
+    - each of those cache entries is still the one this process serves (`Reads.current`): Redis has
+      reported no change to any (the reports are drained first, as every cached read does), none is past
+      its age, the reports still arrive. A revocation, a rotation, a removed membership or a changed MFA
+      policy purges one of them: the next call in every process computes its answer afresh;
+    - the token has not expired, and its signature is not yet due to be verified again
+      (`validation.VerifiedTokens`).
+    Answers refusing the client or the token are not kept: anyone can make those up by the thousand, and
+    they would push out the ones worth keeping. Bounded: the whole set is dropped when full."""
+
+    LIMIT = 10_000
+    NOT_KEPT = frozenset({"invalid_client", "invalid_token", "token_expired"})
+
+    def find(self, body: bytes) -> Kept | None:
+        kept = self.get(hashlib.sha256(body).digest())
+        if kept is None or time.time() >= kept.fresh_until or not kept.reads.current():
+            return None
+        return kept
+
+    def keep(self, body: bytes, kept: Kept) -> None:
+        if len(self) >= self.LIMIT:
+            self.clear()
+        self[hashlib.sha256(body).digest()] = kept
+
+
+kept_answers = KeptAnswers()
+
+
+def answered(body: bytes, data: dict) -> Kept:
+    """The answer to a well-formed body, computed, and kept when it can be (`KeptAnswers`)."""
+    statements = []
+
+    def counted_statement(execute, *args):
+        statements.append(args[0])
+        return execute(*args)
+
+    with cache.recording() as reads, connection.execute_wrapper(counted_statement):
+        result = validated(data)
+    reason = result["reason"]
+    kept = Kept(
+        content=JSON_RENDERER.render(envelope(result)),
+        counted=metrics.VALIDATIONS.labels(reason or "ok"),
+        fresh_until=validation.verified_until(data["token"]),
+        reads=reads,
+    )
+    computed_from_memory = reads is not None and reads.whole and not statements
+    if computed_from_memory and not data.get("explain") and reason not in KeptAnswers.NOT_KEPT:
+        kept_answers.keep(body, kept)
+    return kept
 
 
 FAST_FIELDS = frozenset(

@@ -1,16 +1,17 @@
 """Cache access that never fails a request: the cache only speeds reading state that lives in the
 database, so when it is down we log and answer from the database (docs/security.md#tokens)."""
 
+import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 from typing import Any
 
-from django.core.cache import cache
+from django.core.cache import cache, caches
 from django.db import transaction
 
-from iam.platform import metrics
+from iam.platform import metrics, redis_cache
 
 logger = logging.getLogger(__name__)
 
@@ -21,6 +22,7 @@ def get(key: str) -> Any:
     try:
         return cache.get(key, MISSING)
     except Exception:
+        redis_cache.read_elsewhere()
         logger.warning("cache unavailable: get %s", key.split(":", 1)[0], exc_info=True)
         metrics.CACHE_ERRORS.labels("get").inc()
         return MISSING
@@ -50,16 +52,31 @@ def read_through(
     return value
 
 
+@contextlib.contextmanager
+def recording() -> Iterator[redis_cache.Reads | None]:
+    """Records the cache entries read in the block on this thread (`redis_cache.Reads`), when the cache
+    keeps them in process memory (None otherwise): what a caller computed from them alone, it may keep
+    while `reads.current()` holds (`clients.api.validate.KeptAnswers`)."""
+    backend = caches["default"]
+    if not isinstance(backend, redis_cache.RedisCache):
+        yield None
+        return
+    with backend._cache.recording() as reads:
+        yield reads
+
+
 def get_many(keys: list[str]) -> dict[str, Any]:
     try:
         return cache.get_many(keys)
     except Exception:
+        redis_cache.read_elsewhere()
         logger.warning("cache unavailable: get_many", exc_info=True)
         metrics.CACHE_ERRORS.labels("get_many").inc()
         return {}
 
 
 def set(key: str, value: Any, timeout: int) -> None:
+    redis_cache.read_elsewhere()  # what is being computed read something the cache did not hold
     try:
         cache.set(key, value, timeout)
     except Exception:
@@ -69,6 +86,7 @@ def set(key: str, value: Any, timeout: int) -> None:
 
 def add(key: str, value: Any, timeout: int) -> bool:
     """True when the key was not there (and is now)."""
+    redis_cache.read_elsewhere()  # a write: what is being computed is no pure read of the cache
     try:
         return bool(cache.add(key, value, timeout))
     except Exception:
@@ -112,6 +130,7 @@ def new_generation() -> int:
 
 def incr(key: str, timeout: int) -> int | None:
     """Counter for throttles; None when the cache is down (callers fail open and log)."""
+    redis_cache.read_elsewhere()  # a write: what is being computed is no pure read of the cache
     try:
         cache.add(key, 0, timeout)
         return cache.incr(key)

@@ -15,11 +15,14 @@ each read decodes its own copy.
 redis-py's own client-side cache (`protocol=3, cache_config=...`) is not used: it refuses servers older
 than Redis 7.4 (Debian 12 and CI run 7.0), and it caches every GET and MGET, of any key, with no age bound."""
 
+import contextlib
 import datetime
 import os
+import select
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 
 from django.core.cache.backends import redis
 from redis.exceptions import RedisError
@@ -50,6 +53,7 @@ class Invalidations:
         self.entries: dict[str, tuple[object, object, float]] = {}
         self.lock = threading.Lock()
         self.retry_at = 0.0
+        self.poller, self.polled = select.poll(), None  # the poll(2) set of the socket `polled`
 
     def poll(self) -> bool:
         """Applies the reports already received. False (and nothing served locally) when not connected."""
@@ -61,7 +65,7 @@ class Invalidations:
                 prefixes = [part for prefix in self.prefixes for part in ("PREFIX", prefix)]
                 self.connection.send_command("CLIENT", "TRACKING", "ON", "BCAST", *prefixes)
                 self.connection.read_response()
-            while self.connection.can_read(timeout=0):
+            while self._waiting():
                 self.connection.read_response(push_request=True)  # a report: `_report` applies it
         except (RedisError, OSError):
             self.connection.disconnect()
@@ -70,11 +74,68 @@ class Invalidations:
             return False
         return True
 
+    def _waiting(self) -> bool:
+        """Whether a report waits to be read: in the parser's buffer, or on the socket (one poll(2) that
+        does not wait; redis-py's `can_read` adds two `settimeout` calls and an exception to its `recv`,
+        a third of a warm read). A closed socket counts as waiting: reading it raises."""
+        buffer = getattr(self.connection._parser, "_buffer", None)
+        if buffer is None:  # another parser than redis-py's own
+            return self.connection.can_read(timeout=0)
+        if buffer.unread_bytes():
+            return True
+        sock = self.connection._sock
+        if sock is not self.polled:
+            self.poller, self.polled = select.poll(), sock
+            self.poller.register(sock, select.POLLIN)
+        return bool(self.poller.poll(0))
+
     def _report(self, message) -> None:
         if message[1] is None:  # the server flushed: everything may have changed
             self.entries.clear()
         for key in message[1] or ():
             self.entries.pop(key.decode(), None)
+
+
+class Reads:
+    """What a computation on one thread read of the cache (`RedisCacheClient.recording`): the
+    process-memory entries it was served, each with the key it was read under, the earliest time one of
+    them stops being served (`until`, time.monotonic()), and `whole`: no read went anywhere else (Redis,
+    or an error). What was computed from these reads alone is as current as they are: `current()`."""
+
+    __slots__ = ("entries", "local", "pid", "until", "whole")
+
+    def __init__(self, local: Invalidations) -> None:
+        self.local, self.pid = local, os.getpid()
+        self.entries: list[tuple[str, tuple]] = []
+        self.until = float("inf")
+        self.whole = True
+
+    def current(self) -> bool:
+        """Whether every entry read is still the one this process serves: none reported changed (the
+        reports are drained first, as every read does), none past its age, the reports still arriving."""
+        if not self.whole or self.until <= time.monotonic() or self.pid != os.getpid():
+            return False
+        local = self.local
+        with local.lock:
+            if not local.poll():
+                return False
+            entries = local.entries
+            return all(entries.get(key) is entry for key, entry in self.entries)
+
+
+_recording = threading.local()
+
+
+def recorded() -> Reads | None:
+    """The reads being recorded on this thread, if any."""
+    return getattr(_recording, "reads", None)
+
+
+def read_elsewhere() -> None:
+    """Notes, in the reads recorded on this thread, a read not served from process memory."""
+    reads = recorded()
+    if reads is not None:
+        reads.whole = False
 
 
 ENCODED = object()  # an entry not kept decoded: each read decodes its bytes
@@ -113,10 +174,12 @@ class RedisCacheClient(redis.RedisCacheClient):
     def get_many(self, keys):
         local = self._local()
         if local is None:
+            read_elsewhere()
             return super().get_many(keys)
         found: dict[str, object] = {}
         missing: list[str] = []  # the keys to read from Redis
         now = time.monotonic()
+        reads = recorded()
         with local.lock:
             if not local.poll():
                 missing = list(keys)
@@ -128,11 +191,15 @@ class RedisCacheClient(redis.RedisCacheClient):
                     if entry is not None and entry[2] > now:
                         if entry[0] is not None:  # None: known to be absent
                             found[key] = self._serializer.loads(entry[0]) if entry[1] is ENCODED else entry[1]
+                        if reads is not None:
+                            reads.entries.append((key, entry))
+                            reads.until = min(reads.until, entry[2])
                         continue
                     if key.startswith(local.prefixes):
                         local.entries[key] = (MARK, None, 0.0)  # never served; a report drops it
                     missing.append(key)
         if missing:
+            read_elsewhere()
             values = self.get_client(None).mget(missing)
             with local.lock:
                 live = local.poll()
@@ -145,8 +212,22 @@ class RedisCacheClient(redis.RedisCacheClient):
                         local.entries[key] = (raw, kept, now + local.MAX_AGE)
         return found
 
+    @contextlib.contextmanager
+    def recording(self) -> Iterator[Reads | None]:
+        """Records what this thread reads in the block (None when there is no local layer)."""
+        local = self._local()
+        if local is None:
+            yield None
+            return
+        reads = _recording.reads = Reads(local)
+        try:
+            yield reads
+        finally:
+            _recording.reads = None
+
     def get(self, key, default):
         if self._local() is None:
+            read_elsewhere()
             return super().get(key, default)
         return self.get_many([key]).get(key, default)
 

@@ -1,5 +1,6 @@
-"""What a login with TOTP costs (bench/run.py's `totp` figure): the password step verifies the password
-once with argon2id, and the code step verifies none, so the two steps cost one argon2id verification."""
+"""What a login with TOTP costs (`make bench`'s `totp` figure, bench/logins.py): the password step verifies
+the password once with argon2id, and the code step verifies none, so the two steps cost one argon2id
+verification."""
 
 from django.contrib.auth.hashers import Argon2PasswordHasher, get_hasher
 

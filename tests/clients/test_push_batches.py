@@ -265,3 +265,30 @@ def test_a_batch_that_did_work_is_always_followed_by_a_task(
     with django_capture_on_commit_callbacks(execute=True):
         assert push.deliver_due(client["id"], 0) == 0
     assert len(held_kicks) == 1
+
+
+def test_a_worker_that_starts_hands_over_due_deliveries_without_the_grace(
+    admin,  # noqa: F811
+    workspace,  # noqa: F811
+    keep_alive_receiver,  # noqa: F811
+    held_kicks,
+    monkeypatch,
+    django_capture_on_commit_callbacks,
+):
+    """A worker that starts may replace one killed with the tasks it ran and had taken from the queue:
+    it hands over every due delivery at once, where beat's sweep waits its grace (their own tasks may
+    still be on their way)."""
+    from celery.signals import worker_ready
+
+    from clients import tasks
+
+    client = make_client(admin, keep_alive_receiver.url, "first")
+    emit(workspace, django_capture_on_commit_callbacks, 3)
+    handed = []
+    monkeypatch.setattr(outbox, "dispatch", lambda task, *args, **kwargs: handed.append((task, args)) or True)
+    assert push.sweep() == 0  # beat's: within the grace
+    worker_ready.send(sender=None)
+    assert handed == [(tasks.sweep_push, (0.0,))]
+    handed.clear()
+    assert tasks.sweep_push(0.0) == 1
+    assert handed == [(tasks.deliver_push, (client["id"], handed[0][1][1]))]

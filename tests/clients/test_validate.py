@@ -7,6 +7,7 @@ import uuid
 
 import jwt
 import pytest
+import redis
 from django.core.cache import caches
 from django.test import override_settings
 
@@ -225,11 +226,16 @@ def test_warm_validation_makes_no_round_trip_to_redis(client, user, monkeypatch)
 
 
 def _revoke_rotate_remove(client, user, admin):
-    """The three changes that must be seen at once, each checked right after its API call."""
+    """The three changes that must be seen at once, each checked right after its API call. Before each,
+    the answer is asked three times: computed, computed from process memory, then served as kept
+    (`KeptAnswers`), where there is a cache."""
     account, membership = user
     token = tokens_of(account)
-    assert validate(client, token)["authorized"] is True
-    assert validate(client, token)["authorized"] is True  # cached, where there is a cache
+
+    def settled(token, secret=None):
+        return [validate(client, token, secret=secret)["authorized"] for _ in range(3)] == [True] * 3
+
+    assert settled(token)
 
     # membership removed
     ok(admin.call("/memberships/delete", {"id": str(membership.pk)}))
@@ -237,19 +243,19 @@ def _revoke_rotate_remove(client, user, admin):
     assert not Membership.objects.filter(pk=membership.pk).exists()
     MembershipFactory(account=account, workspace=membership.workspace)
     forget_authorization(membership.workspace_id)  # as the membership service does
-    assert validate(client, token)["authorized"] is True
+    assert settled(token)
 
     # token revoked
     ok(ApiClient(token).call("/auth/revoke"))
     assert validate(client, token)["reason"] == "token_revoked"
     account.refresh_from_db()
     fresh = tokens_of(account)
-    assert validate(client, fresh)["authorized"] is True
+    assert settled(fresh)
 
     # secret rotated
     rotated = ok(admin.call("/clients/regenerate-secret", {"id": str(client.pk)}))
     assert validate(client, fresh)["reason"] == "invalid_client"
-    assert validate(client, fresh, secret=rotated["secret"])["authorized"] is True
+    assert settled(fresh, secret=rotated["secret"])
 
     # client deleted
     ok(admin.call("/clients/delete", {"id": str(client.pk)}))
@@ -356,3 +362,92 @@ def test_an_mfa_token_is_no_access_token(client, user):
     mfa_token = mfa.challenge(account, amr=["pwd"])
     data = validate(client, mfa_token)
     assert data["authorized"] is False and data["reason"] == "invalid_token"
+
+
+# Kept answers (clients/api/validate.py `KeptAnswers`): the same body again, while nothing it was answered
+# from has changed, gets the same answer without computing it.
+
+
+@pytest.fixture
+def local_layer():
+    if not isinstance(caches["default"], RedisCache):
+        pytest.skip("answers are kept only beside the Redis cache's local layer (CI runs with REDIS_URL)")
+    return caches["default"]._cache
+
+
+def computing_refused(*args, **kwargs):
+    raise AssertionError("computed")
+
+
+def kept_answer_of(client, token, monkeypatch, **extra):
+    """The answer to a body once it is kept: the first of up to 20 tries in which it is not computed (a
+    FLUSHDB by another worker of the suite empties the local layer, and with it what is kept)."""
+    for _ in range(20):
+        validate(client, token, **extra)
+        validate(client, token, **extra)  # computed from process memory: kept
+        with monkeypatch.context() as patch:
+            patch.setattr(validation, "validate", computing_refused)
+            try:
+                return validate(client, token, **extra)
+            except AssertionError as error:
+                if "computed" not in str(error):
+                    raise
+    raise AssertionError("the answer was never kept")
+
+
+def test_a_warm_answer_is_kept_and_served_again(client, user, local_layer, monkeypatch):
+    account, _ = user
+    token = tokens_of(account)
+    expected = validate(client, token, permission="projects:update")
+    assert kept_answer_of(client, token, monkeypatch, permission="projects:update") == expected
+    # another body (another permission asked) is computed
+    monkeypatch.setattr(validation, "validate", computing_refused)
+    with pytest.raises(AssertionError, match="computed"):
+        validate(client, token, permission="roles:list")
+
+
+def test_a_kept_answer_goes_when_another_process_changes_what_it_was_read_from(
+    client, user, local_layer, monkeypatch
+):
+    """Another process's change reaches this one as a Redis report on one of the entries the answer was
+    read from: the next call computes afresh (here: the account's entry, written as another worker's
+    purge and reload would, now disabled)."""
+    account, _ = user
+    token = tokens_of(account)
+    assert kept_answer_of(client, token, monkeypatch)["authorized"] is True
+    Account = type(account)
+    Account.objects.filter(pk=account.pk).update(enabled=False)
+    other = redis.Redis(connection_pool=local_layer._get_connection_pool(True))
+    other.delete(caches["default"].make_and_validate_key(f"account:{account.pk}"))
+    assert validate(client, token)["reason"] == "account_disabled"
+
+
+def test_refusals_of_the_client_or_the_token_are_not_kept(client, user, local_layer, monkeypatch):
+    account, _ = user
+    token = tokens_of(account)
+    for _ in range(3):
+        assert validate(client, token, secret="wrong")["reason"] == "invalid_client"
+        assert validate(client, "not-a-token")["reason"] == "invalid_token"
+    monkeypatch.setattr(validation, "validate", computing_refused)
+    for secret, token_sent in (("wrong", token), (None, "not-a-token")):
+        with pytest.raises(AssertionError, match="computed"):
+            validate(client, token_sent, secret=secret)
+
+
+def test_an_answer_that_made_a_statement_is_not_kept(client, user, local_layer, monkeypatch):
+    """Only what the cache's process memory alone answered is kept: an answer that read the database
+    (here a validation that queries beside its cached reads) is computed on every call."""
+    account, _ = user
+    token = tokens_of(account)
+    computed = validation.validate
+
+    def querying(**kwargs):
+        Membership.objects.exists()
+        return computed(**kwargs)
+
+    monkeypatch.setattr(validation, "validate", querying)
+    for _ in range(3):
+        assert validate(client, token)["authorized"] is True
+    monkeypatch.setattr(validation, "validate", computing_refused)
+    with pytest.raises(AssertionError, match="computed"):
+        validate(client, token)

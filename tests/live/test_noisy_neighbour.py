@@ -2,7 +2,7 @@
 heaviest allowed requests at full speed from a few threads (lists at limit 1000 over records at their size
 limits, within its quotas: permissions of 16 KiB meta, 4 KiB description and 50 tags, roles holding all of
 them) while another tenant's `projects/list` and `clients/validate` are timed: their p95 stays under one
-second and nothing answers 5xx. bench/run.py prints the same figure (its `neighbour` part)."""
+second and nothing answers 5xx. `make bench` prints the same figure (its `neighbour` part, bench/lists.py)."""
 
 import json
 import threading

@@ -1,0 +1,98 @@
+"""What every part of `make bench` shares: its knobs, the table it prints, the bench database, a
+sequential HTTP client."""
+
+import http.client
+import json
+import os
+import secrets
+import socket
+import sys
+import time
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+ROOT = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+SECONDS = int(os.environ.get("BENCH_SECONDS", "5"))
+ROUNDS = int(os.environ.get("BENCH_ROUNDS", "3"))
+CONNECTIONS = int(os.environ.get("BENCH_CONNECTIONS", "16"))
+BURST = int(os.environ.get("BENCH_BURST", "2000"))
+SEED_ROWS = int(os.environ.get("BENCH_ROWS", "1000000"))
+PARTS = set(
+    os.environ.get("BENCH_PARTS", "validate,login,totp,token,lists,neighbour,push,push-recovery").split(",")
+)
+TOTP_ACCOUNTS = int(os.environ.get("BENCH_TOTP_ACCOUNTS", "200"))
+LIST_REQUESTS = int(os.environ.get("BENCH_LIST_REQUESTS", "40"))
+LIST_WARMUP = 4
+WORKERS = 2  # gunicorn's
+PUSH_CLIENTS = 5
+SLOW_CLIENTS = 50
+PASSWORD = "bench-password-" + secrets.token_urlsafe(8)
+
+LUA = """
+wrk.method = "POST"
+wrk.body = [[{body}]]
+wrk.headers["Content-Type"] = "application/json"
+"""
+
+rows: list[tuple[str, str, str]] = []  # (figure, measured, goal): the table
+notes: list[str] = []
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def bench_database_url() -> str:
+    url = os.environ.get("DATABASE_URL", "")
+    if not url.startswith(("postgres://", "postgresql://")):
+        raise SystemExit("make bench needs DATABASE_URL=postgres://... (it makes <name>_bench beside it)")
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(path=parts.path.rstrip("/") + "_bench"))
+
+
+def admin_sql(url: str, statement: str) -> None:
+    import psycopg
+
+    parts = urlsplit(url)
+    with psycopg.connect(urlunsplit(parts._replace(path="/postgres")), autocommit=True) as connection:
+        connection.execute(statement)
+
+
+def database_name(url: str) -> str:
+    return urlsplit(url).path.lstrip("/")
+
+
+class Api:
+    """Sequential keep-alive client for latency figures."""
+
+    def __init__(self, base: str):
+        parts = urlsplit(base)
+        self.base = base
+        self.connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=30)
+
+    def post(self, path: str, body: dict, headers: dict | None = None) -> tuple[dict, float]:
+        sent = (json.dumps(body), {"Content-Type": "application/json", **(headers or {})})
+        started = time.perf_counter()
+        try:
+            self.connection.request("POST", path, *sent)
+            response = self.connection.getresponse()
+        except (BrokenPipeError, ConnectionResetError, http.client.RemoteDisconnected):
+            # The kept connection sat idle past the server's keep-alive (another part ran meanwhile):
+            # a new one, and the time counted from it, as any HTTP client's pool does.
+            self.connection.close()
+            started = time.perf_counter()
+            self.connection.request("POST", path, *sent)
+            response = self.connection.getresponse()
+        payload = json.loads(response.read())
+        elapsed = (time.perf_counter() - started) * 1000
+        if response.status != 200:
+            raise SystemExit(f"{path}: {response.status} {payload}")
+        return payload["data"], elapsed
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * fraction))]
