@@ -18,9 +18,8 @@ ROUNDS = int(os.environ.get("BENCH_ROUNDS", "3"))
 CONNECTIONS = int(os.environ.get("BENCH_CONNECTIONS", "16"))
 BURST = int(os.environ.get("BENCH_BURST", "2000"))
 SEED_ROWS = int(os.environ.get("BENCH_ROWS", "1000000"))
-PARTS = set(
-    os.environ.get("BENCH_PARTS", "validate,login,totp,token,lists,neighbour,push,push-recovery").split(",")
-)
+ALL_PARTS = "validate,login,totp,token,machines,lists,neighbour,push,push-recovery"
+PARTS = set(os.environ.get("BENCH_PARTS", ALL_PARTS).split(","))
 TOTP_ACCOUNTS = int(os.environ.get("BENCH_TOTP_ACCOUNTS", "200"))
 LIST_REQUESTS = int(os.environ.get("BENCH_LIST_REQUESTS", "40"))
 LIST_WARMUP = 4

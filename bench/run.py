@@ -13,6 +13,8 @@ same run:
 - logins with TOTP per second per core (the password step and the code step, one account each, since a
   code works once);
 - the token endpoint: code exchanges and refresh grants per second per core (bench/token_endpoint.py);
+- machine identities: an API key's Bearer call beside a session's on `projects/list`, and a root client's
+  `clients/validate` naming the workspace beside the workspace's own client's (bench/machines.py);
 - the list cases (p50/p95 over sequential keep-alive requests), each with the `EXPLAIN ANALYZE` summary
   of its queries;
 - the noisy neighbour: one tenant's heaviest allowed lists (limit 1000 over records at their size
@@ -25,14 +27,14 @@ same run:
   fault, then with the worker killed (-9) and restarted three times (beat's sweep runs beside it).
 
 The parts live in bench/web.py (validate), bench/logins.py (login, totp), bench/token_endpoint.py (token),
-bench/lists.py (lists, neighbour) and bench/push.py (push, push-recovery); bench/common.py holds the
-knobs and the table. Run it as `python -m bench.run` (`make bench`).
+bench/machines.py (machines), bench/lists.py (lists, neighbour) and bench/push.py (push, push-recovery);
+bench/common.py holds the knobs and the table. Run it as `python -m bench.run` (`make bench`).
 
 The bench database is dropped at the end (BENCH_KEEP=1 keeps it). Knobs: BENCH_SECONDS (5), BENCH_ROUNDS
 (3: ping and validate alternate, the median counts), BENCH_CONNECTIONS (16), BENCH_BURST (2000),
 BENCH_LIST_REQUESTS (40), BENCH_ROWS (1000000), BENCH_PARTS
-(validate,login,totp,token,lists,neighbour,push,push-recovery), BENCH_TOTP_ACCOUNTS (200), BENCH_WEB (a
-web command to measure instead of the Procfile's). Needs REDIS_URL
+(validate,login,totp,token,machines,lists,neighbour,push,push-recovery), BENCH_TOTP_ACCOUNTS (200),
+BENCH_WEB (a web command to measure instead of the Procfile's). Needs REDIS_URL
 for the push figures (Celery's broker and the shared cache).
 """
 
@@ -254,6 +256,12 @@ def _bench(env: dict, workdir: Path, processes: list) -> None:
 
         token_figures(
             base, rows, workspace=workspace, member=member, workers=WORKERS, cpu=lambda: server_cpu(base)
+        )
+    if "machines" in PARTS:
+        from bench.machines import machine_figures
+
+        machine_figures(
+            base, workspace=workspace, role=role, member=member, validate_body=validate_body, workdir=workdir
         )
     if "lists" in PARTS:
         explain(token, workspace, list_figures(api, token, workspace))

@@ -75,11 +75,11 @@ def server_cpu(base: str) -> float:
     return total / os.sysconf("SC_CLK_TCK")
 
 
-def load_cpu(base: str, path: str, body: str | None, workdir: Path) -> dict:
+def load_cpu(base: str, path: str, body: str | None, workdir: Path, headers: dict | None = None) -> dict:
     """`load`, with the server's own CPU time per request (microseconds): unlike req/s, it hardly moves
     when other processes take the machine's cores."""
     before = server_cpu(base)
-    result = load(f"{base}{path}", body, workdir)
+    result = load(f"{base}{path}", body, workdir, headers=headers)
     result["cpu_us"] = (server_cpu(base) - before) / max(result["rps"] * SECONDS, 1) * 1e6
     return result
 
@@ -120,11 +120,14 @@ def serve(command: list[str], env: dict, processes: list) -> str:
 # Load generators
 
 
-def run_wrk(url: str, body: str | None, workdir: Path, *, connections: int, seconds: int) -> dict:
+def run_wrk(
+    url: str, body: str | None, workdir: Path, *, connections: int, seconds: int, headers: dict
+) -> dict:
     command = ["wrk", "-t2", f"-c{connections}", f"-d{seconds}s", "--latency"]
     if body is not None:
         script = workdir / f"post-{uuid.uuid4().hex}.lua"
-        script.write_text(LUA.format(body=body))
+        extra = "".join(f'wrk.headers["{name}"] = "{value}"\n' for name, value in headers.items())
+        script.write_text(LUA.format(body=body) + extra)
         command += ["-s", str(script)]
     out = subprocess.run([*command, url], capture_output=True, text=True, check=True).stdout
     non_2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
@@ -141,7 +144,7 @@ def _ms(value: str) -> float:
     return float(number) * {"us": 0.001, "ms": 1, "s": 1000}[unit]
 
 
-def run_python(url: str, body: str | None, *, connections: int, seconds: int) -> dict:
+def run_python(url: str, body: str | None, *, connections: int, seconds: int, headers: dict) -> dict:
     """Fallback load generator: threads with keep-alive connections (slower than wrk: it takes CPU from
     the server, so its ratios are lower bounds)."""
     parts = urlsplit(url)
@@ -156,7 +159,7 @@ def run_python(url: str, body: str | None, *, connections: int, seconds: int) ->
             if body is None:
                 connection.request("GET", parts.path)
             else:
-                connection.request("POST", parts.path, body, {"Content-Type": "application/json"})
+                connection.request("POST", parts.path, body, {"Content-Type": "application/json", **headers})
             response = connection.getresponse()
             response.read()
             latencies.append((time.perf_counter() - started) * 1000)
@@ -178,11 +181,19 @@ def run_python(url: str, body: str | None, *, connections: int, seconds: int) ->
 
 
 def load(
-    url: str, body: str | None, workdir: Path, *, connections: int = CONNECTIONS, seconds: int = SECONDS
+    url: str,
+    body: str | None,
+    workdir: Path,
+    *,
+    connections: int = CONNECTIONS,
+    seconds: int = SECONDS,
+    headers: dict | None = None,
 ):
+    """Requests to `url` (POST `body` with `headers` when given, else GET) from `connections` keep-alive
+    connections for `seconds`: req/s, p50 and p99 (ms), and the answers that were not 2xx."""
     if shutil.which("wrk"):
-        return run_wrk(url, body, workdir, connections=connections, seconds=seconds)
-    return run_python(url, body, connections=connections, seconds=seconds)
+        return run_wrk(url, body, workdir, connections=connections, seconds=seconds, headers=headers or {})
+    return run_python(url, body, connections=connections, seconds=seconds, headers=headers or {})
 
 
 def validate_figures(base: str, sync_base: str, body: str, workdir: Path) -> None:
