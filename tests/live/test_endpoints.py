@@ -16,6 +16,7 @@ from rest_framework import serializers
 
 from iam.http.fields import JsonObject
 from iam.http.list_endpoint import ListEndpoint
+from tests.authn.soft_authenticator import SoftAuthenticator
 from tests.endpoints import ENDPOINTS, PATHS
 from tests.live.api import META, add_member, create_client, create_role, create_workspace, ok, unique
 from tests.sso.stand_ins import OpenIdProvider
@@ -270,6 +271,8 @@ def valid_call(world: World, path: str) -> dict:
             login = {"email": throwaway["account"]["email"], "password": "a-long-live-passphrase"}
             token = ok(live.post("/auth/login", login))["mfa_token"]
             call["body"] = {"mfa_token": token, "code": next_code}
+    elif path.startswith(("/auth/passkeys/", "/passkeys/")) and action != "list":
+        call["token"], call["body"] = _passkey_call(live, path)
     elif path in invitations:
         # The invited account's own act (docs/api.md#invitations): its Bearer token and the id of its
         # invitation.
@@ -282,6 +285,28 @@ def valid_call(world: World, path: str) -> dict:
     elif action != "list":
         raise AssertionError(f"no valid body for {path} ({family}): add one here")
     return call
+
+
+def _passkey_call(live, path: str) -> tuple[str | None, dict]:
+    """A new account, by its own fresh session (recent enough to register or delete a passkey), with a
+    software authenticator's passkey where the call needs one (docs/api.md#passkeys). The authenticator
+    signs for the origin of the default `IAM_PUBLIC_URL`, which the live service keeps."""
+    token = live.register()["access_token"]
+    if path == "/auth/passkeys/register/options":
+        return token, {}
+    key = SoftAuthenticator()
+    options = ok(live.post("/auth/passkeys/register/options", {}, token=token))
+    registration = {"credential": key.create(options), "name": "laptop"}
+    if path == "/auth/passkeys/register/verify":
+        return token, registration
+    passkey = ok(live.post("/auth/passkeys/register/verify", registration, token=token))
+    if path == "/auth/passkeys/login/options":
+        return None, {}
+    if path == "/auth/passkeys/login/verify":
+        return None, {"credential": key.get(ok(live.post("/auth/passkeys/login/options", {})))}
+    if path == "/passkeys/update":
+        return token, {"id": passkey["id"], "name": "phone"}
+    return token, {"id": passkey["id"]}
 
 
 def _key_ref(world: World) -> dict:
