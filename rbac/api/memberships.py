@@ -37,15 +37,7 @@ from ..services.memberships import (
     delete_membership,
     update_membership,
 )
-from .access import get_object, in_visible_projects, roles_named
-
-
-def project_named(request: Request, project_id) -> Project:
-    """The project of the `X-Workspace` workspace that `project_id` names (400 for any other)."""
-    project = Project.objects.in_workspace(request.workspace).filter(pk=project_id).first()
-    if project is None:
-        raise ApiError(400, "project_id must name a project of this workspace", "project_id")
-    return project
+from .access import get_object, in_visible_projects, project_named, roles_named
 
 
 def membership_place(request: Request, project_id, *, permission: str) -> Project | None:
