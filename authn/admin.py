@@ -14,7 +14,7 @@ from django.utils import timezone
 from accounts import services as accounts
 from accounts.models import Account
 from iam.admin import audit_subject
-from iam.http.admin import ReadOnlyInline, ServiceAdmin, ViewOnly, api_fields
+from iam.http.admin import DeleteOnly, ReadOnlyInline, ServiceAdmin, ViewOnly, api_fields
 
 from . import admin_login, keys, passkeys, services, sessions
 from .credentials import delete_credential, update_credential
@@ -92,11 +92,11 @@ class PasskeyInline(ReadOnlyInline):
 
 
 @admin.register(Passkey)
-class PasskeyAdmin(ServiceAdmin):
-    """Passkeys are added by their holders (`auth/passkeys/register/*`); an operator only removes one,
-    for an account that lost its device or whose passkey is suspected cloned (`passkey.clone_suspected`):
-    recorded with the operator as actor, every session of the account ended and the account e-mailed, as
-    the second-factor reset (docs/security.md#passkeys)."""
+class PasskeyAdmin(DeleteOnly, ServiceAdmin):
+    """Passkeys are added and renamed by their holders (`auth/passkeys/register/*`); an operator only
+    removes one, for an account that lost its device or whose passkey is suspected cloned
+    (`passkey.clone_suspected`): recorded with the operator as actor, every session of the account ended
+    and the account e-mailed, as the second-factor reset (docs/security.md#passkeys)."""
 
     list_display = ("name", "account", "backed_up", "created_at", "last_used_at")
     list_filter = ("backed_up",)
@@ -105,12 +105,6 @@ class PasskeyAdmin(ServiceAdmin):
     ordering = ("-created_at",)
     fields = ("id", "account", "name", "backed_up", "sign_count", "created_at", "last_used_at")
     readonly_fields = fields
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
-        return False  # shown, never edited here: the holder renames it
 
     def remove(self, request: HttpRequest, obj: Passkey) -> None:
         passkeys.delete(obj, actor=request.user, by_operator=True)

@@ -94,18 +94,7 @@ def fan_out_message(message: OutboxMessage) -> None:
 def owe(event: dict, clients: list[Client]) -> list[Delivery]:
     """Writes one delivery of `event` per client, in the caller's transaction (the change's), each due at
     once, and hands them to a worker after commit: from then on the delivery row carries its retries."""
-    deliveries = Delivery.objects.bulk_create(
-        Delivery(
-            event_id=event["id"],
-            client=client,
-            event_type=event["type"],
-            workspace_id=client.workspace_id,
-            payload=event,
-            endpoint=client.endpoint,
-            secret_encrypted=client.secret_encrypted,
-        )
-        for client in clients
-    )
+    deliveries = Delivery.objects.bulk_create(_delivery(event, client) for client in clients)
     for delivery in deliveries:
         transaction.on_commit(lambda delivery=delivery: kick(delivery.client_id, delivery.pk))
     return deliveries
@@ -113,23 +102,21 @@ def owe(event: dict, clients: list[Client]) -> list[Delivery]:
 
 def owe_each(events: list[dict], client: Client) -> None:
     """`owe` of many events to one client: one kick after commit stands for them all."""
-    deliveries = Delivery.objects.bulk_create(
-        (
-            Delivery(
-                event_id=event["id"],
-                client=client,
-                event_type=event["type"],
-                workspace_id=client.workspace_id,
-                payload=event,
-                endpoint=client.endpoint,
-                secret_encrypted=client.secret_encrypted,
-            )
-            for event in events
-        ),
-        batch_size=1000,
-    )
+    deliveries = Delivery.objects.bulk_create((_delivery(event, client) for event in events), batch_size=1000)
     first = deliveries[0].pk
     transaction.on_commit(lambda: kick(client.pk, first))
+
+
+def _delivery(event: dict, client: Client) -> Delivery:
+    return Delivery(
+        event_id=event["id"],
+        client=client,
+        event_type=event["type"],
+        workspace_id=client.workspace_id,
+        payload=event,
+        endpoint=client.endpoint,
+        secret_encrypted=client.secret_encrypted,
+    )
 
 
 def _kick_key(client_id) -> str:

@@ -4,17 +4,18 @@ the account's own `Revoke access` does). Applications are registered through the
 application's secret once."""
 
 from django.contrib import admin
-from django.http import HttpRequest
 
 from iam.admin import audit_subject
-from iam.http.admin import ServiceAdmin
+from iam.http.admin import DeleteOnly, ServiceAdmin
 
 from . import services
 from .models import Application, Consent
 
 
 @admin.register(Application)
-class ApplicationAdmin(ServiceAdmin):
+class ApplicationAdmin(DeleteOnly, ServiceAdmin):
+    # Not added here: the API answers a web application's secret once; the admin has nowhere safe to
+    # show it.
     list_display = ("name", "workspace", "type", "first_party", "created_at")
     list_filter = ("type", "first_party", "workspace")
     search_fields = ("name", "=id")
@@ -38,15 +39,9 @@ class ApplicationAdmin(ServiceAdmin):
     readonly_fields = fields
     delete_service = staticmethod(services.delete_application)
 
-    def has_add_permission(self, request: HttpRequest, obj=None) -> bool:
-        return False  # the API answers a web application's secret once; the admin has nowhere safe to
-
-    def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
-        return False
-
 
 @admin.register(Consent)
-class ConsentAdmin(ServiceAdmin):
+class ConsentAdmin(DeleteOnly, ServiceAdmin):  # only the account gives its consent, on the consent page
     list_display = ("account", "application", "application_workspace", "scopes", "created_at", "updated_at")
     list_filter = ("application__workspace",)
     search_fields = ("account__email", "application__name")
@@ -55,12 +50,6 @@ class ConsentAdmin(ServiceAdmin):
     fields = ("id", "account", "application", "scopes", "created_at", "updated_at")
     readonly_fields = fields
     delete_service = staticmethod(services.revoke_consent)
-
-    def has_add_permission(self, request: HttpRequest, obj=None) -> bool:
-        return False  # only the account gives its consent, on the consent page
-
-    def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
-        return False
 
     @admin.display(description="workspace")
     def application_workspace(self, consent: Consent) -> str:

@@ -28,14 +28,6 @@ DEFAULT_GRANT_TYPES = ["authorization_code", "refresh_token"]
 ONLY_WEB_HAS_A_SECRET = "only web applications have a secret"
 
 
-def get_application(workspace: Workspace, *, id: UUID) -> Application:
-    """An application of another workspace is not found (docs/api.md#conventions)."""
-    application = Application.objects.in_workspace(workspace).filter(pk=id).first()
-    if application is None:
-        raise ApiError(404, "application not found", "id")
-    return application
-
-
 def _check_uris(uris: list[str], *, field: str, application_type: str) -> None:
     for uri in uris:
         try:

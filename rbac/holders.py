@@ -20,7 +20,8 @@ from tenancy.workspace_cache import forget_authorization
 AT_ONCE = 5_000  # rows or ids per statement: PostgreSQL takes at most 65,535 parameters
 
 
-def _chunks(items: list) -> Iterator[list]:
+def chunks(items: list) -> Iterator[list]:
+    """`items` in lists of at most AT_ONCE, each short enough for one statement's `IN (...)`."""
     for start in range(0, len(items), AT_ONCE):
         yield items[start : start + AT_ONCE]
 
@@ -51,10 +52,10 @@ def change_holders(
     holding.objects.bulk_create(
         [holding(membership_id=each.pk, role_id=role.pk) for each in adding], batch_size=AT_ONCE
     )
-    for chunk in _chunks([each.pk for each in removing]):
+    for chunk in chunks([each.pk for each in removing]):
         holding.objects.filter(role_id=role.pk, membership_id__in=chunk).delete()
     now = timezone.now()
-    for chunk in _chunks([each.pk for each in changed]):
+    for chunk in chunks([each.pk for each in changed]):
         Membership.objects.filter(pk__in=chunk).update(updated_at=now)
     audit.record_each(
         "membership.update",

@@ -5,19 +5,19 @@ detail; never a body or a token). Tokens are created by the workspace's admins t
 shows the token once."""
 
 from django.contrib import admin
-from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html
 
 from iam.admin import audit_subject
-from iam.http.admin import ServiceAdmin, ViewOnly
+from iam.http.admin import DeleteOnly, ServiceAdmin, ViewOnly
 
 from . import services
 from .models import ScimRequest, ScimToken
 
 
 @admin.register(ScimToken)
-class ScimTokenAdmin(ServiceAdmin):
+class ScimTokenAdmin(DeleteOnly, ServiceAdmin):
+    # Not added here: the API answers the token once; the admin would have nowhere safe to show it.
     list_display = ("name", "workspace", "created_by", "created_at", "last_used_at", "requests")
     list_filter = ("workspace",)
     search_fields = ("name", "=id")
@@ -26,12 +26,6 @@ class ScimTokenAdmin(ServiceAdmin):
     fields = ("id", "workspace", "name", "created_by", "created_at", "last_used_at")
     readonly_fields = fields
     delete_service = staticmethod(services.delete_token)
-
-    def has_add_permission(self, request: HttpRequest, obj=None) -> bool:
-        return False  # the API answers the token once; the admin would have nowhere safe to show it
-
-    def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
-        return False
 
     @admin.display(description="requests")
     def requests(self, token: ScimToken) -> str:

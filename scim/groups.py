@@ -10,7 +10,7 @@ from uuid import UUID
 from django.db import transaction
 from django.db.models import Count, QuerySet
 
-from rbac.holders import change_holders
+from rbac.holders import change_holders, chunks
 from rbac.models import Membership, Role
 from rbac.services.roles import create_role, delete_role, update_role
 from tenancy.models import Workspace
@@ -168,14 +168,6 @@ class MemberChanges:
         self.add(account_ids)
 
 
-IN_AT_ONCE = 5_000  # ids in one `IN (...)`: PostgreSQL takes at most 65,535 parameters
-
-
-def _chunks(ids: list[str]) -> Iterator[list[str]]:
-    for start in range(0, len(ids), IN_AT_ONCE):
-        yield ids[start : start + IN_AT_ONCE]
-
-
 def _users(role: Role, account_ids: Iterable[str]) -> dict[str, Membership]:
     """The workspace memberships of the Users named, locked, with their roles; an id that names no User of
     the workspace (another workspace's, one SCIM does not see, not an id): 400 invalidValue."""
@@ -186,7 +178,7 @@ def _users(role: Role, account_ids: Iterable[str]) -> dict[str, Membership]:
         except ValueError:
             raise ScimError(400, MEMBERS_ARE_USERS, "invalidValue") from None
     found: dict[str, Membership] = {}
-    for chunk in _chunks(ids):
+    for chunk in chunks(ids):
         rows = user_memberships(role.workspace_id).filter(account_id__in=chunk)
         for membership in rows.select_for_update(of=("self",)).prefetch_related("roles").order_by("pk"):
             found[str(membership.account_id)] = membership
@@ -212,7 +204,7 @@ def change_members(role: Role, changes: MemberChanges) -> None:
     else:
         leaving = [
             membership
-            for chunk in _chunks(sorted(changes.removed))
+            for chunk in chunks(sorted(changes.removed))
             for membership in holding.filter(account_id__in=chunk)
         ]
         joining = [users[pk] for pk in changes.added]

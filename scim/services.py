@@ -28,6 +28,7 @@ from rbac import policy
 from rbac.models import Membership
 from rbac.services.memberships import create_membership, delete_membership, update_membership
 from sso.models import SsoDomain
+from sso.services import domain_of
 from tenancy.models import Workspace
 
 from .models import ScimToken, ScimUser
@@ -118,10 +119,6 @@ def verified_domains(workspace: Workspace) -> list[str]:
             "domain", flat=True
         )
     )
-
-
-def domain_of(email: str) -> str:
-    return email.rpartition("@")[2].lower()
 
 
 def vouched_for(workspace: Workspace) -> Q:

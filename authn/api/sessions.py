@@ -1,8 +1,6 @@
 """The caller's sessions (docs/api.md#sessions): listed and ended one by one. No `X-Workspace` and no
 permission: an account's sessions are its own; operators reach every account's."""
 
-import uuid
-
 from django.db.models import QuerySet
 from django.utils import timezone
 from rest_framework.request import Request
@@ -10,6 +8,7 @@ from rest_framework.request import Request
 from iam.http.endpoint import Endpoint
 from iam.http.errors import ApiError
 from iam.http.list_endpoint import ListEndpoint
+from iam.platform.service_helpers import uuid_or_none
 
 from .. import sessions
 from ..models import Session
@@ -34,7 +33,7 @@ class SessionList(ListEndpoint):
 
     def handle(self, request: Request, data: dict) -> dict:
         asked = data.get("filter", {}).get("fields", {}).get("account_id")
-        self.other_account = asked is not None and _uuid(asked) not in (None, request.user.pk)
+        self.other_account = asked is not None and uuid_or_none(asked) not in (None, request.user.pk)
         if self.other_account and not request.user.is_superuser:
             raise ApiError(403, OTHER_ACCOUNT)
         return super().handle(request, data)
@@ -43,14 +42,6 @@ class SessionList(ListEndpoint):
         live = Session.objects.live(timezone.now())
         # An operator's `account_id` filter names the account; anyone else sees only their own.
         return live if self.other_account else live.filter(account=request.user)
-
-
-def _uuid(value: object) -> uuid.UUID | None:
-    """The filter's value as a UUID, or None when it is none: the list then answers its own 400."""
-    try:
-        return uuid.UUID(value) if isinstance(value, str) else None
-    except ValueError:
-        return None
 
 
 class SessionRevoke(Endpoint):

@@ -17,6 +17,11 @@ def password_field(label: str, required: str) -> forms.CharField:
     )
 
 
+def text_field(label: str, required: str, *, max_length: int) -> forms.CharField:
+    """A line of text (stripped) with its message when left empty."""
+    return forms.CharField(label=label, max_length=max_length, error_messages={"required": required})
+
+
 class EmailForm(forms.Form):
     email = forms.EmailField(
         label=_("Email"),
@@ -34,29 +39,19 @@ class PasswordForm(EmailForm):
 
 class CodeForm(forms.Form):
     field_name = "code"
-    code = forms.CharField(
-        label=_("Code"),
-        max_length=16,
-        error_messages={"required": _("Enter the 6-digit code from your authenticator app.")},
-    )
+    code = text_field(_("Code"), _("Enter the 6-digit code from your authenticator app."), max_length=16)
 
 
 class RecoveryCodeForm(forms.Form):
     field_name = "recovery_code"
-    recovery_code = forms.CharField(
-        label=_("Recovery code"),
-        max_length=64,
-        error_messages={"required": _("Enter one of your recovery codes.")},
-    )
+    recovery_code = text_field(_("Recovery code"), _("Enter one of your recovery codes."), max_length=64)
 
 
 class PasskeyNameForm(forms.Form):
     """What `Add a passkey` posts besides the credential: the name the person gives it."""
 
-    name = forms.CharField(
-        label=_("Passkey name"),
-        max_length=100,
-        error_messages={"required": _("Name the passkey, for example after the device that holds it.")},
+    name = text_field(
+        _("Passkey name"), _("Name the passkey, for example after the device that holds it."), max_length=100
     )
 
 
@@ -78,11 +73,7 @@ class NewPasswordForm(forms.Form):
 
 
 class SignupForm(AddressForm):
-    name = forms.CharField(
-        label=_("Name"),
-        max_length=NAME_MAX,
-        error_messages={"required": _("Enter your name.")},
-    )
+    name = text_field(_("Name"), _("Enter your name."), max_length=NAME_MAX)
     password = password_field(_("Password"), _("Choose a password."))
 
     field_order = ("name", "email", "password")
@@ -91,11 +82,7 @@ class SignupForm(AddressForm):
 class InvitedAccountForm(forms.Form):
     """Creating the account an invitation's link names (the address is the invitation's)."""
 
-    name = forms.CharField(
-        label=_("Name"),
-        max_length=NAME_MAX,
-        error_messages={"required": _("Enter your name.")},
-    )
+    name = text_field(_("Name"), _("Enter your name."), max_length=NAME_MAX)
     password = password_field(_("Password"), _("Choose a password."))
 
 
@@ -125,10 +112,8 @@ class TurnOffForm(forms.Form):
     """A code of the authenticator app, or one of the recovery codes, in one field."""
 
     field_name = "code"
-    code = forms.CharField(
-        label=_("Code"),
-        max_length=64,
-        error_messages={"required": _("Enter a code from your authenticator app, or a recovery code.")},
+    code = text_field(
+        _("Code"), _("Enter a code from your authenticator app, or a recovery code."), max_length=64
     )
 
 

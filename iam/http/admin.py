@@ -238,15 +238,20 @@ class ServiceAdmin(admin.ModelAdmin):
     changelist_view = refusal_shown(admin.ModelAdmin.changelist_view)
 
 
-class ViewOnly:
-    """An admin of records the service keeps by itself: listed and shown, never added, changed or deleted
-    here (an action may be the one change)."""
+class DeleteOnly:
+    """An admin of records made elsewhere (through the API, or by their holder): listed and shown, never
+    added or changed here; deleting one goes through its service."""
 
     def has_add_permission(self, request: HttpRequest, obj=None) -> bool:
         return False
 
     def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
         return False
+
+
+class ViewOnly(DeleteOnly):
+    """An admin of records the service keeps by itself: listed and shown, never added, changed or deleted
+    here (an action may be the one change)."""
 
     def has_delete_permission(self, request: HttpRequest, obj=None) -> bool:
         return False

@@ -26,6 +26,14 @@ class _Unset:
 UNSET: Any = _Unset()  # the default of an update service's field: the caller did not send it
 
 
+def uuid_or_none(value: object) -> UUID | None:
+    """`value` as a UUID, or None when it is none (not a string, or not a UUID's spelling)."""
+    try:
+        return UUID(value) if isinstance(value, str) else None
+    except ValueError:
+        return None
+
+
 def sent(**fields: Any) -> dict[str, Any]:
     """The fields the caller sent (not `UNSET`), by name."""
     return {name: value for name, value in fields.items() if value is not UNSET}

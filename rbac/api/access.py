@@ -13,9 +13,12 @@ from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 
 from iam.http.errors import ApiError
+from iam.platform.service_helpers import resolve
+from tenancy.models import Project
 from tenancy.workspace_cache import find_workspace
 
 from ..machine_cache import is_service_account
+from ..models import Role
 from ..policy import admit, authorize, grants, reaches, require_mfa, visible_projects
 
 # The door: DRF's permission class for every API endpoint
@@ -104,6 +107,19 @@ def get_object(
 def named_by(data: dict, *keys: str) -> dict:
     """The lookup of the object the body names by any of `keys` (`id`, `slug`): every key sent must match."""
     return {key: data[key] for key in keys if key in data}
+
+
+def project_named(request: Request, project_id) -> Project:
+    """The project of the `X-Workspace` workspace that `project_id` names (400 for any other)."""
+    project = Project.objects.in_workspace(request.workspace).filter(pk=project_id).first()
+    if project is None:
+        raise ApiError(400, "project_id must name a project of this workspace", "project_id")
+    return project
+
+
+def roles_named(request: Request, ids: list, *, field: str = "role_ids") -> list[Role]:
+    """The roles of the `X-Workspace` workspace that `field` names (400 for any other)."""
+    return resolve(Role.objects.in_workspace(request.workspace), ids, field=field)
 
 
 def in_visible_projects(

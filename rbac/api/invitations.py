@@ -45,8 +45,8 @@ from ..services.invitations import (
     revoke_invitation,
 )
 from ..services.memberships import accept_invitation, decline_invitation
-from .access import get_object
-from .memberships import INVITATION_NOT_FOUND, InviteeEndpoint, project_named, roles_named
+from .access import get_object, project_named, roles_named
+from .memberships import INVITATION_NOT_FOUND, InviteeEndpoint
 
 # Invitations by e-mail (accept, decline and the invitee's own list: rbac/api/invitations.py)
 

@@ -18,11 +18,10 @@ from iam.http.errors import AUTHENTICATION_REQUIRED, ApiError
 from iam.http.fields import Name, String, Uuid
 from iam.http.list_endpoint import ListEndpoint
 from iam.http.serializers import changes_of
-from iam.platform.service_helpers import resolve
 from tenancy.models import Project
 
 from .. import policy
-from ..models import Membership, Role
+from ..models import Membership
 from ..serializers import (
     Deleted,
     IdRequest,
@@ -38,20 +37,7 @@ from ..services.memberships import (
     delete_membership,
     update_membership,
 )
-from .access import get_object, in_visible_projects
-
-
-def project_named(request: Request, project_id) -> Project:
-    """The project of the `X-Workspace` workspace that `project_id` names (400 for any other)."""
-    project = Project.objects.in_workspace(request.workspace).filter(pk=project_id).first()
-    if project is None:
-        raise ApiError(400, "project_id must name a project of this workspace", "project_id")
-    return project
-
-
-def roles_named(request: Request, ids: list) -> list[Role]:
-    """The roles of the `X-Workspace` workspace that `role_ids` names (400 for any other)."""
-    return resolve(Role.objects.in_workspace(request.workspace), ids, field="role_ids")
+from .access import get_object, in_visible_projects, project_named, roles_named
 
 
 def membership_place(request: Request, project_id, *, permission: str) -> Project | None:

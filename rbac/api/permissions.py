@@ -8,7 +8,6 @@ from iam.http.endpoint import Endpoint
 from iam.http.errors import ApiError
 from iam.http.list_endpoint import ListEndpoint
 from iam.http.serializers import changes_of
-from tenancy.models import Project
 
 from ..explain import explain
 from ..models import Permission
@@ -23,7 +22,7 @@ from ..serializers import (
     PermissionUpdateRequest,
 )
 from ..services.permissions import create_permission, delete_permission, update_permission
-from .access import get_object, named_by
+from .access import get_object, named_by, project_named
 
 
 def permissions_in(request: Request) -> QuerySet:
@@ -148,9 +147,6 @@ class PermissionCheck(Endpoint):
         if account is None:
             raise ApiError(400, "account_id must name an existing account", "account_id")
         project_id = data.get("project_id")
-        if (
-            project_id is not None
-            and not Project.objects.in_workspace(request.workspace).filter(pk=project_id).exists()
-        ):
-            raise ApiError(400, "project_id must name a project of this workspace", "project_id")
+        if project_id is not None:
+            project_named(request, project_id)
         return explain(account, request.workspace.pk, data["permission"], project_id=project_id)

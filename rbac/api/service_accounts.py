@@ -7,9 +7,8 @@ from rest_framework.request import Request
 from iam.http.endpoint import EncodedJson, Endpoint, answer_fresh
 from iam.http.list_endpoint import ListEndpoint
 from iam.http.serializers import changes_of, prefetch
-from iam.platform.service_helpers import resolve
 
-from ..models import Role, ServiceAccount, ServiceAccountKey
+from ..models import ServiceAccount, ServiceAccountKey
 from ..serializers import (
     Deleted,
     IdRequest,
@@ -29,7 +28,7 @@ from ..services.service_accounts import (
     revoke_key,
     update_service_account,
 )
-from .access import get_object
+from .access import get_object, roles_named
 
 
 def service_accounts(request: Request) -> QuerySet:
@@ -37,11 +36,6 @@ def service_accounts(request: Request) -> QuerySet:
     return ServiceAccount.objects.in_workspace(request.workspace).prefetch_related(
         prefetch("roles"), prefetch("roles__permissions")
     )
-
-
-def roles_named(request: Request, ids: list) -> list[Role]:
-    """The roles of the `X-Workspace` workspace that `role_ids` names (400 for any other)."""
-    return resolve(Role.objects.in_workspace(request.workspace), ids, field="role_ids")
 
 
 def find(request: Request, data: dict, permission: str) -> ServiceAccount:

@@ -21,6 +21,7 @@ from scim2_models import Error as ScimErrorModel
 from iam.http import parsers
 from iam.http.errors import ApiError
 from iam.platform import context
+from iam.platform.service_helpers import uuid_or_none
 from iam.platform.timeouts import timed_out
 
 from .. import messages, resources, services
@@ -58,7 +59,7 @@ class ScimView(View):
 
     def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         started = time.monotonic()
-        workspace_id = _uuid(kwargs.pop("workspace_id"))
+        workspace_id = uuid_or_none(kwargs.pop("workspace_id"))
         token = None
         try:
             token = self.authenticate(request, workspace_id)
@@ -159,13 +160,6 @@ class ScimView(View):
 
     def operations(self, request: HttpRequest) -> list[tuple[str, Any, Any]]:
         return messages.operations(self.body(request))
-
-
-def _uuid(value: str) -> uuid.UUID | None:
-    try:
-        return uuid.UUID(value)
-    except ValueError:
-        return None
 
 
 def _base_url(request: HttpRequest, workspace_id: uuid.UUID) -> str:

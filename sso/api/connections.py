@@ -6,9 +6,7 @@ from rest_framework.request import Request
 from iam.http.endpoint import EncodedJson, Endpoint, answer_fresh
 from iam.http.list_endpoint import ListEndpoint
 from iam.http.serializers import changes_of, prefetch
-from iam.platform.service_helpers import resolve
-from rbac.api.access import get_object
-from rbac.models import Role
+from rbac.api.access import get_object, roles_named
 
 from .. import services
 from ..models import SsoConnection
@@ -25,11 +23,6 @@ from ..serializers import (
 def connections_in(request: Request) -> QuerySet:
     """The SSO connections of the `X-Workspace` workspace."""
     return SsoConnection.objects.in_workspace(request.workspace)
-
-
-def default_roles_named(request: Request, ids: list) -> list[Role]:
-    """The roles of the `X-Workspace` workspace that `default_role_ids` names (400 for any other)."""
-    return resolve(Role.objects.in_workspace(request.workspace), ids, field="default_role_ids")
 
 
 class SsoCreate(Endpoint):
@@ -67,7 +60,7 @@ class SsoCreate(Endpoint):
 
     def handle(self, request: Request, data: dict) -> EncodedJson:
         fields = changes_of(data, "default_role_ids")
-        fields["default_roles"] = default_roles_named(request, data["default_role_ids"])
+        fields["default_roles"] = roles_named(request, data["default_role_ids"], field="default_role_ids")
         connection = services.create_connection(request.workspace, **fields, actor=request.user)
         return answer_fresh(request, SsoConnectionSerializer, connections_in(request), connection)
 
@@ -141,7 +134,9 @@ class SsoUpdate(Endpoint):
         )
         changes = changes_of(data, "id", "default_role_ids")
         if "default_role_ids" in data:
-            changes["default_roles"] = default_roles_named(request, data["default_role_ids"])
+            changes["default_roles"] = roles_named(
+                request, data["default_role_ids"], field="default_role_ids"
+            )
         services.update_connection(connection, **changes, actor=request.user)
         return answer_fresh(request, SsoConnectionSerializer, connections_in(request), connection)
 
