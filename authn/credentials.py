@@ -2,6 +2,7 @@
 an OAuth provider, revoked and deleted (docs/api.md#credentials). No create: registration and OAuth make
 them."""
 
+import uuid
 from datetime import datetime
 from typing import Any
 
@@ -171,11 +172,10 @@ def revoke_credentials(
     return len(revoked)
 
 
-@transaction.atomic
-def touch_credential(credential: Credential) -> None:
-    """Marks a credential just used to sign in (`last_used_at`); bookkeeping, not an audited change (the
-    sign-in records `account.login`)."""
-    Credential.objects.filter(pk=credential.pk).update(last_used_at=timezone.now())
+def touch_credential(credential_id: uuid.UUID) -> None:
+    """Marks a credential just used to sign in (`last_used_at`): one UPDATE, in the caller's transaction;
+    bookkeeping, not an audited change (the sign-in records `account.login`)."""
+    Credential.objects.filter(pk=credential_id).update(last_used_at=timezone.now())
 
 
 @transaction.atomic

@@ -11,7 +11,7 @@ from contextlib import contextmanager
 import pyotp
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
 from accounts.models import Account
@@ -51,6 +51,21 @@ def has_second_factor(account: Account) -> bool:
     """Whether a door that starts a session must ask this account for a second factor first (password
     login, the provider callbacks, accepting an invitation): every factor it can hold, TOTP and passkeys."""
     return has_totp(account) or Passkey.objects.filter(account=account).exists()
+
+
+def second_factor_annotations() -> dict:
+    """`has_second_factor` as annotations of an `Account` query, for a door that reads the account anyway
+    (the password login): the same factors, read in the account's own statement; `holds_second_factor`
+    reads them back."""
+    return {
+        "holds_totp": Exists(Totp.objects.filter(account=OuterRef("pk"), confirmed_at__isnull=False)),
+        "holds_passkey": Exists(Passkey.objects.filter(account=OuterRef("pk"))),
+    }
+
+
+def holds_second_factor(account: Account) -> bool:
+    """`has_second_factor` of an account read with `second_factor_annotations`."""
+    return account.holds_totp or account.holds_passkey
 
 
 # Every model that holds something an account set up as a second factor, each keyed by `account`: what

@@ -121,7 +121,7 @@ def sign_in_identity(identity: Identity) -> Account:
             credential = _credential(account, identity)
     if not account.enabled:  # raised inside the transaction: a link just made is undone
         raise OAuthFailure(failed, "account disabled")
-    touch_credential(credential)
+    touch_credential(credential.pk)
     audit.record(
         "account.login",
         resource=("account", account.pk),

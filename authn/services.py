@@ -1,8 +1,10 @@
 import hashlib
+import uuid
 from typing import Any
 
 from django.contrib.auth.hashers import check_password, make_password
 from django.db import transaction
+from django.db.models import OuterRef, Subquery
 from django.utils import timezone
 
 from accounts.models import Account, normalize_email
@@ -125,21 +127,42 @@ def login(
 ) -> tuple[Account, Any]:
     email = normalize_email(email)
     _refuse_throttled(email, ip)
-    account = Account.objects.filter(email=email).first()
-    credential = _password_credential(account, email, password, ip=ip)
+    # One statement reads what a login decides on: the account, its password credential and whether it
+    # holds a second factor (docs/performance.md#what-keeps-the-hot-paths-fast).
+    account = Account.objects.filter(email=email).annotate(**_LOGIN_ANNOTATIONS).first()
+    credential_id = _password_credential(account, email, password, ip=ip)
     if not account.enabled:
         _login_refused("disabled", email, account)
         raise ApiError(403, "account disabled", commit=True)
     throttling.login_failures_by_email.reset(email)
-    with transaction.atomic():
-        touch_credential(credential)
-        if mfa.has_second_factor(account):  # the password was the first factor; no session yet
+    # No savepoint: inside the endpoint's transaction an error here rolls the whole request back anyway,
+    # and a caller without one (the hosted pages) gets its own transaction.
+    with transaction.atomic(savepoint=False):
+        touch_credential(credential_id)
+        if mfa.holds_second_factor(account):  # the password was the first factor; no session yet
             return account, mfa.challenge_answer(account, amr=["pwd"])
         start = open_browser_session if browser else start_session  # `browser`: a Session, no tokens
         session = start(account, amr=["pwd"], ip=ip, user_agent=user_agent)
         audit.record("account.login", resource=("account", account.pk), actor=account)
     metrics.LOGINS.labels("ok").inc()
     return account, session
+
+
+def _password_credential_annotation(field: str) -> Subquery:
+    return Subquery(
+        Credential.objects.filter(account=OuterRef("pk"), kind=Credential.Kind.PASSWORD)
+        .order_by("pk")
+        .values(field)[:1]
+    )
+
+
+# What `login` reads with the account: its password credential (`_password_credential`) and its second
+# factors (`mfa.holds_second_factor`).
+_LOGIN_ANNOTATIONS = {
+    "password_credential_id": _password_credential_annotation("pk"),
+    "password_credential_status": _password_credential_annotation("status"),
+    **mfa.second_factor_annotations(),
+}
 
 
 def _refuse_throttled(email: str, ip: str) -> None:
@@ -156,23 +179,31 @@ def _refuse_throttled(email: str, ip: str) -> None:
         )
 
 
-def _password_credential(account: Account | None, email: str, password: str, *, ip: str) -> Credential:
-    """The account's password credential when `password` is its password and the credential is not
-    revoked; else the failure is counted and recorded, and 401 `invalid credentials`."""
+def _password_credential(account: Account | None, email: str, password: str, *, ip: str) -> uuid.UUID:
+    """The id of the account's password credential when `password` is its password and the credential is
+    not revoked; else the failure is counted and recorded, and 401 `invalid credentials`. The credential
+    is read with the account when `login` annotated it (`_LOGIN_ANNOTATIONS`)."""
     if account is None or not account.has_usable_password():
         _burn_password_check(password)
         valid = False
     else:
         valid = account.check_password(password)  # upgrades the hash when its parameters changed
-    credential = (
-        Credential.objects.filter(account=account, kind=Credential.Kind.PASSWORD).first() if valid else None
-    )
-    if not valid or credential is None or credential.status == Credential.Status.REVOKED:
+    credential = None
+    if valid and hasattr(account, "password_credential_status"):
+        if account.password_credential_id is not None:
+            credential = (account.password_credential_id, account.password_credential_status)
+    elif valid:
+        credential = (
+            Credential.objects.filter(account=account, kind=Credential.Kind.PASSWORD)
+            .values_list("pk", "status")
+            .first()
+        )
+    if credential is None or credential[1] == Credential.Status.REVOKED:
         throttling.login_failures_by_email.hit(email)
         throttling.login_failures_by_ip.hit(ip)
         _login_refused("invalid", email, account)
         raise ApiError(401, INVALID_CREDENTIALS, commit=True)  # the refusal's audit entry stands
-    return credential
+    return credential[0]
 
 
 def _login_refused(outcome: str, email: str, account: Account | None = None, *, ip: str = "") -> None:

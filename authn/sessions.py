@@ -7,7 +7,6 @@ import uuid
 from datetime import UTC, datetime
 
 from django.conf import settings
-from django.contrib.auth.models import update_last_login
 from django.db import transaction
 from django.utils import timezone
 
@@ -182,8 +181,14 @@ def start_session(
     it for the admin (its `user_logged_in` receiver, `update_last_login`, called here without a request).
     A refresh continues a session and leaves `last_login` as it was."""
     session = issue_session(account, amr=amr, ip=ip, user_agent=user_agent, sso_workspace_id=sso_workspace_id)
-    update_last_login(None, account)
+    _set_last_login(account)
     return session
+
+
+def _set_last_login(account: Account) -> None:
+    """What Django's `update_last_login` writes (`last_login` alone), in one UPDATE without a save."""
+    account.last_login = timezone.now()
+    Account.objects.filter(pk=account.pk).update(last_login=account.last_login)
 
 
 def open_browser_session(
@@ -205,7 +210,7 @@ def open_browser_session(
         user_agent=user_agent,
         sso_workspace_id=sso_workspace_id,
     )
-    update_last_login(None, account)
+    _set_last_login(account)
     return session
 
 

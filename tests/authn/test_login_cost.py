@@ -1,0 +1,44 @@
+"""What a password login costs the database (docs/performance.md#what-keeps-the-hot-paths-fast): one read
+of the account with its password credential and its second factors, then the writes the login makes,
+with no savepoint of its own, and the same answers as ever."""
+
+from django.utils import timezone
+
+from authn.models import Credential
+from tests.conftest import err, ok
+from tests.factories import PASSWORD, AccountFactory, CredentialFactory
+
+
+def login(api, account, password=PASSWORD):
+    return api.call("/auth/login", {"email": account.email, "password": password})
+
+
+def test_a_login_reads_once_and_writes_five_rows(api, member, django_assert_num_queries):
+    # The account (with its credential and factors); the credential's `last_used_at`, the session, its
+    # refresh token, `last_login`, the audit entry; and the endpoint's own transaction (a savepoint here,
+    # inside the test's).
+    with django_assert_num_queries(8) as captured:
+        ok(login(api, member))
+    statements = [query["sql"].split(" ", 1)[0] for query in captured.captured_queries]
+    assert statements.count("SAVEPOINT") == 1
+    assert statements.count("SELECT") == 1
+
+
+def test_a_login_touches_its_own_credential_alone(api, member):
+    other = AccountFactory()
+    CredentialFactory(account=other)
+    before = timezone.now()
+    ok(login(api, member))
+    touched = dict(Credential.objects.filter(kind="password").values_list("account_id", "last_used_at"))
+    assert touched[member.pk] >= before
+    assert touched[other.pk] is None
+
+
+def test_a_revoked_password_credential_still_refuses(api, member):
+    Credential.objects.filter(account=member, kind="password").update(status="revoked")
+    err(login(api, member), 401, "invalid credentials")
+
+
+def test_an_account_without_a_password_credential_is_refused(api, member):
+    Credential.objects.filter(account=member, kind="password").delete()
+    err(login(api, member), 401, "invalid credentials")
