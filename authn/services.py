@@ -168,9 +168,8 @@ _LOGIN_ANNOTATIONS = {
 def _refuse_throttled(email: str, ip: str) -> None:
     """429 before any password check, past the login failures of the address or of the client
     (docs/api.md#throttling)."""
-    retry_after = max(
-        throttling.login_failures_by_email.retry_after(email) or 0,
-        throttling.login_failures_by_ip.retry_after(ip) or 0,
+    retry_after = throttling.longest_retry_after(
+        (throttling.login_failures_by_email, email), (throttling.login_failures_by_ip, ip)
     )
     if retry_after:
         _login_refused("throttled", email, ip=ip)

@@ -23,11 +23,17 @@ class Window:
 
     def retry_after(self, value: str) -> int | None:
         """Seconds until the window passes, when the limit is reached; None otherwise."""
+        return longest_retry_after((self, value))
+
+    def _keys(self, value: str) -> tuple[str, str]:
         key = _key(self.scope, value)
-        found = cache.get_many([key, f"{key}:start"])
+        return key, f"{key}:start"
+
+    def _retry_after(self, value: str, found: dict) -> int | None:
+        key, start = self._keys(value)
         if found.get(key, 0) < self.limit:
             return None
-        started = found.get(f"{key}:start", time.time())
+        started = found.get(start, time.time())
         return max(1, math.ceil(started + self.seconds - time.time()))
 
     def hit(self, value: str) -> int | None:
@@ -51,6 +57,14 @@ class Window:
     def reset(self, value: str) -> None:
         key = _key(self.scope, value)
         cache.delete_many([key, f"{key}:start"])
+
+
+def longest_retry_after(*checks: tuple[Window, str]) -> int | None:
+    """The longest `retry_after` of several windows, each `(window, value)`, read in one round trip (a
+    login's address and client: docs/api.md#throttling)."""
+    found = cache.get_many([key for window, value in checks for key in window._keys(value)])
+    waits = [window._retry_after(value, found) for window, value in checks]
+    return max((wait for wait in waits if wait), default=None)
 
 
 login_failures_by_email = Window(
