@@ -42,3 +42,22 @@ def test_a_revoked_password_credential_still_refuses(api, member):
 def test_an_account_without_a_password_credential_is_refused(api, member):
     Credential.objects.filter(account=member, kind="password").delete()
     err(login(api, member), 401, "invalid credentials")
+
+
+def test_the_answer_is_the_serializers_own(api, member):
+    from accounts.models import Account
+    from authn.api.auth import session_payload
+    from authn.serializers import SessionWithAccount
+
+    session = ok(login(api, member))
+    account = Account.objects.get(pk=member.pk)
+    pair = {"access_token": session["access_token"], "refresh_token": session["refresh_token"]}
+    assert session == {**pair, "account": session["account"]}
+    assert session_payload(account, pair) == SessionWithAccount({**pair, "account": account}).data
+    assert session["account"] == {
+        "id": str(member.pk),
+        "email": member.email,
+        "name": member.name,
+        "verified": member.verified,
+        "enabled": True,
+    }
