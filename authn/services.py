@@ -126,7 +126,7 @@ def login(
     *, email: str, password: str, ip: str, user_agent: str, browser: bool = False
 ) -> tuple[Account, Any]:
     email = normalize_email(email)
-    _refuse_throttled(email, ip)
+    found = _refuse_throttled(email, ip)
     # One statement reads what a login decides on: the account, its password credential and whether it
     # holds a second factor (docs/performance.md#what-keeps-the-hot-paths-fast).
     account = Account.objects.filter(email=email).annotate(**_LOGIN_ANNOTATIONS).first()
@@ -134,7 +134,8 @@ def login(
     if not account.enabled:
         _login_refused("disabled", email, account)
         raise ApiError(403, "account disabled", commit=True)
-    throttling.login_failures_by_email.reset(email)
+    if throttling.login_failures_by_email.counted(email, found):  # else one round trip less
+        throttling.login_failures_by_email.reset(email)
     # No savepoint: inside the endpoint's transaction an error here rolls the whole request back anyway,
     # and a caller without one (the hosted pages) gets its own transaction.
     with transaction.atomic(savepoint=False):
@@ -165,17 +166,18 @@ _LOGIN_ANNOTATIONS = {
 }
 
 
-def _refuse_throttled(email: str, ip: str) -> None:
+def _refuse_throttled(email: str, ip: str) -> dict:
     """429 before any password check, past the login failures of the address or of the client
-    (docs/api.md#throttling)."""
-    retry_after = throttling.longest_retry_after(
-        (throttling.login_failures_by_email, email), (throttling.login_failures_by_ip, ip)
-    )
+    (docs/api.md#throttling); else the counters read (`throttling.read`)."""
+    checks = ((throttling.login_failures_by_email, email), (throttling.login_failures_by_ip, ip))
+    found = throttling.read(*checks)
+    retry_after = throttling.longest_retry_after(*checks, found=found)
     if retry_after:
         _login_refused("throttled", email, ip=ip)
         raise ApiError(
             429, "too many failed login attempts", headers={"Retry-After": str(retry_after)}, commit=True
         )
+    return found
 
 
 def _password_credential(account: Account | None, email: str, password: str, *, ip: str) -> uuid.UUID:

@@ -54,15 +54,25 @@ class Window:
     def give_back(self, value: str) -> None:
         cache.decr(_key(self.scope, value))
 
+    def counted(self, value: str, found: dict) -> bool:
+        """Whether `found` (`read`) holds a count of this window for `value`: else there is nothing to
+        `reset` (a count made since is a failure that came after, and stands)."""
+        return any(key in found for key in self._keys(value))
+
     def reset(self, value: str) -> None:
         key = _key(self.scope, value)
         cache.delete_many([key, f"{key}:start"])
 
 
-def longest_retry_after(*checks: tuple[Window, str]) -> int | None:
-    """The longest `retry_after` of several windows, each `(window, value)`, read in one round trip (a
-    login's address and client: docs/api.md#throttling)."""
-    found = cache.get_many([key for window, value in checks for key in window._keys(value)])
+def read(*checks: tuple[Window, str]) -> dict:
+    """The counters of several windows, each `(window, value)`, in one round trip (a login's address and
+    client: docs/api.md#throttling), for `longest_retry_after` and `Window.counted`."""
+    return cache.get_many([key for window, value in checks for key in window._keys(value)])
+
+
+def longest_retry_after(*checks: tuple[Window, str], found: dict | None = None) -> int | None:
+    """The longest `retry_after` of several windows, each `(window, value)`; `found`: their `read`."""
+    found = read(*checks) if found is None else found
     waits = [window._retry_after(value, found) for window, value in checks]
     return max((wait for wait in waits if wait), default=None)
 

@@ -61,3 +61,20 @@ def test_the_answer_is_the_serializers_own(api, member):
         "verified": member.verified,
         "enabled": True,
     }
+
+
+def test_a_login_with_no_failures_counted_makes_one_redis_read_and_no_write(api, member, monkeypatch):
+    from iam.platform import cache
+
+    calls = []
+    for name in ("get_many", "delete_many"):
+        real = getattr(cache, name)
+        monkeypatch.setattr(
+            cache, name, lambda *a, _real=real, _name=name, **k: calls.append(_name) or _real(*a, **k)
+        )
+    ok(login(api, member))
+    assert calls == ["get_many"]
+    err(login(api, member, "wrong password"), 401, "invalid credentials")
+    calls.clear()
+    ok(login(api, member))  # a failure was counted: the success resets it
+    assert calls == ["get_many", "delete_many"]
