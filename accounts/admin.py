@@ -35,18 +35,17 @@ from rbac.models import Membership
 from rbac.serializers import PermissionCheckRequest
 from tenancy.models import Project, Workspace
 
-from . import services
+from . import serializers, services
 from .models import Account, normalize_email
-from .serializers import AccountCreateRequest, AccountUpdateRequest
 
 
 class AccountChangeForm(ServiceForm):
-    update_request = AccountUpdateRequest  # the add form is AccountCreationForm
+    update_request = serializers.AccountUpdateRequest  # the add form is AccountCreationForm
     avatar_url = forms.URLField(required=False, max_length=2048, assume_scheme="https", empty_value=None)
 
 
 class AccountCreationForm(ServiceForm):
-    create_request = AccountCreateRequest
+    create_request = serializers.AccountCreateRequest
     create_partial = True  # the password is checked here, by the same rules
     password1 = forms.CharField(label="Password", strip=False, widget=forms.PasswordInput)
     password2 = forms.CharField(label="Password (again)", strip=False, widget=forms.PasswordInput)

@@ -15,21 +15,8 @@ from iam.http.admin import RESOURCE_READONLY, ViewOnly, api_fields
 from iam.http.errors import ApiError
 from tenancy.admin import InWorkspaceAdmin, InWorkspaceForm
 
+from . import serializers
 from .models import Invitation, Membership, Permission, Role, ServiceAccount
-from .serializers import (
-    MembershipCreateRequest,
-    MembershipSerializer,
-    MembershipUpdateRequest,
-    PermissionCreateRequest,
-    PermissionSerializer,
-    PermissionUpdateRequest,
-    RoleCreateRequest,
-    RoleSerializer,
-    RoleUpdateRequest,
-    ServiceAccountCreateRequest,
-    ServiceAccountSerializer,
-    ServiceAccountUpdateRequest,
-)
 from .services.invitations import resend_invitation, revoke_invitation
 from .services.memberships import create_membership, delete_membership, update_membership
 from .services.permissions import create_permission, delete_permission, update_permission
@@ -43,8 +30,8 @@ from .services.service_accounts import (
 
 
 class PermissionForm(InWorkspaceForm):
-    create_request = PermissionCreateRequest
-    update_request = PermissionUpdateRequest
+    create_request = serializers.PermissionCreateRequest
+    update_request = serializers.PermissionUpdateRequest
 
 
 @admin.register(Permission)
@@ -52,7 +39,7 @@ class PermissionAdmin(InWorkspaceAdmin):
     form = PermissionForm
     list_display = ("name", "code", "workspace", "created_at", "id")
     search_fields = ("name", "code", "=id", "workspace__slug")
-    fields = api_fields(PermissionSerializer)
+    fields = api_fields(serializers.PermissionSerializer)
     create_service = staticmethod(create_permission)
     update_service = staticmethod(update_permission)
     delete_service = staticmethod(delete_permission)
@@ -70,8 +57,8 @@ def names_column(relation: str) -> Callable[[Any, Any], str]:
 
 
 class RoleForm(InWorkspaceForm):
-    create_request = RoleCreateRequest
-    update_request = RoleUpdateRequest
+    create_request = serializers.RoleCreateRequest
+    update_request = serializers.RoleUpdateRequest
 
 
 @admin.register(Role)
@@ -80,7 +67,7 @@ class RoleAdmin(InWorkspaceAdmin):
     list_display = ("name", "workspace", "permission_names", "created_at", "id")
     permission_names = names_column("permissions")
     search_fields = ("name", "=id", "workspace__slug")
-    fields = api_fields(RoleSerializer)
+    fields = api_fields(serializers.RoleSerializer)
     create_service = staticmethod(create_role)
     update_service = staticmethod(update_role)
     delete_service = staticmethod(delete_role)
@@ -91,8 +78,8 @@ TITLED_MEMBERSHIPS = ("account", "workspace", "project")
 
 
 class MembershipForm(InWorkspaceForm):
-    create_request = MembershipCreateRequest
-    update_request = MembershipUpdateRequest
+    create_request = serializers.MembershipCreateRequest
+    update_request = serializers.MembershipUpdateRequest
 
 
 @admin.register(Membership)
@@ -107,7 +94,7 @@ class MembershipAdmin(InWorkspaceAdmin):
     list_select_related = TITLED_MEMBERSHIPS
     ordering = ("workspace__slug", "account__email")
     raw_id_fields = ("account", "workspace", "project")
-    fields = api_fields(MembershipSerializer)
+    fields = api_fields(serializers.MembershipSerializer)
     readonly_fields = (*RESOURCE_READONLY, "accepted_at")
     fixed_on_change = ("account", "workspace")
     create_service = staticmethod(create_membership)
@@ -187,8 +174,8 @@ class InvitationAdmin(ViewOnly, admin.ModelAdmin):
 
 
 class ServiceAccountForm(InWorkspaceForm):
-    create_request = ServiceAccountCreateRequest
-    update_request = ServiceAccountUpdateRequest
+    create_request = serializers.ServiceAccountCreateRequest
+    update_request = serializers.ServiceAccountUpdateRequest
 
 
 @admin.register(ServiceAccount)
@@ -201,7 +188,10 @@ class ServiceAccountAdmin(InWorkspaceAdmin):
     list_filter = ("enabled",)
     role_names = names_column("roles")
     search_fields = ("name", "=id", "workspace__slug")
-    fields = (*(name for name in api_fields(ServiceAccountSerializer) if name != "keys"), "keys_shown")
+    fields = (
+        *(name for name in api_fields(serializers.ServiceAccountSerializer) if name != "keys"),
+        "keys_shown",
+    )
     readonly_fields = (*RESOURCE_READONLY, "last_used_at", "keys_shown")
     create_service = staticmethod(create_service_account)
     update_service = staticmethod(update_service_account)
