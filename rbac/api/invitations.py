@@ -78,7 +78,7 @@ class InvitationCreate(Endpoint):
             roles=roles,
             actor=request.user,
         )
-        return answer_fresh(request, serializers.InvitationSerializer, invitations_in(request), invitation)
+        return answer_fresh(request, self.response_serializer, invitations_in(request), invitation)
 
 
 class InvitationDescribe(Endpoint):
@@ -94,7 +94,7 @@ class InvitationDescribe(Endpoint):
 
     def handle(self, request: Request, data: dict) -> EncodedJson:
         invitation = get_object(request, invitations_in(request), permission=self.permission, pk=data["id"])
-        return answer_fresh(request, serializers.InvitationSerializer, invitations_in(request), invitation)
+        return answer_fresh(request, self.response_serializer, invitations_in(request), invitation)
 
 
 class InvitationList(ListEndpoint):
@@ -138,7 +138,7 @@ class InvitationRevoke(Endpoint):
     def handle(self, request: Request, data: dict) -> EncodedJson:
         invitation = get_object(request, invitations_in(request), permission=self.permission, pk=data["id"])
         revoke_invitation(invitation, actor=request.user)
-        return answer_fresh(request, serializers.InvitationSerializer, invitations_in(request), invitation)
+        return answer_fresh(request, self.response_serializer, invitations_in(request), invitation)
 
 
 # Invitations by e-mail

@@ -86,7 +86,7 @@ class MembershipCreate(Endpoint):
             roles=roles,
             actor=request.user,
         )
-        return answer_fresh(request, serializers.MembershipSerializer, memberships_in(request), membership)
+        return answer_fresh(request, self.response_serializer, memberships_in(request), membership)
 
 
 class MembershipDescribe(Endpoint):
@@ -106,7 +106,7 @@ class MembershipDescribe(Endpoint):
         membership = get_object(
             request, memberships_in(request), permission=self.permission, project_scoped=True, pk=data["id"]
         )
-        return answer_fresh(request, serializers.MembershipSerializer, memberships_in(request), membership)
+        return answer_fresh(request, self.response_serializer, memberships_in(request), membership)
 
 
 class MembershipList(ListEndpoint):
@@ -162,7 +162,7 @@ class MembershipUpdate(Endpoint):
         if "role_ids" in data:
             changes["roles"] = roles_named(request, data["role_ids"])
         update_membership(membership, **changes, actor=request.user)
-        return answer_fresh(request, serializers.MembershipSerializer, memberships_in(request), membership)
+        return answer_fresh(request, self.response_serializer, memberships_in(request), membership)
 
 
 class MembershipDelete(Endpoint):
@@ -253,7 +253,7 @@ class MembershipAccept(MembershipInvitationEndpoint):
             authn.check_password_rules(data["password"], account)
             authn.reclaim_account(account, password=data["password"], actor=account)
         membership = accept_invitation(membership)
-        return answer_fresh(request, serializers.MembershipSerializer, Membership.objects.all(), membership)
+        return answer_fresh(request, self.response_serializer, Membership.objects.all(), membership)
 
 
 class MembershipDecline(MembershipInvitationEndpoint):

@@ -47,7 +47,7 @@ class RoleCreate(Endpoint):
         fields = changes_of(data, "permission_ids")
         permissions = permissions_named(request, data["permission_ids"])
         role = create_role(request.workspace, **fields, permissions=permissions, actor=request.user)
-        return answer_fresh(request, serializers.RoleSerializer, roles_with_permissions(request), role)
+        return answer_fresh(request, self.response_serializer, roles_with_permissions(request), role)
 
 
 class RoleDescribe(Endpoint):
@@ -66,7 +66,7 @@ class RoleDescribe(Endpoint):
         role = get_object(
             request, Role.objects.in_workspace(request.workspace), permission=self.permission, pk=data["id"]
         )
-        return answer_fresh(request, serializers.RoleSerializer, roles_with_permissions(request), role)
+        return answer_fresh(request, self.response_serializer, roles_with_permissions(request), role)
 
 
 class RoleList(ListEndpoint):
@@ -106,7 +106,7 @@ class RoleUpdate(Endpoint):
         if "permission_ids" in data:
             changes["permissions"] = permissions_named(request, data["permission_ids"])
         update_role(role, **changes, actor=request.user)
-        return answer_fresh(request, serializers.RoleSerializer, roles_with_permissions(request), role)
+        return answer_fresh(request, self.response_serializer, roles_with_permissions(request), role)
 
 
 class RoleDelete(Endpoint):

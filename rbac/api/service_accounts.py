@@ -54,9 +54,7 @@ class ServiceAccountCreate(Endpoint):
         fields = changes_of(data, "role_ids")
         roles = roles_named(request, data["role_ids"])
         service_account = create_service_account(request.workspace, **fields, roles=roles, actor=request.user)
-        return answer_fresh(
-            request, serializers.ServiceAccountSerializer, service_accounts(request), service_account
-        )
+        return answer_fresh(request, self.response_serializer, service_accounts(request), service_account)
 
 
 class ServiceAccountDescribe(Endpoint):
@@ -73,9 +71,7 @@ class ServiceAccountDescribe(Endpoint):
 
     def handle(self, request: Request, data: dict) -> EncodedJson:
         service_account = find(request, data, self.permission)
-        return answer_fresh(
-            request, serializers.ServiceAccountSerializer, service_accounts(request), service_account
-        )
+        return answer_fresh(request, self.response_serializer, service_accounts(request), service_account)
 
 
 class ServiceAccountList(ListEndpoint):
@@ -116,9 +112,7 @@ class ServiceAccountUpdate(Endpoint):
         if "role_ids" in data:
             changes["roles"] = roles_named(request, data["role_ids"])
         update_service_account(service_account, **changes, actor=request.user)
-        return answer_fresh(
-            request, serializers.ServiceAccountSerializer, service_accounts(request), service_account
-        )
+        return answer_fresh(request, self.response_serializer, service_accounts(request), service_account)
 
 
 class ServiceAccountDelete(Endpoint):

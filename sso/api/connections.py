@@ -54,7 +54,7 @@ class SsoCreate(Endpoint):
         fields = changes_of(data, "default_role_ids")
         fields["default_roles"] = roles_named(request, data["default_role_ids"], field="default_role_ids")
         connection = services.create_connection(request.workspace, **fields, actor=request.user)
-        return answer_fresh(request, serializers.SsoConnectionSerializer, connections_in(request), connection)
+        return answer_fresh(request, self.response_serializer, connections_in(request), connection)
 
 
 class SsoDescribe(Endpoint):
@@ -71,7 +71,7 @@ class SsoDescribe(Endpoint):
 
     def handle(self, request: Request, data: dict) -> EncodedJson:
         connection = get_object(request, connections_in(request), permission=self.permission, pk=data["id"])
-        return answer_fresh(request, serializers.SsoConnectionSerializer, connections_in(request), connection)
+        return answer_fresh(request, self.response_serializer, connections_in(request), connection)
 
 
 class SsoList(ListEndpoint):
@@ -130,7 +130,7 @@ class SsoUpdate(Endpoint):
                 request, data["default_role_ids"], field="default_role_ids"
             )
         services.update_connection(connection, **changes, actor=request.user)
-        return answer_fresh(request, serializers.SsoConnectionSerializer, connections_in(request), connection)
+        return answer_fresh(request, self.response_serializer, connections_in(request), connection)
 
 
 class SsoDelete(Endpoint):
@@ -166,4 +166,4 @@ class SsoVerifyDomain(Endpoint):
     def handle(self, request: Request, data: dict) -> EncodedJson:
         connection = services.get_connection(request.workspace, id=data["id"])  # 404 naming `id`
         services.verify_domain(connection, data["domain"], actor=request.user)
-        return answer_fresh(request, serializers.SsoConnectionSerializer, connections_in(request), connection)
+        return answer_fresh(request, self.response_serializer, connections_in(request), connection)
