@@ -16,7 +16,6 @@ EXAMPLE_ID = "7c9e6679-7425-40de-944b-e07fc1f90ae7"
 
 
 def applications_in(request: Request) -> QuerySet:
-    """The applications of the `X-Workspace` workspace."""
     return Application.objects.in_workspace(request.workspace)
 
 

@@ -45,7 +45,6 @@ from .memberships import INVITATION_NOT_FOUND, InviteeEndpoint
 
 
 def invitations_in(request: Request) -> QuerySet:
-    """The invitations of the `X-Workspace` workspace."""
     return Invitation.objects.in_workspace(request.workspace)
 
 

@@ -44,7 +44,6 @@ def membership_place(request: Request, project_id, *, permission: str) -> Projec
 
 
 def memberships_in(request: Request) -> QuerySet:
-    """The memberships of the `X-Workspace` workspace."""
     return Membership.objects.in_workspace(request.workspace)
 
 

@@ -17,7 +17,6 @@ from .access import get_object, named_by, project_named
 
 
 def permissions_in(request: Request) -> QuerySet:
-    """The permissions of the `X-Workspace` workspace."""
     return Permission.objects.in_workspace(request.workspace)
 
 

@@ -13,7 +13,6 @@ from ..models import SsoConnection
 
 
 def connections_in(request: Request) -> QuerySet:
-    """The SSO connections of the `X-Workspace` workspace."""
     return SsoConnection.objects.in_workspace(request.workspace)
 
 
