@@ -6,7 +6,7 @@ from rest_framework.request import Request
 
 from iam.http.endpoint import Endpoint
 from iam.http.list_endpoint import ListEndpoint
-from rbac.api.access import EndpointPermission, get_object
+from rbac.api.access import get_object
 
 from .. import serializers, services
 from ..models import ScimToken
@@ -23,7 +23,6 @@ class ScimTokenCreate(Endpoint):
 
     permission = "scim-tokens:create"
     workspace_scoped = True
-    permission_classes = [EndpointPermission]
     request_serializer = serializers.ScimTokenCreateRequest
     response_serializer = serializers.ScimTokenCreated
 
@@ -42,7 +41,6 @@ class ScimTokenList(ListEndpoint):
 
     permission = "scim-tokens:list"
     workspace_scoped = True
-    permission_classes = [EndpointPermission]
     list_key = "scim_tokens"
     filter_fields = {"id": "id", "name": "name"}
     order_fields = ("created_at", "last_used_at")
@@ -61,7 +59,6 @@ class ScimTokenDelete(Endpoint):
 
     permission = "scim-tokens:delete"
     workspace_scoped = True
-    permission_classes = [EndpointPermission]
     request_serializer = serializers.ScimTokenRef
     response_serializer = serializers.ScimTokenDeleted
 
