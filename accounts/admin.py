@@ -14,6 +14,7 @@ from urllib.parse import urlencode
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.utils import unquote
+from django.contrib.auth import update_session_auth_hash
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
@@ -35,18 +36,29 @@ from rbac.models import Membership
 from rbac.serializers import PermissionCheckRequest
 from tenancy.models import Project, Workspace
 
-from . import services
+from . import serializers, services
 from .models import Account, normalize_email
-from .serializers import AccountCreateRequest, AccountUpdateRequest
+
+
+def check_passwords(form: forms.Form, cleaned: dict[str, Any], account: Account | None = None) -> None:
+    """`password1` and `password2` match, and `password1` keeps the API's password rules."""
+    password = cleaned.get("password1")
+    if password and password != cleaned.get("password2"):
+        form.add_error("password2", "passwords do not match")
+    elif password:
+        try:
+            services.check_password_rules(password, account)
+        except ApiError as exc:
+            form.add_error("password1", exc.message)
 
 
 class AccountChangeForm(ServiceForm):
-    update_request = AccountUpdateRequest  # the add form is AccountCreationForm
+    update_request = serializers.AccountUpdateRequest  # the add form is AccountCreationForm
     avatar_url = forms.URLField(required=False, max_length=2048, assume_scheme="https", empty_value=None)
 
 
 class AccountCreationForm(ServiceForm):
-    create_request = AccountCreateRequest
+    create_request = serializers.AccountCreateRequest
     create_partial = True  # the password is checked here, by the same rules
     password1 = forms.CharField(label="Password", strip=False, widget=forms.PasswordInput)
     password2 = forms.CharField(label="Password (again)", strip=False, widget=forms.PasswordInput)
@@ -55,14 +67,7 @@ class AccountCreationForm(ServiceForm):
         return normalize_email(self.cleaned_data["email"])
 
     def clean_relations(self, cleaned: dict[str, Any]) -> None:
-        password = cleaned.get("password1")
-        if password and password != cleaned.get("password2"):
-            self.add_error("password2", "passwords do not match")
-        elif password:
-            try:
-                services.check_password_rules(password)
-            except ApiError as exc:
-                self.add_error("password1", exc.message)
+        check_passwords(self, cleaned)
 
 
 class SetPasswordForm(forms.Form):
@@ -81,14 +86,7 @@ class SetPasswordForm(forms.Form):
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean()
-        password = cleaned.get("password1")
-        if password and password != cleaned.get("password2"):
-            self.add_error("password2", "passwords do not match")
-        elif password:
-            try:
-                services.check_password_rules(password, self.account)
-            except ApiError as exc:
-                self.add_error("password1", exc.message)
+        check_passwords(self, cleaned, self.account)
         return cleaned
 
 
@@ -262,12 +260,32 @@ class AccountAdmin(ServiceAdmin):
             *super().get_urls(),
         ]
 
-    def password_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+    def _account(self, request: HttpRequest, object_id: str, *, change: bool = True) -> Account:
+        """The account of an account page's own view: 404 when there is none, 403 when `change` is needed
+        and the operator may not change it."""
         account = self.get_object(request, unquote(object_id))
         if account is None:
             raise Http404("account not found")
-        if not self.has_change_permission(request, account):
+        if change and not self.has_change_permission(request, account):
             raise PermissionDenied
+        return account
+
+    def _page(
+        self, request: HttpRequest, account: Account, template: str, title: str, **context: Any
+    ) -> HttpResponse:
+        """`template` (under admin/accounts/account/), titled `<title>: <the account's address>`."""
+        context = {
+            **self.admin_site.each_context(request),
+            "title": f"{title}: {account.email}",
+            **context,
+            "opts": self.opts,
+            "original": account,
+        }
+        request.current_app = self.admin_site.name
+        return TemplateResponse(request, f"admin/accounts/account/{template}", context)
+
+    def password_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        account = self._account(request, object_id)
         form = SetPasswordForm(account, request.POST or None)
         if request.method == "POST" and form.is_valid():
             with transaction.atomic():
@@ -275,29 +293,15 @@ class AccountAdmin(ServiceAdmin):
             self.log_change(request, account, [{"changed": {"fields": ["password"]}}])
             if account.pk == request.user.pk:
                 # The operator's own admin session is bound to the session version that just moved.
-                from django.contrib.auth import update_session_auth_hash
-
                 update_session_auth_hash(request, account)
             self.message_user(request, "Password set; every session of the account ended.", messages.SUCCESS)
             return HttpResponseRedirect(reverse("admin:accounts_account_change", args=[account.pk]))
-        context = {
-            **self.admin_site.each_context(request),
-            "title": f"Set password: {account.email}",
-            "form": form,
-            "opts": self.opts,
-            "original": account,
-        }
-        request.current_app = self.admin_site.name
-        return TemplateResponse(request, "admin/accounts/account/password.html", context)
+        return self._page(request, account, "password.html", "Set password", form=form)
 
     def reset_second_factor_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
         """For an account that lost its authenticator and its recovery codes: asks to confirm, then
         removes them and ends every session of the account (`authn.mfa.reset`: recorded, e-mailed)."""
-        account = self.get_object(request, unquote(object_id))
-        if account is None:
-            raise Http404("account not found")
-        if not self.has_change_permission(request, account):
-            raise PermissionDenied
+        account = self._account(request, object_id)
         if request.method == "POST":
             with transaction.atomic():
                 done = mfa.reset(account, actor=request.user)
@@ -305,8 +309,6 @@ class AccountAdmin(ServiceAdmin):
                 self.log_change(request, account, [{"changed": {"fields": ["second factor"]}}])
                 if account.pk == request.user.pk:
                     # The operator's own admin session is bound to the session version that just moved.
-                    from django.contrib.auth import update_session_auth_hash
-
                     account.refresh_from_db()
                     update_session_auth_hash(request, account)
                 message = "Second factor reset; every session of the account ended and the account e-mailed."
@@ -314,20 +316,11 @@ class AccountAdmin(ServiceAdmin):
             else:
                 self.message_user(request, "The account has no second factor.", messages.WARNING)
             return HttpResponseRedirect(reverse("admin:accounts_account_change", args=[account.pk]))
-        context = {
-            **self.admin_site.each_context(request),
-            "title": f"Reset second factor: {account.email}",
-            "opts": self.opts,
-            "original": account,
-        }
-        request.current_app = self.admin_site.name
-        return TemplateResponse(request, "admin/accounts/account/reset_second_factor.html", context)
+        return self._page(request, account, "reset_second_factor.html", "Reset second factor")
 
     def check_access_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
         """`POST /permissions/check` for operators: the same answer (`rbac.explain.explain`), read-only."""
-        account = self.get_object(request, unquote(object_id))
-        if account is None:
-            raise Http404("account not found")
+        account = self._account(request, object_id, change=False)
         form = CheckAccessForm(request.GET or None)
         answer = None
         if form.is_valid():
@@ -336,16 +329,7 @@ class AccountAdmin(ServiceAdmin):
             answer = explain(
                 account, data["workspace"].pk, data["permission"], project_id=project.pk if project else None
             )
-        context = {
-            **self.admin_site.each_context(request),
-            "title": f"Check access: {account.email}",
-            "form": form,
-            "answer": answer,
-            "opts": self.opts,
-            "original": account,
-        }
-        request.current_app = self.admin_site.name
-        return TemplateResponse(request, "admin/accounts/account/check_access.html", context)
+        return self._page(request, account, "check_access.html", "Check access", form=form, answer=answer)
 
 
 class CheckAccessForm(forms.Form):

@@ -16,10 +16,9 @@ from accounts.models import Account
 from iam.admin import audit_subject
 from iam.http.admin import DeleteOnly, ReadOnlyInline, ServiceAdmin, ViewOnly, api_fields
 
-from . import admin_login, keys, passkeys, services, sessions
+from . import admin_login, keys, passkeys, serializers, services, sessions
 from .credentials import delete_credential, update_credential
 from .models import Credential, Passkey, Session, SigningKey
-from .serializers import CredentialSerializer
 
 
 class OperatorPasswordChangeForm(AdminPasswordChangeForm):
@@ -119,7 +118,7 @@ class CredentialAdmin(ServiceAdmin):
     list_filter = ("kind", "provider", "status", "workspace")
     search_fields = ("account__email", "email", "provider_id")
     list_select_related = ("account", "workspace")
-    fields = api_fields(CredentialSerializer)
+    fields = api_fields(serializers.CredentialSerializer)
     readonly_fields = tuple(name for name in fields if name != "status")
 
     def has_add_permission(self, request: HttpRequest) -> bool:

@@ -93,14 +93,16 @@ def end_browser_session(request: HttpRequest, response: HttpResponse) -> None:
     response.delete_cookie(COOKIE, path="/", samesite="Lax")
 
 
-def signed_in(request: HttpRequest, response: HttpResponse, session: Session) -> None:
+def signed_in(request: HttpRequest, response: HttpResponse, session: Session) -> HttpResponse:
     """A sign-in finished: `session` becomes the browser's, replacing one it already had (whose
-    applications' sessions go on under the new one for the same account, and end for another)."""
+    applications' sessions go on under the new one for the same account, and end for another), and
+    `response` carries its cookie."""
     earlier = current_session(request)
     if earlier is not None and earlier.pk != session.pk:
         sessions.replace_browser_session(earlier, session, actor=session.account)
     start_browser_session(response, session)
     setattr(request, _CACHED, session)
+    return response
 
 
 def safe_next(value: str | None) -> str:

@@ -24,9 +24,8 @@ from iam.http.admin import RESOURCE_READONLY, ReadOnlyInline, ServiceAdmin, Serv
 from iam.http.errors import ApiError
 from tenancy.admin import InWorkspaceAdmin
 
-from . import push, services
+from . import push, serializers, services
 from .models import Client, Delivery, DeliveryAttempt
-from .serializers import ClientCreateRequest, ClientSerializer, ClientUpdateRequest
 
 RECENT_DELIVERIES = 20
 
@@ -46,8 +45,8 @@ SECRETS_PAGE = engines["django"].from_string(
 
 
 class ClientForm(ServiceForm):
-    create_request = ClientCreateRequest  # `ClientAdmin.create` calls `services.create_client`
-    update_request = ClientUpdateRequest
+    create_request = serializers.ClientCreateRequest  # `ClientAdmin.create` calls `services.create_client`
+    update_request = serializers.ClientUpdateRequest
     endpoint = forms.URLField(required=False, max_length=2048, assume_scheme="https", empty_value=None)
 
     def validate_unique(self) -> None:
@@ -89,7 +88,7 @@ class ClientAdmin(InWorkspaceAdmin):
     form = ClientForm
     list_display = ("name", "workspace", "endpoint", "created_at")
     search_fields = ("name", "=id")
-    fields = (*api_fields(ClientSerializer), "secret_version", "created_by", "recent_deliveries")
+    fields = (*api_fields(serializers.ClientSerializer), "secret_version", "created_by", "recent_deliveries")
     readonly_fields = (*RESOURCE_READONLY, "secret_version", "created_by", "recent_deliveries")
     actions = ("regenerate_secrets", "send_test_events")
     update_service = staticmethod(services.update_client)
@@ -98,7 +97,10 @@ class ClientAdmin(InWorkspaceAdmin):
     def get_fields(self, request: HttpRequest, obj=None):
         # The add page: what the create request takes, in the workspace chosen by id.
         if obj is None:
-            return ("workspace", *(name for name in self.fields if name in ClientCreateRequest().fields))
+            return (
+                "workspace",
+                *(name for name in self.fields if name in serializers.ClientCreateRequest().fields),
+            )
         return self.fields
 
     @admin.display(description="recent deliveries")

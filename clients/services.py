@@ -65,13 +65,8 @@ def create_client(
     endpoint = endpoint or None
     check_endpoint(endpoint)
     with transaction.atomic():
-        check_quota(
-            "clients",
-            settings.IAM_QUOTA_CLIENTS,
-            actor=actor,
-            records=Client.objects.in_workspace(workspace),
-            owner=workspace,
-        )
+        peers = Client.objects.in_workspace(workspace)
+        check_quota("clients", settings.IAM_QUOTA_CLIENTS, actor=actor, records=peers, owner=workspace)
         client = Client(
             workspace=workspace,
             endpoint=endpoint,
@@ -82,7 +77,7 @@ def create_client(
             meta=meta,
         )
         secret = _set_secret(client)
-        save_unique(client, Client.objects.in_workspace(workspace), {"name": name}, force_insert=True)
+        save_unique(client, peers, {"name": name}, force_insert=True)
         audit.record(
             "client.create",
             resource=("client", client.pk),

@@ -15,36 +15,14 @@ from iam.http.admin import RESOURCE_READONLY, ViewOnly, api_fields
 from iam.http.errors import ApiError
 from tenancy.admin import InWorkspaceAdmin, InWorkspaceForm
 
+from . import serializers
 from .models import Invitation, Membership, Permission, Role, ServiceAccount
-from .serializers import (
-    MembershipCreateRequest,
-    MembershipSerializer,
-    MembershipUpdateRequest,
-    PermissionCreateRequest,
-    PermissionSerializer,
-    PermissionUpdateRequest,
-    RoleCreateRequest,
-    RoleSerializer,
-    RoleUpdateRequest,
-    ServiceAccountCreateRequest,
-    ServiceAccountSerializer,
-    ServiceAccountUpdateRequest,
-)
-from .services.invitations import resend_invitation, revoke_invitation
-from .services.memberships import create_membership, delete_membership, update_membership
-from .services.permissions import create_permission, delete_permission, update_permission
-from .services.roles import create_role, delete_role, update_role
-from .services.service_accounts import (
-    create_service_account,
-    delete_service_account,
-    revoke_key,
-    update_service_account,
-)
+from .services import invitations, memberships, permissions, roles, service_accounts
 
 
 class PermissionForm(InWorkspaceForm):
-    create_request = PermissionCreateRequest
-    update_request = PermissionUpdateRequest
+    create_request = serializers.PermissionCreateRequest
+    update_request = serializers.PermissionUpdateRequest
 
 
 @admin.register(Permission)
@@ -52,10 +30,10 @@ class PermissionAdmin(InWorkspaceAdmin):
     form = PermissionForm
     list_display = ("name", "code", "workspace", "created_at", "id")
     search_fields = ("name", "code", "=id", "workspace__slug")
-    fields = api_fields(PermissionSerializer)
-    create_service = staticmethod(create_permission)
-    update_service = staticmethod(update_permission)
-    delete_service = staticmethod(delete_permission)
+    fields = api_fields(serializers.PermissionSerializer)
+    create_service = staticmethod(permissions.create_permission)
+    update_service = staticmethod(permissions.update_permission)
+    delete_service = staticmethod(permissions.delete_permission)
 
 
 def names_column(relation: str) -> Callable[[Any, Any], str]:
@@ -70,8 +48,8 @@ def names_column(relation: str) -> Callable[[Any, Any], str]:
 
 
 class RoleForm(InWorkspaceForm):
-    create_request = RoleCreateRequest
-    update_request = RoleUpdateRequest
+    create_request = serializers.RoleCreateRequest
+    update_request = serializers.RoleUpdateRequest
 
 
 @admin.register(Role)
@@ -80,10 +58,10 @@ class RoleAdmin(InWorkspaceAdmin):
     list_display = ("name", "workspace", "permission_names", "created_at", "id")
     permission_names = names_column("permissions")
     search_fields = ("name", "=id", "workspace__slug")
-    fields = api_fields(RoleSerializer)
-    create_service = staticmethod(create_role)
-    update_service = staticmethod(update_role)
-    delete_service = staticmethod(delete_role)
+    fields = api_fields(serializers.RoleSerializer)
+    create_service = staticmethod(roles.create_role)
+    update_service = staticmethod(roles.update_role)
+    delete_service = staticmethod(roles.delete_role)
 
 
 # What a membership's title reads (`Membership.__str__`), in one query and one for the roles.
@@ -91,8 +69,8 @@ TITLED_MEMBERSHIPS = ("account", "workspace", "project")
 
 
 class MembershipForm(InWorkspaceForm):
-    create_request = MembershipCreateRequest
-    update_request = MembershipUpdateRequest
+    create_request = serializers.MembershipCreateRequest
+    update_request = serializers.MembershipUpdateRequest
 
 
 @admin.register(Membership)
@@ -107,12 +85,12 @@ class MembershipAdmin(InWorkspaceAdmin):
     list_select_related = TITLED_MEMBERSHIPS
     ordering = ("workspace__slug", "account__email")
     raw_id_fields = ("account", "workspace", "project")
-    fields = api_fields(MembershipSerializer)
+    fields = api_fields(serializers.MembershipSerializer)
     readonly_fields = (*RESOURCE_READONLY, "accepted_at")
     fixed_on_change = ("account", "workspace")
-    create_service = staticmethod(create_membership)
-    update_service = staticmethod(update_membership)
-    delete_service = staticmethod(delete_membership)
+    create_service = staticmethod(memberships.create_membership)
+    update_service = staticmethod(memberships.update_membership)
+    delete_service = staticmethod(memberships.delete_membership)
 
 
 audit_subject("permission", Permission.objects.all())
@@ -162,11 +140,11 @@ class InvitationAdmin(ViewOnly, admin.ModelAdmin):
 
     @admin.action(description="Resend (valid 7 more days)")
     def resend_invitations(self, request: HttpRequest, queryset) -> None:
-        self._each(request, queryset, resend_invitation, "resent")
+        self._each(request, queryset, invitations.resend_invitation, "resent")
 
     @admin.action(description="Revoke")
     def revoke_invitations(self, request: HttpRequest, queryset) -> None:
-        self._each(request, queryset, revoke_invitation, "revoked")
+        self._each(request, queryset, invitations.revoke_invitation, "revoked")
 
     def _each(self, request: HttpRequest, queryset, service: Callable[..., Any], done: str) -> None:
         changed = skipped = 0
@@ -187,8 +165,8 @@ class InvitationAdmin(ViewOnly, admin.ModelAdmin):
 
 
 class ServiceAccountForm(InWorkspaceForm):
-    create_request = ServiceAccountCreateRequest
-    update_request = ServiceAccountUpdateRequest
+    create_request = serializers.ServiceAccountCreateRequest
+    update_request = serializers.ServiceAccountUpdateRequest
 
 
 @admin.register(ServiceAccount)
@@ -201,11 +179,14 @@ class ServiceAccountAdmin(InWorkspaceAdmin):
     list_filter = ("enabled",)
     role_names = names_column("roles")
     search_fields = ("name", "=id", "workspace__slug")
-    fields = (*(name for name in api_fields(ServiceAccountSerializer) if name != "keys"), "keys_shown")
+    fields = (
+        *(name for name in api_fields(serializers.ServiceAccountSerializer) if name != "keys"),
+        "keys_shown",
+    )
     readonly_fields = (*RESOURCE_READONLY, "last_used_at", "keys_shown")
-    create_service = staticmethod(create_service_account)
-    update_service = staticmethod(update_service_account)
-    delete_service = staticmethod(delete_service_account)
+    create_service = staticmethod(service_accounts.create_service_account)
+    update_service = staticmethod(service_accounts.update_service_account)
+    delete_service = staticmethod(service_accounts.delete_service_account)
     actions = ("revoke_every_key",)
 
     @admin.display(description="keys")
@@ -224,7 +205,7 @@ class ServiceAccountAdmin(InWorkspaceAdmin):
             with transaction.atomic():
                 live = service_account.keys.filter(revoked_at__isnull=True)
                 for key_id in live.values_list("pk", flat=True):
-                    revoke_key(service_account, key_id, actor=request.user)
+                    service_accounts.revoke_key(service_account, key_id, actor=request.user)
                     revoked += 1
         self.message_user(request, f"{revoked} key(s) revoked.", messages.SUCCESS)
 

@@ -12,6 +12,7 @@ from iam.http.fields import (
     JsonObject,
     Name,
     PermissionName,
+    String,
     Tags,
     Uuid,
     UuidList,
@@ -195,6 +196,27 @@ class InvitationCreateRequest(serializers.Serializer):
     role_ids = UuidList(max_length=100)
     tags = Tags(required=False)
     meta = JsonObject(required=False)
+
+
+class InvitationRequest(serializers.Serializer):
+    token = String(required=False, max_length=4096)
+    id = Uuid(required=False)
+    # Asked only when the link's holder has no verified account yet (docs/api.md#invitations).
+    password = String(required=False, max_length=1024, trim_whitespace=False)
+    name = Name(required=False)
+
+
+class InvitationAccepted(serializers.Serializer):
+    """Documentation only: `access_token` and `refresh_token` come when the account was created or
+    reclaimed by the acceptance; `mfa_required` and `mfa_token` instead of them when that account holds
+    a second factor (`auth/mfa/verify` completes the sign-in)."""
+
+    invitation = InvitationSerializer()
+    membership = MembershipSerializer()
+    access_token = serializers.CharField(required=False)
+    refresh_token = serializers.CharField(required=False)
+    mfa_required = serializers.BooleanField(required=False)
+    mfa_token = serializers.CharField(required=False)
 
 
 class ServiceAccountKeySerializer(ResourceSerializer):

@@ -19,10 +19,7 @@ DOMAINS_MAX = 50
 
 class DomainName(String):
     default_error_messages = {"invalid": "invalid domain"}
-
-    def __init__(self, **kwargs):
-        kwargs.setdefault("max_length", 253)
-        super().__init__(**kwargs)
+    defaults = {"max_length": 253}
 
     def to_internal_value(self, data: Any) -> str:
         value = super().to_internal_value(data).strip().lower().rstrip(".")

@@ -225,14 +225,11 @@ def create_connection(
         _read_metadata(connection, "" if idp_metadata_xml is UNSET else idp_metadata_xml)
     else:  # before the quota's lock: no lock is held while the provider answers
         _discover(connection, workspace.pk)
+    peers = SsoConnection.objects.in_workspace(workspace)
     check_quota(
-        "sso connections",
-        settings.IAM_QUOTA_SSO_CONNECTIONS,
-        actor=actor,
-        records=SsoConnection.objects.in_workspace(workspace),
-        owner=workspace,
+        "sso connections", settings.IAM_QUOTA_SSO_CONNECTIONS, actor=actor, records=peers, owner=workspace
     )
-    save_unique(connection, SsoConnection.objects.in_workspace(workspace), {"name": name}, force_insert=True)
+    save_unique(connection, peers, {"name": name}, force_insert=True)
     changes = audit.created(connection, audited(connection)) | _roles_change(None, default_roles)
     record_audit("ssoconnection.create", connection, changes, actor)
     connection.default_roles.set(default_roles)

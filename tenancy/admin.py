@@ -27,16 +27,8 @@ from iam.http.admin import (
 from rbac.models import Invitation, Membership, Permission, Role
 from rbac.services.workspaces import create_workspace
 
-from . import services
+from . import serializers, services
 from .models import Project, Workspace
-from .serializers import (
-    ProjectCreateRequest,
-    ProjectSerializer,
-    ProjectUpdateRequest,
-    WorkspaceCreateRequest,
-    WorkspaceSerializer,
-    WorkspaceUpdateRequest,
-)
 
 SCHEMA = {"schema_version": "1"}
 
@@ -77,13 +69,13 @@ class InWorkspaceForm(ServiceForm):
 
 
 class WorkspaceForm(ServiceForm):
-    create_request = WorkspaceCreateRequest
-    update_request = WorkspaceUpdateRequest
+    create_request = serializers.WorkspaceCreateRequest
+    update_request = serializers.WorkspaceUpdateRequest
 
 
 class ProjectForm(InWorkspaceForm):
-    create_request = ProjectCreateRequest
-    update_request = ProjectUpdateRequest
+    create_request = serializers.ProjectCreateRequest
+    update_request = serializers.ProjectUpdateRequest
     renamed_on_update = {"code": "new_code"}
 
 
@@ -126,7 +118,7 @@ class WorkspaceAdmin(ServiceAdmin):
     list_display = ("slug", "name", "created_at", "id")
     search_fields = ("name", "slug", "=id")
     ordering = ("slug",)
-    fields = api_fields(WorkspaceSerializer)
+    fields = api_fields(serializers.WorkspaceSerializer)
     readonly_fields = RESOURCE_READONLY
     # The slug names the workspace in X-Workspace headers; the API does not change it either.
     fixed_on_change = ("slug",)
@@ -236,7 +228,7 @@ class ProjectAdmin(InWorkspaceAdmin):
     form = ProjectForm
     list_display = ("name", "code", "workspace", "created_at", "id")
     search_fields = ("name", "code", "=id", "workspace__slug")
-    fields = api_fields(ProjectSerializer)
+    fields = api_fields(serializers.ProjectSerializer)
     readonly_fields = (*RESOURCE_READONLY, "created_by")
     json_initial = {"config": SCHEMA, "meta": SCHEMA}
     create_service = staticmethod(services.create_project)

@@ -108,13 +108,8 @@ def create_project(
     code: str | None = None,
     description: str | None = None,
 ) -> Project:
-    check_quota(
-        "projects",
-        settings.IAM_QUOTA_PROJECTS,
-        actor=actor,
-        records=Project.objects.in_workspace(workspace),
-        owner=workspace,
-    )
+    peers = Project.objects.in_workspace(workspace)
+    check_quota("projects", settings.IAM_QUOTA_PROJECTS, actor=actor, records=peers, owner=workspace)
     project = Project(
         workspace=workspace,
         created_by=account_of(actor),
@@ -125,7 +120,6 @@ def create_project(
         tags=tags,
         meta=meta,
     )
-    peers = Project.objects.in_workspace(workspace)
     save_unique(project, peers, {"name": name, "code": code}, force_insert=True)
     audit.record(
         "project.create",

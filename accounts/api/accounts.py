@@ -9,15 +9,8 @@ from iam.http.list_endpoint import ListEndpoint
 from iam.http.serializers import changes_of
 from rbac.api.access import get_object, named_by
 
-from .. import services
+from .. import serializers, services
 from ..models import Account
-from ..serializers import (
-    AccountCreateRequest,
-    AccountDeleted,
-    AccountRef,
-    AccountSerializer,
-    AccountUpdateRequest,
-)
 
 
 def account_named(request: Request, data: dict, *, permission: str) -> Account:
@@ -43,8 +36,8 @@ class AccountCreate(Endpoint):
     }
 
     permission = "accounts:create"
-    request_serializer = AccountCreateRequest
-    response_serializer = AccountSerializer
+    request_serializer = serializers.AccountCreateRequest
+    response_serializer = serializers.AccountSerializer
 
     def handle(self, request: Request, data: dict) -> dict:
         account = create_password_account(actor=request.user, **data)
@@ -61,8 +54,8 @@ class AccountDescribe(Endpoint):
     permission = "accounts:describe"
     decided_on_object = True
     read_only = True
-    request_serializer = AccountRef
-    response_serializer = AccountSerializer
+    request_serializer = serializers.AccountRef
+    response_serializer = serializers.AccountSerializer
 
     def handle(self, request: Request, data: dict) -> dict:
         return self.serialize(account_named(request, data, permission=self.permission))
@@ -80,7 +73,7 @@ class AccountList(ListEndpoint):
 
     permission = "accounts:list"
     list_key = "accounts"
-    response_serializer = AccountSerializer
+    response_serializer = serializers.AccountSerializer
     filter_fields = {
         name: name
         for name in (
@@ -117,8 +110,8 @@ class AccountUpdate(Endpoint):
 
     permission = "accounts:update"
     decided_on_object = True
-    request_serializer = AccountUpdateRequest
-    response_serializer = AccountSerializer
+    request_serializer = serializers.AccountUpdateRequest
+    response_serializer = serializers.AccountSerializer
 
     def handle(self, request: Request, data: dict) -> dict:
         account = account_named(request, data, permission=self.permission)
@@ -134,8 +127,8 @@ class AccountDelete(Endpoint):
     example_request = {"email": "ada@example.com"}
 
     permission = "accounts:delete"
-    request_serializer = AccountRef
-    response_serializer = AccountDeleted
+    request_serializer = serializers.AccountRef
+    response_serializer = serializers.AccountDeleted
 
     def handle(self, request: Request, data: dict) -> dict:
         account = account_named(request, data, permission=self.permission)

@@ -202,9 +202,7 @@ def confirm(request: HttpRequest, session: Session) -> HttpResponse:
         wrong = _("Incorrect password.") if form_class is ConfirmPasswordForm else wrong_code(CodeForm)
         form.add_error(form_class.field_name, wrong)
         return _confirm_page(request, form, next_url, status=400)
-    response = go(next_url)
-    browser.signed_in(request, response, renewed)
-    return response
+    return browser.signed_in(request, go(next_url), renewed)
 
 
 def _confirm_page(request: HttpRequest, form, next_url: str, *, status: int = 200) -> HttpResponse:
@@ -251,9 +249,8 @@ def change_password(request: HttpRequest, session: Session) -> HttpResponse:
         else:  # docs/api.md#validation: the rule the new password breaks
             form.add_error("new_password", PASSWORD_RULES.get(exc.message, exc.message.capitalize() + "."))
         return account_response(request, session, status=400, password_form=form)
-    response = done("password")
-    browser.signed_in(request, response, renewed)  # the browser's own session ended with the others
-    return response
+    # The browser's own session ended with the others.
+    return browser.signed_in(request, done("password"), renewed)
 
 
 # Sessions
@@ -325,8 +322,7 @@ def turn_on_totp(request: HttpRequest, session: Session) -> HttpResponse:
         return _enrollment_page(request, enrollment, form, status=400)
     context = {"codes": confirmed["recovery_codes"], "next": HERE}
     response = pages.render(request, "authn/recovery_codes.html", context)
-    browser.signed_in(request, response, confirmed["session"])
-    return response
+    return browser.signed_in(request, response, confirmed["session"])
 
 
 def _enrollment_page(

@@ -184,9 +184,7 @@ def _create(
         return _create_page(request, found, InvitedAccountForm(), token, alert=alert, status=400)
     if isinstance(started, dict):  # a second factor is due: the sign-in pages ask for it
         return go(page_url("/signin", here, login_hint=found.address))
-    response = go(here)
-    browser.signed_in(request, response, started)
-    return response
+    return browser.signed_in(request, go(here), started)
 
 
 def _context(found: Opened, token: str) -> dict:

@@ -73,6 +73,4 @@ def second_factor(request: HttpRequest, token: str, next_url: str) -> HttpRespon
             return go(page_url("/signin", next_url))
         return None
     clear_pending(request)
-    response = go(next_url)
-    browser.signed_in(request, response, session)
-    return response
+    return browser.signed_in(request, go(next_url), session)

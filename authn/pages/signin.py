@@ -94,9 +94,7 @@ def passkey_signin(request: HttpRequest) -> HttpResponse:
             return disabled_page(request)
         return _email_step(request, EmailForm(), next_url, alert=passkey.not_accepted(), status=400)
     clear_pending(request)
-    response = go(next_url)
-    browser.signed_in(request, response, session)
-    return response
+    return browser.signed_in(request, go(next_url), session)
 
 
 def _password_page(request: HttpRequest, form: PasswordForm, next_url: str) -> HttpResponse:
@@ -136,9 +134,7 @@ def _password_step(request: HttpRequest, next_url: str) -> HttpResponse:
     if isinstance(outcome, dict):  # `{"mfa_required": true, "mfa_token"}`: the second factor is due
         set_pending(request, outcome["mfa_token"])
         return go(page_url("/signin/code", next_url))
-    response = go(next_url)
-    browser.signed_in(request, response, outcome)
-    return response
+    return browser.signed_in(request, go(next_url), outcome)
 
 
 def _to_provider(request: HttpRequest, connection, next_url: str) -> HttpResponse:
@@ -174,9 +170,7 @@ def sso_callback(request: HttpRequest, complete: Callable[..., SigninOutcome]) -
     if outcome.mfa_token is not None:
         set_pending(request, outcome.mfa_token)
         return go(page_url("/signin/code", next_url))
-    response = go(next_url)
-    browser.signed_in(request, response, outcome.session)
-    return response
+    return browser.signed_in(request, go(next_url), outcome.session)
 
 
 def _sso_failed(request: HttpRequest, next_url: str) -> HttpResponse:
@@ -231,9 +225,7 @@ def second_factor(request: HttpRequest) -> HttpResponse:
         form.add_error(form_class.field_name, wrong_code(form_class))
         return code_page(request, form, next_url, action="/signin/code", factors=factors)
     clear_pending(request)
-    response = go(next_url)
-    browser.signed_in(request, response, session)
-    return response
+    return browser.signed_in(request, go(next_url), session)
 
 
 def wrong_code(form_class: type) -> str:

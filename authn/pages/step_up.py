@@ -55,9 +55,7 @@ def _prove(request: HttpRequest, session: Session, next_url: str) -> HttpRespons
             if exc.status == 429:
                 return wait_page(request, exc.headers["Retry-After"])
             return code_page(request, form_class(), next_url, alert=not_accepted(), status=400, **page)
-        response = go(next_url)
-        browser.signed_in(request, response, stepped)
-        return response
+        return browser.signed_in(request, go(next_url), stepped)
     form = form_class(request.POST if request.method == "POST" else None)
     if not form.is_bound or not form.is_valid():
         return code_page(request, form, next_url, **page)
@@ -75,9 +73,7 @@ def _prove(request: HttpRequest, session: Session, next_url: str) -> HttpRespons
             return wait_page(request, exc.headers["Retry-After"])
         form.add_error(form_class.field_name, wrong_code(form_class))
         return code_page(request, form, next_url, **page)
-    response = go(next_url)
-    browser.signed_in(request, response, stepped)
-    return response
+    return browser.signed_in(request, go(next_url), stepped)
 
 
 def _set_up(request: HttpRequest, session: Session, next_url: str) -> HttpResponse:
@@ -116,8 +112,7 @@ def _set_up(request: HttpRequest, session: Session, next_url: str) -> HttpRespon
         return _enrollment_page(request, enrollment, form, next_url)
     context = {"codes": confirmed["recovery_codes"], "next": next_url}
     response = pages.render(request, "authn/recovery_codes.html", context)
-    browser.signed_in(request, response, confirmed["session"])
-    return response
+    return browser.signed_in(request, response, confirmed["session"])
 
 
 def _enrollment_page(request: HttpRequest, enrollment: dict, form: CodeForm, next_url: str) -> HttpResponse:

@@ -6,17 +6,8 @@ from rest_framework.request import Request
 from iam.http.endpoint import Endpoint
 from iam.http.list_endpoint import ListEndpoint
 
-from .. import services
+from .. import serializers, services
 from ..models import Client
-from ..serializers import (
-    ClientCreateRequest,
-    ClientDeleted,
-    ClientRef,
-    ClientSerializer,
-    ClientUpdateRequest,
-    ClientWithSecret,
-    SecretRegenerated,
-)
 
 # The client endpoints load the client the body names with `services.get_client`: a client of the
 # `X-Workspace` workspace with its workspace (embedded in each answer), else 404 `client not found` naming
@@ -35,8 +26,8 @@ class ClientCreate(Endpoint):
     summary = "Create a client service"
     permission = "clients:create"
     workspace_scoped = True
-    request_serializer = ClientCreateRequest
-    response_serializer = ClientWithSecret
+    request_serializer = serializers.ClientCreateRequest
+    response_serializer = serializers.ClientWithSecret
     example_request = {
         "name": "billing-service",
         "endpoint": "https://billing.example.com/iam-events",
@@ -59,8 +50,8 @@ class ClientDescribe(Endpoint):
     permission = "clients:describe"
     workspace_scoped = True
     read_only = True
-    request_serializer = ClientRef
-    response_serializer = ClientSerializer
+    request_serializer = serializers.ClientRef
+    response_serializer = serializers.ClientSerializer
     example_request = {"id": "9e5c1a7d-4b2f-4d8e-a6c3-2f7b9d1e5a38"}
 
     def handle(self, request: Request, data: dict) -> dict:
@@ -75,7 +66,7 @@ class ClientList(ListEndpoint):
     permission = "clients:list"
     workspace_scoped = True
     list_key = "clients"
-    response_serializer = ClientSerializer
+    response_serializer = serializers.ClientSerializer
     filter_fields = {"id": "id", "workspace_id": "workspace", "name": "name", "description": "description"}
     example_request = {"filter": {"fields": {"name": "billing-service"}}, "options": {"limit": 10}}
 
@@ -90,8 +81,8 @@ class ClientUpdate(Endpoint):
     summary = "Change a client"
     permission = "clients:update"
     workspace_scoped = True
-    request_serializer = ClientUpdateRequest
-    response_serializer = ClientSerializer
+    request_serializer = serializers.ClientUpdateRequest
+    response_serializer = serializers.ClientSerializer
     example_request = {
         "id": "9e5c1a7d-4b2f-4d8e-a6c3-2f7b9d1e5a38",
         "endpoint": "https://billing.example.com/hooks/iam",
@@ -110,8 +101,8 @@ class ClientDelete(Endpoint):
     summary = "Delete a client"
     permission = "clients:delete"
     workspace_scoped = True
-    request_serializer = ClientRef
-    response_serializer = ClientDeleted
+    request_serializer = serializers.ClientRef
+    response_serializer = serializers.ClientDeleted
     example_request = {"id": "9e5c1a7d-4b2f-4d8e-a6c3-2f7b9d1e5a38"}
 
     def handle(self, request: Request, data: dict) -> dict:
@@ -126,8 +117,8 @@ class ClientRegenerateSecret(Endpoint):
     summary = "Issue a new client secret"
     permission = "clients:regenerate-secret"
     workspace_scoped = True
-    request_serializer = ClientRef
-    response_serializer = SecretRegenerated
+    request_serializer = serializers.ClientRef
+    response_serializer = serializers.SecretRegenerated
     example_request = {"id": "9e5c1a7d-4b2f-4d8e-a6c3-2f7b9d1e5a38"}
 
     def handle(self, request: Request, data: dict) -> dict:

@@ -4,8 +4,7 @@ from rest_framework.request import Request
 
 from iam.http.endpoint import Endpoint
 
-from .. import catchup
-from ..serializers import EventsPage, EventsRequest
+from .. import catchup, serializers
 
 
 class ClientEvents(Endpoint):
@@ -24,8 +23,8 @@ class ClientEvents(Endpoint):
     public = True
     read_only = True  # plain reads, each statement its own snapshot (see clients/catchup.py)
     error_statuses = (401, 410)
-    request_serializer = EventsRequest
-    response_serializer = EventsPage
+    request_serializer = serializers.EventsRequest
+    response_serializer = serializers.EventsPage
 
     def handle(self, request: Request, data: dict) -> dict:
         client = catchup.authenticate(data["client_id"], data["client_secret"])

@@ -18,8 +18,7 @@ from iam.http.fields import PERMISSION_NAME_MAX, PERMISSION_NAME_RE
 from iam.platform import cache, metrics
 from iam.platform.redis_cache import Reads
 
-from .. import validation
-from ..serializers import ValidateRequest, ValidateResponse
+from .. import serializers, validation
 
 
 def _is_permission_name(value: object) -> bool:
@@ -53,8 +52,8 @@ class ClientValidate(Endpoint):
 
     public = True
     read_only = True  # answers from the cache or plain reads: no transaction on the hot path
-    request_serializer = ValidateRequest
-    response_serializer = ValidateResponse
+    request_serializer = serializers.ValidateRequest
+    response_serializer = serializers.ValidateResponse
 
     @classmethod
     def as_view(cls, **initkwargs):
@@ -223,9 +222,9 @@ def read_validate_body(body: object) -> dict | None:
     if (
         not isinstance(body["client_id"], str)
         or not isinstance(data["client_secret"], str)
-        or not 0 < len(data["client_secret"]) <= ValidateRequest.SECRET_MAX
+        or not 0 < len(data["client_secret"]) <= serializers.ValidateRequest.SECRET_MAX
         or not isinstance(data["token"], str)
-        or not 0 < len(data["token"]) <= ValidateRequest.TOKEN_MAX
+        or not 0 < len(data["token"]) <= serializers.ValidateRequest.TOKEN_MAX
         or not (permission is None or _is_permission_name(permission))
         or not (project_id is None or isinstance(project_id, str))
         or not (workspace_id is None or isinstance(workspace_id, str))

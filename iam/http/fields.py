@@ -4,7 +4,7 @@ docs/api.md#errors wants a field of the wrong type refused, so these accept exac
 import json
 import re
 import uuid
-from typing import Any
+from typing import Any, ClassVar
 
 from django.core.exceptions import ValidationError
 from django.core.validators import EmailValidator, URLValidator
@@ -35,10 +35,10 @@ class Invalid(serializers.ValidationError):
 
 class String(serializers.CharField):
     default_error_messages = {"not_a_string": "must be a string"}
+    defaults: ClassVar[dict[str, Any]] = {}  # a subclass's keyword arguments, which a declaration overrides
 
     def __init__(self, **kwargs):
-        kwargs.setdefault("trim_whitespace", False)
-        super().__init__(**kwargs)
+        super().__init__(**{"trim_whitespace": False, **self.defaults, **kwargs})
 
     def to_internal_value(self, data: Any) -> str:
         if not isinstance(data, str):
@@ -47,20 +47,13 @@ class String(serializers.CharField):
 
 
 class Name(String):
-    def __init__(self, **kwargs):
-        kwargs.setdefault("max_length", NAME_MAX_LENGTH)
-        super().__init__(**kwargs)
+    defaults = {"max_length": NAME_MAX_LENGTH}
 
 
 class Description(String):
     """An optional free text: null or blank clears it."""
 
-    def __init__(self, **kwargs):
-        kwargs.setdefault("required", False)
-        kwargs.setdefault("allow_null", True)
-        kwargs.setdefault("allow_blank", True)
-        kwargs.setdefault("max_length", DESCRIPTION_MAX)
-        super().__init__(**kwargs)
+    defaults = {"required": False, "allow_null": True, "allow_blank": True, "max_length": DESCRIPTION_MAX}
 
 
 class Choice(serializers.ChoiceField):
@@ -99,10 +92,7 @@ class Email(String):
     """An address (`is_address`), trimmed and lower-cased; any other: 400 `invalid <field>`."""
 
     default_error_messages = {"invalid": "invalid e-mail address"}
-
-    def __init__(self, **kwargs):
-        kwargs.setdefault("max_length", EMAIL_MAX_LENGTH)
-        super().__init__(**kwargs)
+    defaults = {"max_length": EMAIL_MAX_LENGTH}
 
     def to_internal_value(self, data: Any) -> str:
         value = super().to_internal_value(data).strip().lower()
@@ -112,9 +102,7 @@ class Email(String):
 
 
 class Url(String):
-    def __init__(self, **kwargs):
-        kwargs.setdefault("max_length", 2048)
-        super().__init__(**kwargs)
+    defaults = {"max_length": 2048}
 
     def to_internal_value(self, data: Any) -> str:
         value = super().to_internal_value(data)
@@ -135,10 +123,7 @@ class Slug(String):
 
 class PermissionName(String):
     default_error_messages = {"not_a_permission_name": "must have the form resource:action"}
-
-    def __init__(self, **kwargs):
-        kwargs.setdefault("max_length", PERMISSION_NAME_MAX)
-        super().__init__(**kwargs)
+    defaults = {"max_length": PERMISSION_NAME_MAX}
 
     def to_internal_value(self, data: Any) -> str:
         value = super().to_internal_value(data)

@@ -9,22 +9,13 @@ from iam.http.list_endpoint import ListEndpoint
 from iam.http.serializers import changes_of
 from rbac.api.access import get_object
 
-from .. import services
+from .. import serializers, services
 from ..models import Application
-from ..serializers import (
-    ApplicationCreateRequest,
-    ApplicationDeleted,
-    ApplicationRef,
-    ApplicationSerializer,
-    ApplicationUpdateRequest,
-    ApplicationWithSecret,
-)
 
 EXAMPLE_ID = "7c9e6679-7425-40de-944b-e07fc1f90ae7"
 
 
 def applications_in(request: Request) -> QuerySet:
-    """The applications of the `X-Workspace` workspace."""
     return Application.objects.in_workspace(request.workspace)
 
 
@@ -39,8 +30,8 @@ class ApplicationCreate(Endpoint):
     summary = "Register an application (OpenID Connect relying party)"
     permission = "applications:create"
     workspace_scoped = True
-    request_serializer = ApplicationCreateRequest
-    response_serializer = ApplicationWithSecret
+    request_serializer = serializers.ApplicationCreateRequest
+    response_serializer = serializers.ApplicationWithSecret
     example_request = {
         "name": "Billing dashboard",
         "type": "web",
@@ -63,8 +54,8 @@ class ApplicationDescribe(Endpoint):
     permission = "applications:describe"
     workspace_scoped = True
     read_only = True
-    request_serializer = ApplicationRef
-    response_serializer = ApplicationSerializer
+    request_serializer = serializers.ApplicationRef
+    response_serializer = serializers.ApplicationSerializer
     example_request = {"id": EXAMPLE_ID}
 
     def handle(self, request: Request, data: dict) -> dict:
@@ -79,7 +70,7 @@ class ApplicationList(ListEndpoint):
     permission = "applications:list"
     workspace_scoped = True
     list_key = "applications"
-    response_serializer = ApplicationSerializer
+    response_serializer = serializers.ApplicationSerializer
     filter_fields = {
         "id": "id",
         "workspace_id": "workspace",
@@ -100,8 +91,8 @@ class ApplicationUpdate(Endpoint):
     summary = "Update an application"
     permission = "applications:update"
     workspace_scoped = True
-    request_serializer = ApplicationUpdateRequest
-    response_serializer = ApplicationSerializer
+    request_serializer = serializers.ApplicationUpdateRequest
+    response_serializer = serializers.ApplicationSerializer
     example_request = {"id": EXAMPLE_ID, "redirect_uris": ["https://billing.example.com/auth/callback"]}
 
     def handle(self, request: Request, data: dict) -> dict:
@@ -117,8 +108,8 @@ class ApplicationDelete(Endpoint):
     summary = "Delete an application"
     permission = "applications:delete"
     workspace_scoped = True
-    request_serializer = ApplicationRef
-    response_serializer = ApplicationDeleted
+    request_serializer = serializers.ApplicationRef
+    response_serializer = serializers.ApplicationDeleted
     example_request = {"id": EXAMPLE_ID}
 
     def handle(self, request: Request, data: dict) -> dict:
@@ -133,8 +124,8 @@ class ApplicationRegenerateSecret(Endpoint):
     summary = "Regenerate a web application's secret"
     permission = "applications:regenerate-secret"
     workspace_scoped = True
-    request_serializer = ApplicationRef
-    response_serializer = ApplicationWithSecret
+    request_serializer = serializers.ApplicationRef
+    response_serializer = serializers.ApplicationWithSecret
     example_request = {"id": EXAMPLE_ID}
 
     def handle(self, request: Request, data: dict) -> dict:

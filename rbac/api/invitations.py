@@ -15,7 +15,6 @@ from typing import Any, ClassVar
 from uuid import UUID
 
 from django.db.models import F, QuerySet, Value
-from rest_framework import serializers
 from rest_framework.request import Request
 
 from accounts.models import Account
@@ -27,14 +26,8 @@ from iam.http.list_endpoint import ListEndpoint, encoded_page
 from iam.http.serializers import changes_of
 from iam.platform.addresses import client_ip, user_agent
 
+from .. import serializers
 from ..models import Invitation, Membership
-from ..serializers import (
-    IdRequest,
-    InvitationCreateRequest,
-    InvitationSerializer,
-    MembershipAsInvitation,
-    MembershipSerializer,
-)
 from ..services.invitations import (
     accept_email_invitation,
     create_invitation,
@@ -52,7 +45,6 @@ from .memberships import INVITATION_NOT_FOUND, InviteeEndpoint
 
 
 def invitations_in(request: Request) -> QuerySet:
-    """The invitations of the `X-Workspace` workspace."""
     return Invitation.objects.in_workspace(request.workspace)
 
 
@@ -66,8 +58,8 @@ class InvitationCreate(Endpoint):
     summary = "Invite an e-mail address to the workspace"
     permission = "invitations:create"
     workspace_scoped = True
-    request_serializer = InvitationCreateRequest
-    response_serializer = InvitationSerializer
+    request_serializer = serializers.InvitationCreateRequest
+    response_serializer = serializers.InvitationSerializer
     example_request = {
         "email": "bob@example.com",
         "scope": "workspace",
@@ -85,7 +77,7 @@ class InvitationCreate(Endpoint):
             roles=roles,
             actor=request.user,
         )
-        return answer_fresh(request, InvitationSerializer, invitations_in(request), invitation)
+        return answer_fresh(request, self.response_serializer, invitations_in(request), invitation)
 
 
 class InvitationDescribe(Endpoint):
@@ -95,13 +87,13 @@ class InvitationDescribe(Endpoint):
     permission = "invitations:describe"
     workspace_scoped = True
     read_only = True
-    request_serializer = IdRequest
-    response_serializer = InvitationSerializer
+    request_serializer = serializers.IdRequest
+    response_serializer = serializers.InvitationSerializer
     example_request = {"id": "3f0c6d2a-8b1e-4c5d-9a7f-2e6b1c4d8a90"}
 
     def handle(self, request: Request, data: dict) -> EncodedJson:
         invitation = get_object(request, invitations_in(request), permission=self.permission, pk=data["id"])
-        return answer_fresh(request, InvitationSerializer, invitations_in(request), invitation)
+        return answer_fresh(request, self.response_serializer, invitations_in(request), invitation)
 
 
 class InvitationList(ListEndpoint):
@@ -112,7 +104,7 @@ class InvitationList(ListEndpoint):
     permission = "invitations:list"
     workspace_scoped = True
     list_key = "invitations"
-    response_serializer = InvitationSerializer
+    response_serializer = serializers.InvitationSerializer
     filter_fields = {name: name for name in ("id", "email", "status", "scope", "project_id")}
     example_request = {"filter": {"fields": {"status": "pending"}}, "options": {"limit": 100}}
 
@@ -138,14 +130,14 @@ class InvitationRevoke(Endpoint):
     summary = "Withdraw an invitation"
     permission = "invitations:revoke"
     workspace_scoped = True
-    request_serializer = IdRequest
-    response_serializer = InvitationSerializer
+    request_serializer = serializers.IdRequest
+    response_serializer = serializers.InvitationSerializer
     example_request = {"id": "3f0c6d2a-8b1e-4c5d-9a7f-2e6b1c4d8a90"}
 
     def handle(self, request: Request, data: dict) -> EncodedJson:
         invitation = get_object(request, invitations_in(request), permission=self.permission, pk=data["id"])
         revoke_invitation(invitation, actor=request.user)
-        return answer_fresh(request, InvitationSerializer, invitations_in(request), invitation)
+        return answer_fresh(request, self.response_serializer, invitations_in(request), invitation)
 
 
 # Invitations by e-mail
@@ -166,19 +158,6 @@ def _addressed_to(account: Account) -> QuerySet:
     if not account.verified:
         return Invitation.objects.none()
     return open_invitations(Invitation.objects.filter(email=account.email))
-
-
-class InvitationAccepted(serializers.Serializer):
-    """Documentation only: `access_token` and `refresh_token` come when the account was created or
-    reclaimed by the acceptance; `mfa_required` and `mfa_token` instead of them when that account holds
-    a second factor (`auth/mfa/verify` completes the sign-in)."""
-
-    invitation = InvitationSerializer()
-    membership = MembershipSerializer()
-    access_token = serializers.CharField(required=False)
-    refresh_token = serializers.CharField(required=False)
-    mfa_required = serializers.BooleanField(required=False)
-    mfa_token = serializers.CharField(required=False)
 
 
 class EmailInvitationEndpoint(InviteeEndpoint):
@@ -203,15 +182,15 @@ class EmailInvitationEndpoint(InviteeEndpoint):
         return membership, None
 
     def answer_invitation(self, request: Request, invitation: Invitation) -> EncodedJson:
-        return answer_fresh(request, InvitationSerializer, Invitation.objects.all(), invitation)
+        return answer_fresh(request, serializers.InvitationSerializer, Invitation.objects.all(), invitation)
 
     def answer_as_invitation(self, request: Request, membership: Membership, **context: str) -> EncodedJson:
         """An invited membership in the shape of an invitation (`MembershipAsInvitation`)."""
         memberships = Membership.objects.select_related("account")
-        return answer_fresh(request, MembershipAsInvitation, memberships, membership, context)
+        return answer_fresh(request, serializers.MembershipAsInvitation, memberships, membership, context)
 
     def answer_membership(self, request: Request, membership: Membership) -> EncodedJson:
-        return answer_fresh(request, MembershipSerializer, Membership.objects.all(), membership)
+        return answer_fresh(request, serializers.MembershipSerializer, Membership.objects.all(), membership)
 
 
 class InvitationAccept(EmailInvitationEndpoint):
@@ -234,7 +213,7 @@ class InvitationAccept(EmailInvitationEndpoint):
         "password": "correct-horse-battery-staple",
         "name": "Bob",
     }
-    response_serializer = InvitationAccepted
+    response_serializer = serializers.InvitationAccepted
 
     def handle(self, request: Request, data: dict) -> EncodedJson:
         found, claims = self.find(request, data)
@@ -271,7 +250,7 @@ class InvitationDecline(EmailInvitationEndpoint):
 
     summary = "Decline an invitation"
     example_request = {"token": "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJlNGI4ZDJmNiJ9.c2lnbmF0dXJl"}
-    response_serializer = InvitationSerializer
+    response_serializer = serializers.InvitationSerializer
 
     def handle(self, request: Request, data: dict) -> EncodedJson:
         found, claims = self.find(request, data)
@@ -294,7 +273,7 @@ class InvitationMine(ListEndpoint):
     summary = "List the caller's open invitations"
     example_request = {"filter": {"fields": {"scope": "workspace"}}, "options": {"limit": 100}}
     list_key = "invitations"
-    response_serializer = InvitationSerializer
+    response_serializer = serializers.InvitationSerializer
     filter_fields: ClassVar[dict[str, str]] = {
         name: name for name in ("id", "workspace_id", "status", "scope", "project_id")
     }
@@ -352,9 +331,12 @@ class InvitationMine(ListEndpoint):
         record gone since, accepted or declined meanwhile, is left out)."""
         context = {"request": request}
         encoders = {
-            Invitation: (Encoder(InvitationSerializer(context=context)), Invitation.objects.all()),
+            Invitation: (
+                Encoder(serializers.InvitationSerializer(context=context)),
+                Invitation.objects.all(),
+            ),
             Membership: (
-                Encoder(MembershipAsInvitation(context=context)),
+                Encoder(serializers.MembershipAsInvitation(context=context)),
                 Membership.objects.select_related("account"),
             ),
         }

@@ -5,7 +5,6 @@ from typing import Any
 from uuid import UUID
 
 from django.db.models import QuerySet
-from rest_framework import serializers
 from rest_framework.request import Request
 
 from accounts.models import Account
@@ -15,20 +14,12 @@ from authn.authentication import BearerAuthentication
 from authn.tokens import TokenError
 from iam.http.endpoint import EncodedJson, Endpoint, answer_fresh
 from iam.http.errors import AUTHENTICATION_REQUIRED, ApiError
-from iam.http.fields import Name, String, Uuid
 from iam.http.list_endpoint import ListEndpoint
 from iam.http.serializers import changes_of
 from tenancy.models import Project
 
-from .. import policy
+from .. import policy, serializers
 from ..models import Membership
-from ..serializers import (
-    Deleted,
-    IdRequest,
-    MembershipCreateRequest,
-    MembershipSerializer,
-    MembershipUpdateRequest,
-)
 from ..services.invitations import linked_membership
 from ..services.memberships import (
     accept_invitation,
@@ -53,7 +44,6 @@ def membership_place(request: Request, project_id, *, permission: str) -> Projec
 
 
 def memberships_in(request: Request) -> QuerySet:
-    """The memberships of the `X-Workspace` workspace."""
     return Membership.objects.in_workspace(request.workspace)
 
 
@@ -68,8 +58,8 @@ class MembershipCreate(Endpoint):
     permission = "memberships:create"
     workspace_scoped = True
     project_scoped = True
-    request_serializer = MembershipCreateRequest
-    response_serializer = MembershipSerializer
+    request_serializer = serializers.MembershipCreateRequest
+    response_serializer = serializers.MembershipSerializer
     example_request = {
         "account_id": "e4b8d2f6-3a5c-4e7b-9d1f-6c8a2e4b0d93",
         "scope": "project",
@@ -95,7 +85,7 @@ class MembershipCreate(Endpoint):
             roles=roles,
             actor=request.user,
         )
-        return answer_fresh(request, MembershipSerializer, memberships_in(request), membership)
+        return answer_fresh(request, self.response_serializer, memberships_in(request), membership)
 
 
 class MembershipDescribe(Endpoint):
@@ -107,15 +97,15 @@ class MembershipDescribe(Endpoint):
     workspace_scoped = True
     project_scoped = True
     read_only = True
-    request_serializer = IdRequest
-    response_serializer = MembershipSerializer
+    request_serializer = serializers.IdRequest
+    response_serializer = serializers.MembershipSerializer
     example_request = {"id": "7d3b5f9a-2c4e-4a6d-b1f3-8e5c7a9d2b64"}
 
     def handle(self, request: Request, data: dict) -> EncodedJson:
         membership = get_object(
             request, memberships_in(request), permission=self.permission, project_scoped=True, pk=data["id"]
         )
-        return answer_fresh(request, MembershipSerializer, memberships_in(request), membership)
+        return answer_fresh(request, self.response_serializer, memberships_in(request), membership)
 
 
 class MembershipList(ListEndpoint):
@@ -127,7 +117,7 @@ class MembershipList(ListEndpoint):
     workspace_scoped = True
     project_scoped = True
     list_key = "memberships"
-    response_serializer = MembershipSerializer
+    response_serializer = serializers.MembershipSerializer
     filter_fields = {
         name: name for name in ("id", "account_id", "workspace_id", "scope", "status", "project_id")
     }
@@ -150,8 +140,8 @@ class MembershipUpdate(Endpoint):
     permission = "memberships:update"
     workspace_scoped = True
     project_scoped = True
-    request_serializer = MembershipUpdateRequest
-    response_serializer = MembershipSerializer
+    request_serializer = serializers.MembershipUpdateRequest
+    response_serializer = serializers.MembershipSerializer
     example_request = {
         "id": "7d3b5f9a-2c4e-4a6d-b1f3-8e5c7a9d2b64",
         "role_ids": ["5a1f3c7e-9b2d-4f6a-b8c4-1e3d5f7a9c26"],
@@ -171,7 +161,7 @@ class MembershipUpdate(Endpoint):
         if "role_ids" in data:
             changes["roles"] = roles_named(request, data["role_ids"])
         update_membership(membership, **changes, actor=request.user)
-        return answer_fresh(request, MembershipSerializer, memberships_in(request), membership)
+        return answer_fresh(request, self.response_serializer, memberships_in(request), membership)
 
 
 class MembershipDelete(Endpoint):
@@ -182,8 +172,8 @@ class MembershipDelete(Endpoint):
     permission = "memberships:delete"
     workspace_scoped = True
     project_scoped = True
-    request_serializer = IdRequest
-    response_serializer = Deleted
+    request_serializer = serializers.IdRequest
+    response_serializer = serializers.Deleted
     example_request = {"id": "7d3b5f9a-2c4e-4a6d-b1f3-8e5c7a9d2b64"}
 
     def handle(self, request: Request, data: dict) -> dict:
@@ -196,17 +186,9 @@ class MembershipDelete(Endpoint):
 INVITATION_NOT_FOUND = "invitation not found"
 
 
-class InvitationRequest(serializers.Serializer):
-    token = String(required=False, max_length=4096)
-    id = Uuid(required=False)
-    # Asked only when the link's holder has no verified account yet (docs/api.md#invitations).
-    password = String(required=False, max_length=1024, trim_whitespace=False)
-    name = Name(required=False)
-
-
 class InviteeEndpoint(Endpoint):
     public = True  # the e-mailed token is the credential; a Bearer token is optional
-    request_serializer = InvitationRequest
+    request_serializer = serializers.InvitationRequest
 
     def get_authenticators(self):
         return [BearerAuthentication()]
@@ -258,7 +240,7 @@ class MembershipAccept(MembershipInvitationEndpoint):
     summary = "Accept a membership one was invited to"
     example_request = {"token": "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJlNGI4ZDJmNiJ9.c2lnbmF0dXJl"}
 
-    response_serializer = MembershipSerializer
+    response_serializer = serializers.MembershipSerializer
 
     def handle(self, request: Request, data: dict) -> Any:
         membership = self.invitation(request, data)
@@ -270,7 +252,7 @@ class MembershipAccept(MembershipInvitationEndpoint):
             authn.check_password_rules(data["password"], account)
             authn.reclaim_account(account, password=data["password"], actor=account)
         membership = accept_invitation(membership)
-        return answer_fresh(request, MembershipSerializer, Membership.objects.all(), membership)
+        return answer_fresh(request, self.response_serializer, Membership.objects.all(), membership)
 
 
 class MembershipDecline(MembershipInvitationEndpoint):
@@ -280,7 +262,7 @@ class MembershipDecline(MembershipInvitationEndpoint):
     summary = "Decline a membership one was invited to"
     example_request = {"token": "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJlNGI4ZDJmNiJ9.c2lnbmF0dXJl"}
 
-    response_serializer = Deleted
+    response_serializer = serializers.Deleted
 
     def handle(self, request: Request, data: dict) -> dict:
         return decline_invitation(self.invitation(request, data))

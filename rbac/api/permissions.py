@@ -9,24 +9,14 @@ from iam.http.errors import ApiError
 from iam.http.list_endpoint import ListEndpoint
 from iam.http.serializers import changes_of
 
+from .. import serializers
 from ..explain import explain
 from ..models import Permission
-from ..serializers import (
-    Deleted,
-    IdRequest,
-    PermissionCheckRequest,
-    PermissionCheckResult,
-    PermissionCreateRequest,
-    PermissionRef,
-    PermissionSerializer,
-    PermissionUpdateRequest,
-)
 from ..services.permissions import create_permission, delete_permission, update_permission
 from .access import get_object, named_by, project_named
 
 
 def permissions_in(request: Request) -> QuerySet:
-    """The permissions of the `X-Workspace` workspace."""
     return Permission.objects.in_workspace(request.workspace)
 
 
@@ -38,8 +28,8 @@ class PermissionCreate(Endpoint):
     summary = "Create a permission"
     permission = "permissions:create"
     workspace_scoped = True
-    request_serializer = PermissionCreateRequest
-    response_serializer = PermissionSerializer
+    request_serializer = serializers.PermissionCreateRequest
+    response_serializer = serializers.PermissionSerializer
     example_request = {
         "name": "invoices:read",
         "code": "invoices:read",
@@ -61,8 +51,8 @@ class PermissionDescribe(Endpoint):
     permission = "permissions:describe"
     workspace_scoped = True
     read_only = True
-    request_serializer = PermissionRef
-    response_serializer = PermissionSerializer
+    request_serializer = serializers.PermissionRef
+    response_serializer = serializers.PermissionSerializer
     example_request = {"code": "invoices:read"}
 
     def handle(self, request: Request, data: dict) -> dict:
@@ -82,7 +72,7 @@ class PermissionList(ListEndpoint):
     permission = "permissions:list"
     workspace_scoped = True
     list_key = "permissions"
-    response_serializer = PermissionSerializer
+    response_serializer = serializers.PermissionSerializer
     filter_fields = {name: name for name in ("id", "workspace_id", "name", "code", "description")}
     example_request = {"filter": {"fields": {"name": "invoices:read"}}, "options": {"limit": 100}}
 
@@ -97,8 +87,8 @@ class PermissionUpdate(Endpoint):
     summary = "Change a permission"
     permission = "permissions:update"
     workspace_scoped = True
-    request_serializer = PermissionUpdateRequest
-    response_serializer = PermissionSerializer
+    request_serializer = serializers.PermissionUpdateRequest
+    response_serializer = serializers.PermissionSerializer
     example_request = {
         "id": "c2e7a9b4-1d3f-4a6c-8e5b-7f9d2c4a6e18",
         "description": "Read and export invoices",
@@ -117,8 +107,8 @@ class PermissionDelete(Endpoint):
     summary = "Delete a permission"
     permission = "permissions:delete"
     workspace_scoped = True
-    request_serializer = IdRequest
-    response_serializer = Deleted
+    request_serializer = serializers.IdRequest
+    response_serializer = serializers.Deleted
     example_request = {"id": "c2e7a9b4-1d3f-4a6c-8e5b-7f9d2c4a6e18"}
 
     def handle(self, request: Request, data: dict) -> dict:
@@ -134,8 +124,8 @@ class PermissionCheck(Endpoint):
     permission = "permissions:check"
     workspace_scoped = True
     read_only = True
-    request_serializer = PermissionCheckRequest
-    response_serializer = PermissionCheckResult
+    request_serializer = serializers.PermissionCheckRequest
+    response_serializer = serializers.PermissionCheckResult
     example_request = {
         "account_id": "e4b8d2f6-3a5c-4e7b-9d1f-6c8a2e4b0d93",
         "permission": "invoices:read",

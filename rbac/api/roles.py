@@ -8,8 +8,8 @@ from iam.http.list_endpoint import ListEndpoint
 from iam.http.serializers import changes_of, prefetch
 from iam.platform.service_helpers import resolve
 
+from .. import serializers
 from ..models import Permission, Role
-from ..serializers import Deleted, IdRequest, RoleCreateRequest, RoleSerializer, RoleUpdateRequest
 from ..services.roles import create_role, delete_role, update_role
 from .access import get_object
 
@@ -33,8 +33,8 @@ class RoleCreate(Endpoint):
     summary = "Create a role"
     permission = "roles:create"
     workspace_scoped = True
-    request_serializer = RoleCreateRequest
-    response_serializer = RoleSerializer
+    request_serializer = serializers.RoleCreateRequest
+    response_serializer = serializers.RoleSerializer
     example_request = {
         "name": "billing-reader",
         "description": "Reads invoices",
@@ -47,7 +47,7 @@ class RoleCreate(Endpoint):
         fields = changes_of(data, "permission_ids")
         permissions = permissions_named(request, data["permission_ids"])
         role = create_role(request.workspace, **fields, permissions=permissions, actor=request.user)
-        return answer_fresh(request, RoleSerializer, roles_with_permissions(request), role)
+        return answer_fresh(request, self.response_serializer, roles_with_permissions(request), role)
 
 
 class RoleDescribe(Endpoint):
@@ -58,15 +58,15 @@ class RoleDescribe(Endpoint):
     permission = "roles:describe"
     workspace_scoped = True
     read_only = True
-    request_serializer = IdRequest
-    response_serializer = RoleSerializer
+    request_serializer = serializers.IdRequest
+    response_serializer = serializers.RoleSerializer
     example_request = {"id": "5a1f3c7e-9b2d-4f6a-b8c4-1e3d5f7a9c26"}
 
     def handle(self, request: Request, data: dict) -> EncodedJson:
         role = get_object(
             request, Role.objects.in_workspace(request.workspace), permission=self.permission, pk=data["id"]
         )
-        return answer_fresh(request, RoleSerializer, roles_with_permissions(request), role)
+        return answer_fresh(request, self.response_serializer, roles_with_permissions(request), role)
 
 
 class RoleList(ListEndpoint):
@@ -76,7 +76,7 @@ class RoleList(ListEndpoint):
     permission = "roles:list"
     workspace_scoped = True
     list_key = "roles"
-    response_serializer = RoleSerializer
+    response_serializer = serializers.RoleSerializer
     filter_fields = {name: name for name in ("id", "workspace_id", "name", "description")}
     example_request = {"filter": {"fields": {"name": "billing-reader"}}, "options": {"limit": 100}}
 
@@ -91,8 +91,8 @@ class RoleUpdate(Endpoint):
     summary = "Change a role"
     permission = "roles:update"
     workspace_scoped = True
-    request_serializer = RoleUpdateRequest
-    response_serializer = RoleSerializer
+    request_serializer = serializers.RoleUpdateRequest
+    response_serializer = serializers.RoleSerializer
     example_request = {
         "id": "5a1f3c7e-9b2d-4f6a-b8c4-1e3d5f7a9c26",
         "permission_ids": ["c2e7a9b4-1d3f-4a6c-8e5b-7f9d2c4a6e18", "0a4c6e8b-2d1f-4b3a-9c5e-7d9f1b3a5c72"],
@@ -106,7 +106,7 @@ class RoleUpdate(Endpoint):
         if "permission_ids" in data:
             changes["permissions"] = permissions_named(request, data["permission_ids"])
         update_role(role, **changes, actor=request.user)
-        return answer_fresh(request, RoleSerializer, roles_with_permissions(request), role)
+        return answer_fresh(request, self.response_serializer, roles_with_permissions(request), role)
 
 
 class RoleDelete(Endpoint):
@@ -116,8 +116,8 @@ class RoleDelete(Endpoint):
     summary = "Delete a role"
     permission = "roles:delete"
     workspace_scoped = True
-    request_serializer = IdRequest
-    response_serializer = Deleted
+    request_serializer = serializers.IdRequest
+    response_serializer = serializers.Deleted
     example_request = {"id": "5a1f3c7e-9b2d-4f6a-b8c4-1e3d5f7a9c26"}
 
     def handle(self, request: Request, data: dict) -> dict:

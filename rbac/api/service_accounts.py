@@ -8,19 +8,8 @@ from iam.http.endpoint import EncodedJson, Endpoint, answer_fresh
 from iam.http.list_endpoint import ListEndpoint
 from iam.http.serializers import changes_of, prefetch
 
+from .. import serializers
 from ..models import ServiceAccount, ServiceAccountKey
-from ..serializers import (
-    Deleted,
-    IdRequest,
-    KeyCreated,
-    KeyCreateRequest,
-    KeyRevoked,
-    KeyRevokeRequest,
-    ServiceAccountCreateRequest,
-    ServiceAccountSerializer,
-    ServiceAccountUpdateRequest,
-    live_keys,
-)
 from ..services.service_accounts import (
     create_key,
     create_service_account,
@@ -52,8 +41,8 @@ class ServiceAccountCreate(Endpoint):
     summary = "Create a service account"
     permission = "service-accounts:create"
     workspace_scoped = True
-    request_serializer = ServiceAccountCreateRequest
-    response_serializer = ServiceAccountSerializer
+    request_serializer = serializers.ServiceAccountCreateRequest
+    response_serializer = serializers.ServiceAccountSerializer
     example_request = {
         "name": "billing-sync",
         "role_ids": ["5a1f3c7e-9b2d-4f6a-b8c4-1e3d5f7a9c26"],
@@ -65,7 +54,7 @@ class ServiceAccountCreate(Endpoint):
         fields = changes_of(data, "role_ids")
         roles = roles_named(request, data["role_ids"])
         service_account = create_service_account(request.workspace, **fields, roles=roles, actor=request.user)
-        return answer_fresh(request, ServiceAccountSerializer, service_accounts(request), service_account)
+        return answer_fresh(request, self.response_serializer, service_accounts(request), service_account)
 
 
 class ServiceAccountDescribe(Endpoint):
@@ -76,13 +65,13 @@ class ServiceAccountDescribe(Endpoint):
     permission = "service-accounts:describe"
     workspace_scoped = True
     read_only = True
-    request_serializer = IdRequest
-    response_serializer = ServiceAccountSerializer
+    request_serializer = serializers.IdRequest
+    response_serializer = serializers.ServiceAccountSerializer
     example_request = {"id": "7c2e9a4b-1f3d-4b6a-9e8c-2d4f6a8b1c35"}
 
     def handle(self, request: Request, data: dict) -> EncodedJson:
         service_account = find(request, data, self.permission)
-        return answer_fresh(request, ServiceAccountSerializer, service_accounts(request), service_account)
+        return answer_fresh(request, self.response_serializer, service_accounts(request), service_account)
 
 
 class ServiceAccountList(ListEndpoint):
@@ -92,10 +81,12 @@ class ServiceAccountList(ListEndpoint):
     permission = "service-accounts:list"
     workspace_scoped = True
     list_key = "service_accounts"
-    response_serializer = ServiceAccountSerializer
+    response_serializer = serializers.ServiceAccountSerializer
     filter_fields = {name: name for name in ("id", "workspace_id", "name", "enabled", "last_used_at")}
     page_prefetch = (
-        Prefetch("keys", queryset=live_keys(ServiceAccountKey.objects.all()), to_attr="live_keys"),
+        Prefetch(
+            "keys", queryset=serializers.live_keys(ServiceAccountKey.objects.all()), to_attr="live_keys"
+        ),
     )
     example_request = {"filter": {"fields": {"enabled": True}}, "options": {"limit": 100}}
 
@@ -111,8 +102,8 @@ class ServiceAccountUpdate(Endpoint):
     summary = "Change a service account"
     permission = "service-accounts:update"
     workspace_scoped = True
-    request_serializer = ServiceAccountUpdateRequest
-    response_serializer = ServiceAccountSerializer
+    request_serializer = serializers.ServiceAccountUpdateRequest
+    response_serializer = serializers.ServiceAccountSerializer
     example_request = {"id": "7c2e9a4b-1f3d-4b6a-9e8c-2d4f6a8b1c35", "enabled": False}
 
     def handle(self, request: Request, data: dict) -> EncodedJson:
@@ -121,7 +112,7 @@ class ServiceAccountUpdate(Endpoint):
         if "role_ids" in data:
             changes["roles"] = roles_named(request, data["role_ids"])
         update_service_account(service_account, **changes, actor=request.user)
-        return answer_fresh(request, ServiceAccountSerializer, service_accounts(request), service_account)
+        return answer_fresh(request, self.response_serializer, service_accounts(request), service_account)
 
 
 class ServiceAccountDelete(Endpoint):
@@ -130,8 +121,8 @@ class ServiceAccountDelete(Endpoint):
     summary = "Delete a service account"
     permission = "service-accounts:delete"
     workspace_scoped = True
-    request_serializer = IdRequest
-    response_serializer = Deleted
+    request_serializer = serializers.IdRequest
+    response_serializer = serializers.Deleted
     example_request = {"id": "7c2e9a4b-1f3d-4b6a-9e8c-2d4f6a8b1c35"}
 
     def handle(self, request: Request, data: dict) -> dict:
@@ -146,8 +137,8 @@ class ServiceAccountCreateKey(Endpoint):
     summary = "Create an API key of a service account"
     permission = "service-accounts:update"  # docs/api.md#authorization
     workspace_scoped = True
-    request_serializer = KeyCreateRequest
-    response_serializer = KeyCreated
+    request_serializer = serializers.KeyCreateRequest
+    response_serializer = serializers.KeyCreated
     example_request = {
         "id": "7c2e9a4b-1f3d-4b6a-9e8c-2d4f6a8b1c35",
         "name": "production",
@@ -178,8 +169,8 @@ class ServiceAccountRevokeKey(Endpoint):
     summary = "Revoke an API key of a service account"
     permission = "service-accounts:update"  # docs/api.md#authorization
     workspace_scoped = True
-    request_serializer = KeyRevokeRequest
-    response_serializer = KeyRevoked
+    request_serializer = serializers.KeyRevokeRequest
+    response_serializer = serializers.KeyRevoked
     example_request = {
         "id": "7c2e9a4b-1f3d-4b6a-9e8c-2d4f6a8b1c35",
         "key_id": "0d8f2b6a-4c1e-4a3b-8f5d-9e7c1a3b5d24",

@@ -173,22 +173,34 @@ def _still_open(invitation: Invitation) -> Invitation:
 NOT_PENDING = "only a pending invitation can be {}"
 
 
+def _change(
+    invitation: Invitation,
+    action: str,
+    changes: dict,
+    *,
+    actor: Account | None,
+    audited: tuple[str, ...] | None = None,
+) -> None:
+    """Saves `changes` to the invitation and records `action` with what they changed (`audited`: the
+    fields the entry names, by default every one)."""
+    entry = audit.diff(invitation, changes, audited)
+    invitation.save(update_fields=apply_changes(invitation, changes))
+    audit.record(
+        action,
+        resource=("invitation", invitation.pk),
+        workspace_id=invitation.workspace_id,
+        changes=entry,
+        actor=actor,
+    )
+
+
 @transaction.atomic
 def revoke_invitation(invitation: Invitation, *, actor: Account | None) -> Invitation:
     """Withdraws a pending invitation: its link opens nothing from now on."""
     locked = Invitation.objects.select_for_update().get(pk=invitation.pk)
     if not locked.is_open:
         raise ApiError(400, NOT_PENDING.format("revoked"))
-    changes = {"status": Invitation.Status.REVOKED}
-    entry = audit.diff(locked, changes)
-    locked.save(update_fields=apply_changes(locked, changes))
-    audit.record(
-        "invitation.revoke",
-        resource=("invitation", locked.pk),
-        workspace_id=locked.workspace_id,
-        changes=entry,
-        actor=actor,
-    )
+    _change(locked, "invitation.revoke", {"status": Invitation.Status.REVOKED}, actor=actor)
     return locked
 
 
@@ -198,16 +210,7 @@ def resend_invitation(invitation: Invitation, *, actor: Account | None) -> Invit
     locked = Invitation.objects.select_for_update().get(pk=invitation.pk)
     if not locked.is_open:
         raise ApiError(400, NOT_PENDING.format("resent"))
-    changes = {"expires_at": timezone.now() + INVITATION_LIFETIME}
-    entry = audit.diff(locked, changes)
-    locked.save(update_fields=apply_changes(locked, changes))
-    audit.record(
-        "invitation.resend",
-        resource=("invitation", locked.pk),
-        workspace_id=locked.workspace_id,
-        changes=entry,
-        actor=actor,
-    )
+    _change(locked, "invitation.resend", {"expires_at": timezone.now() + INVITATION_LIFETIME}, actor=actor)
     mail_invitation(locked)
     return locked
 
@@ -246,15 +249,7 @@ def accept_email_invitation(invitation: Invitation, *, account: Account) -> tupl
             )
         now = timezone.now()
         changes = {"status": Invitation.Status.ACCEPTED, "accepted_at": now, "membership": membership}
-        entry = audit.diff(invitation, changes, ("status", "membership"))
-        invitation.save(update_fields=apply_changes(invitation, changes))
-        audit.record(
-            "invitation.accept",
-            resource=("invitation", invitation.pk),
-            workspace_id=invitation.workspace_id,
-            changes=entry,
-            actor=account,
-        )
+        _change(invitation, "invitation.accept", changes, actor=account, audited=("status", "membership"))
     return invitation, membership
 
 
@@ -264,14 +259,5 @@ def decline_email_invitation(invitation: Invitation, *, account: Account | None)
     workspace's log names the account (when known) and the invitation only."""
     with audit.withholding_client(invitation.workspace_id):
         invitation = _still_open(invitation)
-        changes = {"status": Invitation.Status.DECLINED}
-        entry = audit.diff(invitation, changes)
-        invitation.save(update_fields=apply_changes(invitation, changes))
-        audit.record(
-            "invitation.decline",
-            resource=("invitation", invitation.pk),
-            workspace_id=invitation.workspace_id,
-            changes=entry,
-            actor=account,
-        )
+        _change(invitation, "invitation.decline", {"status": Invitation.Status.DECLINED}, actor=account)
     return invitation

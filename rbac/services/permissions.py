@@ -29,17 +29,11 @@ def create_permission(
     description: str | None = None,
 ) -> Permission:
     policy.require_grantable(actor, workspace, [name])
-    check_quota(
-        "permissions",
-        settings.IAM_QUOTA_PERMISSIONS,
-        actor=actor,
-        records=Permission.objects.in_workspace(workspace),
-        owner=workspace,
-    )
+    peers = Permission.objects.in_workspace(workspace)
+    check_quota("permissions", settings.IAM_QUOTA_PERMISSIONS, actor=actor, records=peers, owner=workspace)
     permission = Permission(
         workspace=workspace, name=name, code=code, description=description, tags=tags, meta=meta
     )
-    peers = Permission.objects.in_workspace(workspace)
     save_unique(permission, peers, {"name": name, "code": code}, force_insert=True)
     audit.record(
         "permission.create",

@@ -30,15 +30,10 @@ def create_role(
 ) -> Role:
     policy.require_grantable(actor, workspace, [permission.name for permission in permissions])
     _check_permissions_per_role(permissions, actor=actor)
-    check_quota(
-        "roles",
-        settings.IAM_QUOTA_ROLES,
-        actor=actor,
-        records=Role.objects.in_workspace(workspace),
-        owner=workspace,
-    )
+    peers = Role.objects.in_workspace(workspace)
+    check_quota("roles", settings.IAM_QUOTA_ROLES, actor=actor, records=peers, owner=workspace)
     role = Role(workspace=workspace, name=name, description=description, tags=tags, meta=meta)
-    save_unique(role, Role.objects.in_workspace(workspace), {"name": name}, force_insert=True)
+    save_unique(role, peers, {"name": name}, force_insert=True)
     audit.record(
         "role.create",
         resource=("role", role.pk),

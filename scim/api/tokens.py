@@ -6,17 +6,10 @@ from rest_framework.request import Request
 
 from iam.http.endpoint import Endpoint
 from iam.http.list_endpoint import ListEndpoint
-from rbac.api.access import EndpointPermission, get_object
+from rbac.api.access import get_object
 
-from .. import services
+from .. import serializers, services
 from ..models import ScimToken
-from ..serializers import (
-    ScimTokenCreated,
-    ScimTokenCreateRequest,
-    ScimTokenDeleted,
-    ScimTokenRef,
-    ScimTokenSerializer,
-)
 
 
 class ScimTokenCreate(Endpoint):
@@ -30,9 +23,8 @@ class ScimTokenCreate(Endpoint):
 
     permission = "scim-tokens:create"
     workspace_scoped = True
-    permission_classes = [EndpointPermission]
-    request_serializer = ScimTokenCreateRequest
-    response_serializer = ScimTokenCreated
+    request_serializer = serializers.ScimTokenCreateRequest
+    response_serializer = serializers.ScimTokenCreated
 
     def handle(self, request: Request, data: dict) -> dict:
         token, raw = services.create_token(request.workspace, name=data["name"], actor=request.user)
@@ -49,11 +41,10 @@ class ScimTokenList(ListEndpoint):
 
     permission = "scim-tokens:list"
     workspace_scoped = True
-    permission_classes = [EndpointPermission]
     list_key = "scim_tokens"
     filter_fields = {"id": "id", "name": "name"}
     order_fields = ("created_at", "last_used_at")
-    response_serializer = ScimTokenSerializer
+    response_serializer = serializers.ScimTokenSerializer
 
     def get_queryset(self, request: Request) -> QuerySet:
         return ScimToken.objects.in_workspace(request.workspace)
@@ -68,9 +59,8 @@ class ScimTokenDelete(Endpoint):
 
     permission = "scim-tokens:delete"
     workspace_scoped = True
-    permission_classes = [EndpointPermission]
-    request_serializer = ScimTokenRef
-    response_serializer = ScimTokenDeleted
+    request_serializer = serializers.ScimTokenRef
+    response_serializer = serializers.ScimTokenDeleted
 
     def handle(self, request: Request, data: dict) -> dict:
         tokens = ScimToken.objects.in_workspace(request.workspace)

@@ -8,20 +8,11 @@ from iam.http.list_endpoint import ListEndpoint
 from iam.http.serializers import changes_of, prefetch
 from rbac.api.access import get_object, roles_named
 
-from .. import services
+from .. import serializers, services
 from ..models import SsoConnection
-from ..serializers import (
-    SsoConnectionCreateRequest,
-    SsoConnectionDeleted,
-    SsoConnectionRef,
-    SsoConnectionSerializer,
-    SsoConnectionUpdateRequest,
-    VerifyDomainRequest,
-)
 
 
 def connections_in(request: Request) -> QuerySet:
-    """The SSO connections of the `X-Workspace` workspace."""
     return SsoConnection.objects.in_workspace(request.workspace)
 
 
@@ -44,8 +35,8 @@ class SsoCreate(Endpoint):
     summary = "Connect an OpenID Connect provider"
     permission = "sso:create"
     workspace_scoped = True
-    request_serializer = SsoConnectionCreateRequest
-    response_serializer = SsoConnectionSerializer
+    request_serializer = serializers.SsoConnectionCreateRequest
+    response_serializer = serializers.SsoConnectionSerializer
     example_request = {
         "name": "Acme Okta",
         "issuer": "https://acme.okta.com",
@@ -62,7 +53,7 @@ class SsoCreate(Endpoint):
         fields = changes_of(data, "default_role_ids")
         fields["default_roles"] = roles_named(request, data["default_role_ids"], field="default_role_ids")
         connection = services.create_connection(request.workspace, **fields, actor=request.user)
-        return answer_fresh(request, SsoConnectionSerializer, connections_in(request), connection)
+        return answer_fresh(request, self.response_serializer, connections_in(request), connection)
 
 
 class SsoDescribe(Endpoint):
@@ -73,13 +64,13 @@ class SsoDescribe(Endpoint):
     permission = "sso:describe"
     workspace_scoped = True
     read_only = True
-    request_serializer = SsoConnectionRef
-    response_serializer = SsoConnectionSerializer
+    request_serializer = serializers.SsoConnectionRef
+    response_serializer = serializers.SsoConnectionSerializer
     example_request = {"id": "5d2c8e1a-3f4b-4a6d-9e7c-1b2a3c4d5e6f"}
 
     def handle(self, request: Request, data: dict) -> EncodedJson:
         connection = get_object(request, connections_in(request), permission=self.permission, pk=data["id"])
-        return answer_fresh(request, SsoConnectionSerializer, connections_in(request), connection)
+        return answer_fresh(request, self.response_serializer, connections_in(request), connection)
 
 
 class SsoList(ListEndpoint):
@@ -89,7 +80,7 @@ class SsoList(ListEndpoint):
     permission = "sso:list"
     workspace_scoped = True
     list_key = "sso_connections"
-    response_serializer = SsoConnectionSerializer
+    response_serializer = serializers.SsoConnectionSerializer
     page_prefetch = (prefetch("domain_rows"),)  # a reverse foreign key: the page's encoder reads the rest
     filter_fields = {
         "id": "id",
@@ -120,8 +111,8 @@ class SsoUpdate(Endpoint):
     summary = "Change an SSO connection"
     permission = "sso:update"
     workspace_scoped = True
-    request_serializer = SsoConnectionUpdateRequest
-    response_serializer = SsoConnectionSerializer
+    request_serializer = serializers.SsoConnectionUpdateRequest
+    response_serializer = serializers.SsoConnectionSerializer
     example_request = {
         "id": "5d2c8e1a-3f4b-4a6d-9e7c-1b2a3c4d5e6f",
         "domains": ["acme.com", "acme.io"],
@@ -138,7 +129,7 @@ class SsoUpdate(Endpoint):
                 request, data["default_role_ids"], field="default_role_ids"
             )
         services.update_connection(connection, **changes, actor=request.user)
-        return answer_fresh(request, SsoConnectionSerializer, connections_in(request), connection)
+        return answer_fresh(request, self.response_serializer, connections_in(request), connection)
 
 
 class SsoDelete(Endpoint):
@@ -148,8 +139,8 @@ class SsoDelete(Endpoint):
     summary = "Delete an SSO connection"
     permission = "sso:delete"
     workspace_scoped = True
-    request_serializer = SsoConnectionRef
-    response_serializer = SsoConnectionDeleted
+    request_serializer = serializers.SsoConnectionRef
+    response_serializer = serializers.SsoConnectionDeleted
     example_request = {"id": "5d2c8e1a-3f4b-4a6d-9e7c-1b2a3c4d5e6f"}
 
     def handle(self, request: Request, data: dict) -> dict:
@@ -167,11 +158,11 @@ class SsoVerifyDomain(Endpoint):
     summary = "Check a domain's DNS proof now"
     permission = "sso:update"  # verifying a domain is an update of its connection
     workspace_scoped = True
-    request_serializer = VerifyDomainRequest
-    response_serializer = SsoConnectionSerializer
+    request_serializer = serializers.VerifyDomainRequest
+    response_serializer = serializers.SsoConnectionSerializer
     example_request = {"id": "5d2c8e1a-3f4b-4a6d-9e7c-1b2a3c4d5e6f", "domain": "acme.com"}
 
     def handle(self, request: Request, data: dict) -> EncodedJson:
         connection = services.get_connection(request.workspace, id=data["id"])  # 404 naming `id`
         services.verify_domain(connection, data["domain"], actor=request.user)
-        return answer_fresh(request, SsoConnectionSerializer, connections_in(request), connection)
+        return answer_fresh(request, self.response_serializer, connections_in(request), connection)

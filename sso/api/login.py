@@ -10,9 +10,8 @@ from iam.http.endpoint import Endpoint
 from iam.http.errors import ApiError
 from iam.platform.addresses import client_ip, user_agent
 
-from .. import login, saml_login, services
+from .. import login, saml_login, serializers, services
 from ..models import SsoConnection
-from ..serializers import SsoInitiated, SsoInitiateRequest
 
 
 class SsoInitiate(Endpoint):
@@ -30,8 +29,8 @@ class SsoInitiate(Endpoint):
     example_request = {"email": "alice@acme.com", "redirect_url": "https://app.example.com/after-login"}
 
     public = True
-    request_serializer = SsoInitiateRequest
-    response_serializer = SsoInitiated
+    request_serializer = serializers.SsoInitiateRequest
+    response_serializer = serializers.SsoInitiated
 
     def handle(self, request: Request, data: dict) -> dict:
         if not oauth_state.redirect_allowed(data["redirect_url"]):

@@ -8,15 +8,8 @@ from iam.http.list_endpoint import ListEndpoint
 from iam.http.serializers import changes_of
 from rbac.api.access import get_object, in_visible_projects, named_by
 
-from .. import services
+from .. import serializers, services
 from ..models import Project
-from ..serializers import (
-    ProjectCreateRequest,
-    ProjectDeleted,
-    ProjectRef,
-    ProjectSerializer,
-    ProjectUpdateRequest,
-)
 
 # Projects: named by `id` or `code` (both must match when both are given); a project-scope grant
 # reaches its own project (`project_scoped = True` admits it; `get_object(..., project_scoped=True)`
@@ -50,8 +43,8 @@ class ProjectCreate(Endpoint):
 
     permission = "projects:create"
     workspace_scoped = True
-    request_serializer = ProjectCreateRequest
-    response_serializer = ProjectSerializer
+    request_serializer = serializers.ProjectCreateRequest
+    response_serializer = serializers.ProjectSerializer
 
     def handle(self, request: Request, data: dict) -> dict:
         return self.serialize(services.create_project(request.workspace, **data, actor=request.user))
@@ -68,8 +61,8 @@ class ProjectDescribe(Endpoint):
     workspace_scoped = True
     project_scoped = True
     read_only = True
-    request_serializer = ProjectRef
-    response_serializer = ProjectSerializer
+    request_serializer = serializers.ProjectRef
+    response_serializer = serializers.ProjectSerializer
 
     def handle(self, request: Request, data: dict) -> dict:
         return self.serialize(project_named(request, data, permission=self.permission))
@@ -86,7 +79,7 @@ class ProjectList(ListEndpoint):
     workspace_scoped = True
     project_scoped = True
     list_key = "projects"
-    response_serializer = ProjectSerializer
+    response_serializer = serializers.ProjectSerializer
     filter_fields = {
         name: name for name in ("id", "workspace_id", "name", "code", "description", "created_by")
     }
@@ -106,8 +99,8 @@ class ProjectUpdate(Endpoint):
     permission = "projects:update"
     workspace_scoped = True
     project_scoped = True
-    request_serializer = ProjectUpdateRequest
-    response_serializer = ProjectSerializer
+    request_serializer = serializers.ProjectUpdateRequest
+    response_serializer = serializers.ProjectSerializer
 
     def handle(self, request: Request, data: dict) -> dict:
         project = project_named(request, data, permission=self.permission)
@@ -125,8 +118,8 @@ class ProjectDelete(Endpoint):
     permission = "projects:delete"
     workspace_scoped = True
     project_scoped = True
-    request_serializer = ProjectRef
-    response_serializer = ProjectDeleted
+    request_serializer = serializers.ProjectRef
+    response_serializer = serializers.ProjectDeleted
 
     def handle(self, request: Request, data: dict) -> dict:
         project = project_named(request, data, permission=self.permission)

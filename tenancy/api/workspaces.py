@@ -13,15 +13,8 @@ from rbac.api.access import get_object, named_by
 from rbac.models import Membership
 from rbac.services.workspaces import create_workspace
 
-from .. import services
+from .. import serializers, services
 from ..models import Workspace
-from ..serializers import (
-    WorkspaceCreateRequest,
-    WorkspaceDeleted,
-    WorkspaceRef,
-    WorkspaceSerializer,
-    WorkspaceUpdateRequest,
-)
 
 # Workspaces are global: their endpoints take no X-Workspace header. describe, update and delete need
 # `workspaces:<action>` in the workspace itself or in the root workspace, decided once the workspace is
@@ -57,8 +50,8 @@ class WorkspaceCreate(Endpoint):
     }
 
     permission = None
-    request_serializer = WorkspaceCreateRequest
-    response_serializer = WorkspaceSerializer
+    request_serializer = serializers.WorkspaceCreateRequest
+    response_serializer = serializers.WorkspaceSerializer
 
     def handle(self, request: Request, data: dict) -> dict:
         policy.require_mfa_to_require(request.user, request.auth, None, mfa_required=data.get("mfa_required"))
@@ -75,8 +68,8 @@ class WorkspaceDescribe(Endpoint):
     permission = "workspaces:describe"
     decided_on_object = True
     read_only = True
-    request_serializer = WorkspaceRef
-    response_serializer = WorkspaceSerializer
+    request_serializer = serializers.WorkspaceRef
+    response_serializer = serializers.WorkspaceSerializer
 
     def handle(self, request: Request, data: dict) -> dict:
         return self.serialize(workspace_named(request, data, permission=self.permission))
@@ -93,7 +86,7 @@ class WorkspaceList(ListEndpoint):
 
     permission = None
     list_key = "workspaces"
-    response_serializer = WorkspaceSerializer
+    response_serializer = serializers.WorkspaceSerializer
     filter_fields = {name: name for name in ("id", "name", "slug", "description", "mfa_required")}
 
     def get_queryset(self, request: Request) -> QuerySet:
@@ -120,8 +113,8 @@ class WorkspaceUpdate(Endpoint):
 
     permission = "workspaces:update"
     decided_on_object = True
-    request_serializer = WorkspaceUpdateRequest
-    response_serializer = WorkspaceSerializer
+    request_serializer = serializers.WorkspaceUpdateRequest
+    response_serializer = serializers.WorkspaceSerializer
 
     def handle(self, request: Request, data: dict) -> dict:
         workspace = workspace_named(request, data, permission=self.permission)
@@ -141,8 +134,8 @@ class WorkspaceDelete(Endpoint):
 
     permission = "workspaces:delete"
     decided_on_object = True
-    request_serializer = WorkspaceRef
-    response_serializer = WorkspaceDeleted
+    request_serializer = serializers.WorkspaceRef
+    response_serializer = serializers.WorkspaceDeleted
 
     def handle(self, request: Request, data: dict) -> dict:
         workspace = workspace_named(request, data, permission=self.permission)
