@@ -22,6 +22,11 @@ def test_a_login_reads_once_and_writes_five_rows(api, member, django_assert_num_
     statements = [query["sql"].split(" ", 1)[0] for query in captured.captured_queries]
     assert statements.count("SAVEPOINT") == 1
     assert statements.count("SELECT") == 1
+    # The password credential by one join (an account has at most one), the address unique: no ORDER BY.
+    (read,) = [query["sql"] for query in captured.captured_queries if query["sql"].startswith("SELECT")]
+    assert read.count('LEFT OUTER JOIN "authn_credential"') == 1
+    assert 'FROM "authn_credential"' not in read
+    assert "ORDER BY" not in read
 
 
 def test_a_login_touches_its_own_credential_alone(api, member):
@@ -32,6 +37,19 @@ def test_a_login_touches_its_own_credential_alone(api, member):
     touched = dict(Credential.objects.filter(kind="password").values_list("account_id", "last_used_at"))
     assert touched[member.pk] >= before
     assert touched[other.pk] is None
+
+
+def test_a_login_reads_the_password_credential_among_the_accounts_others(api, member):
+    oauth = CredentialFactory(
+        account=member, kind=Credential.Kind.OAUTH, provider=Credential.Provider.IDP_A, provider_id="sub-1"
+    )
+    Credential.objects.filter(account=member, kind="password").update(status="revoked")
+    err(login(api, member), 401, "invalid credentials")  # the active OAuth credential is not a password
+    Credential.objects.filter(account=member, kind="password").update(status="active")
+    ok(login(api, member))
+    oauth.refresh_from_db()
+    assert oauth.last_used_at is None
+    assert Credential.objects.get(account=member, kind="password").last_used_at is not None
 
 
 def test_a_revoked_password_credential_still_refuses(api, member):
