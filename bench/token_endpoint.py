@@ -1,6 +1,6 @@
 """`make bench`'s token endpoint figures (bench/run.py calls `token_figures`): `POST /oauth2/token` code
-exchanges and refresh grants per second per core, from 4 keep-alive connections, each request as an
-application sends it (a `web` application, HTTP Basic).
+exchanges, refresh grants and client-credentials grants per second per core, from 4 keep-alive
+connections, each request as an application sends it (a `web` application, HTTP Basic).
 
 - Code exchanges: each code works once and lives 60 seconds, so BENCH_TOKEN_CODES (600) codes are made
   first, straight into the database as the authorization endpoint makes them (one browser session, PKCE
@@ -9,10 +9,12 @@ application sends it (a `web` application, HTTP Basic).
 - Refresh grants: 4 application sessions, each refreshed in a chain BENCH_TOKEN_REFRESHES (150) times
   (a refresh token works once: each answer's is the next request's), rotation and reuse detection
   included.
+- Client-credentials grants: BENCH_TOKEN_MACHINE_GRANTS (600) from a `web` application with that grant,
+  acting as a service account of the workspace (docs/oidc.md#client-credentials): an access token each,
+  no refresh token, no ID token.
 
 Printed beside Keycloak's published figure, 120 client-credentials grants per second per vCPU
-(Keycloak's "Concepts for sizing CPU and memory resources", which budgets one vCPU per 120 of them);
-client credentials are not a grant of this service yet (machine identities come later)."""
+(Keycloak's "Concepts for sizing CPU and memory resources", which budgets one vCPU per 120 of them)."""
 
 import base64
 import concurrent.futures
@@ -28,24 +30,23 @@ from urllib.parse import urlencode, urlsplit
 
 CODES = int(os.environ.get("BENCH_TOKEN_CODES", "600"))
 REFRESHES = int(os.environ.get("BENCH_TOKEN_REFRESHES", "150"))
+MACHINE_GRANTS = int(os.environ.get("BENCH_TOKEN_MACHINE_GRANTS", "600"))
 CONNECTIONS = 4
 KEYCLOAK = "Keycloak: 120 client-credentials grants per second per vCPU"
 REDIRECT_URI = "https://bench.example/callback"
 
 
-def _application(workspace):
+def _application(workspace, **fields):
     from oidc import services
 
     application, secret = services.create_application(
-        workspace,
-        actor=None,
-        name="bench-app",
-        type="web",
-        redirect_uris=[REDIRECT_URI],
-        tags=[],
-        meta={"schema_version": "1"},
+        workspace, actor=None, type="web", tags=[], meta={"schema_version": "1"}, **fields
     )
     return application, secret
+
+
+def _basic(application, secret: str) -> str:
+    return base64.b64encode(f"{application.client_id}:{secret}".encode()).decode()
 
 
 def _codes(application, browser, workspace, challenge: str) -> list[str]:
@@ -112,8 +113,8 @@ def token_figures(
     from authn.sessions import issue_application_session, open_browser_session
     from oidc.sessions import application_claims
 
-    application, secret = _application(workspace)
-    basic = base64.b64encode(f"{application.client_id}:{secret}".encode()).decode()
+    application, secret = _application(workspace, name="bench-app", redirect_uris=[REDIRECT_URI])
+    basic = _basic(application, secret)
     browser = open_browser_session(member, amr=["pwd"])
     verifier = secrets.token_urlsafe(48)
     challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).rstrip(b"=").decode()
@@ -155,3 +156,27 @@ def token_figures(
     before = cpu()
     count, elapsed = _run(base, basic, refresh, chains=CONNECTIONS)
     rows.append(_figure("refresh grants (rotated, ID token)", count, elapsed, cpu() - before, cores, workers))
+
+    from rbac.services.service_accounts import create_service_account
+
+    service_account = create_service_account(
+        workspace, name="bench-machine", roles=[], tags=[], meta={"schema_version": "1"}, actor=None
+    )
+    machine, machine_secret = _application(
+        workspace,
+        name="bench-machine",
+        redirect_uris=[],
+        grant_types=["client_credentials"],
+        service_account_id=service_account.pk,
+    )
+    left = [MACHINE_GRANTS // CONNECTIONS] * CONNECTIONS
+
+    def machine_grant(chain: int, answer) -> dict | None:
+        if left[chain] == 0:
+            return None
+        left[chain] -= 1
+        return {"grant_type": "client_credentials"}
+
+    before = cpu()
+    count, elapsed = _run(base, _basic(machine, machine_secret), machine_grant, chains=CONNECTIONS)
+    rows.append(_figure("client-credentials grants", count, elapsed, cpu() - before, cores, workers))
