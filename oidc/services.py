@@ -20,6 +20,7 @@ from tenancy.models import Workspace
 from tenancy.quotas import check_quota
 
 from . import redirect_uris
+from .application_cache import forget_application
 from .models import Application, Consent
 
 AUDITED = ("name", "type", "redirect_uris", "post_logout_redirect_uris", "grant_types", "tags")
@@ -165,6 +166,7 @@ def update_application(
         entry = audit.diff(application, changes, AUDITED)
         fields = apply_changes(application, changes)
         application.save(update_fields=fields)
+        forget_application(application.pk)
         if entry:
             audit.record(
                 "application.update",
@@ -193,6 +195,7 @@ def delete_application(application: Application, *, actor: Account | None) -> di
             actor=actor,
         )
         _end_application_sessions(Session.objects.filter(application_id=application.pk), actor=actor)
+        forget_application(application.pk)
         application.delete()
     return summary
 
@@ -205,6 +208,7 @@ def regenerate_secret(application: Application, *, actor: Account | None) -> str
         secret = _new_secret(application)
         fields = apply_changes(application, {})
         application.save(update_fields=["secret_digest", *fields])
+        forget_application(application.pk)
         audit.record(
             "application.secret_regenerate",
             resource=("application", application.pk),
