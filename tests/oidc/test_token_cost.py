@@ -57,8 +57,9 @@ def machine(world):
     return App(application, secret, ""), service_account
 
 
-def machine_grant(app, secret: str | None = None):
-    credentials = base64.b64encode(f"{app.client_id}:{secret or app.secret}".encode()).decode()
+def machine_grant(app, secret: str | None = None, *, client_id: str | None = None):
+    credentials = f"{client_id or app.client_id}:{secret or app.secret}"
+    credentials = base64.b64encode(credentials.encode()).decode()
     return Client().post(
         "/oauth2/token", {"grant_type": "client_credentials"}, HTTP_AUTHORIZATION=f"Basic {credentials}"
     )
@@ -115,10 +116,12 @@ def test_a_deleted_application_is_refused_at_once(client, world, machine):
     app, _ = machine
     assert machine_grant(app).status_code == 200
     tokens = signed_in_tokens(client, world.portal, world.bob)
+    client_id, basic_auth = app.client_id, basic(world.portal)  # a deleted instance has no pk
     services.delete_application(app.application, actor=None)
     services.delete_application(world.portal.application, actor=None)
-    grant_error(machine_grant(app), "invalid_client", 401)
-    grant_error(refresh(world.portal, tokens["refresh_token"]), "invalid_client", 401)
+    grant_error(machine_grant(app, client_id=client_id), "invalid_client", 401)
+    body = {"grant_type": "refresh_token", "refresh_token": tokens["refresh_token"]}
+    grant_error(Client().post("/oauth2/token", body, **basic_auth), "invalid_client", 401)
 
 
 def test_a_rotated_secret_is_refused_at_once(client, world, machine):
