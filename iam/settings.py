@@ -148,6 +148,7 @@ if REDIS_URL:
                         "grants:",
                         "authz-generation:",
                         "workspace:",
+                        "jwt-signing-keys:",  # the keys' version, read by every RS256 ID token
                     ]
                     if env("IAM_CACHE_LOCAL", True, bool)
                     else []
