@@ -21,7 +21,7 @@ from tenancy.quotas import check_quota
 
 from . import redirect_uris
 from .application_cache import forget_application
-from .models import Application, Consent
+from .models import Application, AuthorizationCode, Consent
 
 AUDITED = ("name", "type", "redirect_uris", "post_logout_redirect_uris", "grant_types", "tags")
 GRANT_TYPES = ("authorization_code", "refresh_token", "client_credentials")
@@ -264,12 +264,17 @@ def consents_of(account: Account) -> list[Consent]:
 
 def revoke_consent(consent: Consent, *, actor: Account | None) -> None:
     """The account takes its consent back: the application's sessions of that account end with it, so
-    its tokens stop at once, and the next sign-in asks again."""
+    its tokens stop at once, its codes not yet exchanged go, and the next sign-in asks again."""
     with transaction.atomic():
         sessions = Session.objects.filter(
             account_id=consent.account_id, application_id=consent.application_id
         )
         _end_application_sessions(sessions, actor=actor)
+        AuthorizationCode.objects.filter(
+            application_id=consent.application_id,
+            browser_session__account_id=consent.account_id,
+            used_at__isnull=True,
+        ).delete()
         audit.record(
             "consent.revoke",
             resource=("consent", consent.pk),

@@ -150,13 +150,15 @@ def test_a_grant_taken_away_is_refused_at_once(client, world, machine):
     grant_error(refresh(world.portal, tokens["refresh_token"]), "unauthorized_client")
 
 
-def test_a_revoked_consent_refuses_its_refresh_token_at_once(client, world):
+def test_a_revoked_consent_refuses_its_refresh_token_and_its_code_at_once(client, world):
     scopes = ["openid", "email", "profile", "offline_access"]
     consent = Consent.objects.create(account=world.alice, application=world.crm.application, scopes=scopes)
     tokens = signed_in_tokens(client, world.crm, world.alice)
     tokens = refresh(world.crm, tokens["refresh_token"]).json()
+    asked, code = a_code(client, world.crm, world.alice)  # granted, not yet exchanged
     services.revoke_consent(consent, actor=world.alice)
     grant_error(refresh(world.crm, tokens["refresh_token"]), "invalid_grant")
+    grant_error(exchange(Client(), asked, code), "invalid_grant")
 
 
 def test_a_disabled_account_is_refused_its_code_and_its_refresh_at_once(client, world):
