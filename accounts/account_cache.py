@@ -18,13 +18,15 @@ def account_key(account_id: UUID | str) -> str:
 
 
 class AccountState(NamedTuple):
-    """What the checks of a Bearer token and of `clients/validate` read of an account, and nothing more:
-    the cache never holds the password hash or any other secret (ASVS 8.3), only these values, as a plain
-    tuple. In the model's field order, which `Model.from_db` expects of a partial row (a test holds it)."""
+    """What the checks of a Bearer token and of `clients/validate`, and a refresh's ID token, read of an
+    account, and nothing more: the cache never holds the password hash or any other secret (ASVS 8.3),
+    only these values, as a plain tuple. In the model's field order, which `Model.from_db` expects of a
+    partial row (a test holds it)."""
 
     id: UUID
     email: str
     name: str
+    avatar_url: str | None  # the ID token's `picture` (oidc/claims.py)
     enabled: bool
     verified: bool
     is_superuser: bool

@@ -126,6 +126,14 @@ class Session(models.Model):
     def __str__(self) -> str:
         return f"session {self.pk} of {self.account_id}"
 
+    def is_live(self, account, now=None) -> bool:
+        """What `SessionQuerySet.live` selects, for a row read with its account."""
+        return (
+            self.revoked_at is None
+            and self.expires_at > (now or timezone.now())
+            and self.session_version == account.session_version
+        )
+
     @property
     def auth_time(self) -> int:
         """When the login that started this session happened, as its tokens carry it

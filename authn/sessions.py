@@ -140,15 +140,17 @@ def issue_application_session(
     with_refresh: bool,
     ip: str | None = None,
     user_agent: str = "",
+    session_id: uuid.UUID | None = None,
 ) -> tuple[Session, dict]:
     """The session an application's code exchange starts (docs/security.md#application-sessions): a
     record of its own, with the browser session's `auth_time`, `amr` and SSO workspace, linked to it so
     that ending the browser session ends this one (`end_session`). `claims`: the application claims
-    (`tokens.APPLICATION_CLAIMS`) its tokens carry."""
+    (`tokens.APPLICATION_CLAIMS`) its tokens carry; `session_id`: the id the caller chose for it."""
     account = browser_session.account
     auth_time = browser_session.auth_time
     now = timezone.now()
     session = Session.objects.create(
+        id=session_id or uuid.uuid4(),
         account=account,
         created_at=now,
         last_used_at=now,

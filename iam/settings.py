@@ -134,12 +134,13 @@ if REDIS_URL:
             "OPTIONS": {
                 "socket_connect_timeout": 0.2,
                 "socket_timeout": 0.5,
-                # What `clients/validate` and Bearer checks read is also kept in process memory, dropped
-                # as Redis reports each change (iam/platform/redis_cache.py): a warm check makes no round
-                # trip.
+                # What `clients/validate`, Bearer checks and the token endpoint read is also kept in process
+                # memory, dropped as Redis reports each change (iam/platform/redis_cache.py): a warm check
+                # makes no round trip.
                 "LOCAL_PREFIXES": (
                     [
                         "client:",
+                        "application:",
                         "account:",
                         "session:",
                         "apikey:",
@@ -147,6 +148,7 @@ if REDIS_URL:
                         "grants:",
                         "authz-generation:",
                         "workspace:",
+                        "jwt-signing-keys:",  # the keys' version, read by every RS256 ID token
                     ]
                     if env("IAM_CACHE_LOCAL", True, bool)
                     else []

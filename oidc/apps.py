@@ -12,6 +12,8 @@ class OidcConfig(AppConfig):
     def ready(self) -> None:
         from authlib.common.security import is_secure_transport
 
+        from . import application_cache  # noqa: F401  registers the workspace purge
+
         # OAuth 2.0 needs TLS (RFC 6749 3.1): the issuer is https, or http on a loopback address
         # (development). DEBUG (`make run`) may also use another http address, as Authlib allows it.
         if not is_secure_transport(settings.IAM_PUBLIC_URL):

@@ -32,6 +32,7 @@ from iam.platform import crypto
 from iam.platform.addresses import client_ip, user_agent
 
 from . import claims, redirect_uris, sessions
+from .application_cache import find_application
 from .models import Application
 
 CONFIDENTIAL_AUTH = ["client_secret_basic", "client_secret_post"]
@@ -366,7 +367,7 @@ class AuthorizationServer(DjangoAuthorizationServer):
             pk = UUID(str(client_id))
         except ValueError:
             return None
-        application = Application.objects.filter(pk=pk).first()
+        application = find_application(pk)
         return Client(application) if application is not None else None
 
     def save_token(self, token: dict, request) -> None:

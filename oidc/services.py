@@ -20,7 +20,8 @@ from tenancy.models import Workspace
 from tenancy.quotas import check_quota
 
 from . import redirect_uris
-from .models import Application, Consent
+from .application_cache import forget_application
+from .models import Application, AuthorizationCode, Consent
 
 AUDITED = ("name", "type", "redirect_uris", "post_logout_redirect_uris", "grant_types", "tags")
 GRANT_TYPES = ("authorization_code", "refresh_token", "client_credentials")
@@ -165,6 +166,7 @@ def update_application(
         entry = audit.diff(application, changes, AUDITED)
         fields = apply_changes(application, changes)
         application.save(update_fields=fields)
+        forget_application(application.pk)
         if entry:
             audit.record(
                 "application.update",
@@ -193,6 +195,7 @@ def delete_application(application: Application, *, actor: Account | None) -> di
             actor=actor,
         )
         _end_application_sessions(Session.objects.filter(application_id=application.pk), actor=actor)
+        forget_application(application.pk)
         application.delete()
     return summary
 
@@ -205,6 +208,7 @@ def regenerate_secret(application: Application, *, actor: Account | None) -> str
         secret = _new_secret(application)
         fields = apply_changes(application, {})
         application.save(update_fields=["secret_digest", *fields])
+        forget_application(application.pk)
         audit.record(
             "application.secret_regenerate",
             resource=("application", application.pk),
@@ -260,12 +264,17 @@ def consents_of(account: Account) -> list[Consent]:
 
 def revoke_consent(consent: Consent, *, actor: Account | None) -> None:
     """The account takes its consent back: the application's sessions of that account end with it, so
-    its tokens stop at once, and the next sign-in asks again."""
+    its tokens stop at once, its codes not yet exchanged go, and the next sign-in asks again."""
     with transaction.atomic():
         sessions = Session.objects.filter(
             account_id=consent.account_id, application_id=consent.application_id
         )
         _end_application_sessions(sessions, actor=actor)
+        AuthorizationCode.objects.filter(
+            application_id=consent.application_id,
+            browser_session__account_id=consent.account_id,
+            used_at__isnull=True,
+        ).delete()
         audit.record(
             "consent.revoke",
             resource=("consent", consent.pk),

@@ -4,6 +4,7 @@ session tokens (authn/sessions.py) with the application claims (`authn.tokens.AP
 
 import hashlib
 import secrets
+import uuid
 from dataclasses import dataclass, field
 from datetime import timedelta
 from uuid import UUID
@@ -24,8 +25,7 @@ from authn.sessions import (
 )
 from authn.tokens import TokenError
 from iam.platform import audit
-from rbac.machine_cache import SERVICE_ACCOUNT_CLAIM
-from rbac.models import ServiceAccount
+from rbac.machine_cache import SERVICE_ACCOUNT_CLAIM, mark_service_account_used, service_account_state
 
 from .models import Application, AuthorizationCode
 
@@ -87,18 +87,49 @@ def save_code(
     )
 
 
+# What a code's exchange reads of the code, its browser session and that session's account, in one
+# statement: the rest of their rows is never read (docs/performance.md#what-keeps-the-hot-paths-fast).
+CODE_READS = (
+    "application",
+    "redirect_uri",
+    "scope",
+    "nonce",
+    "code_challenge",
+    "workspace_id",
+    "expires_at",
+    "used_at",
+    "session",
+    "browser_session",
+    "browser_session__account",
+    "browser_session__created_at",
+    "browser_session__expires_at",
+    "browser_session__amr",
+    "browser_session__sso_workspace_id",
+    "browser_session__session_version",
+    "browser_session__revoked_at",
+    "browser_session__account__email",
+    "browser_session__account__name",
+    "browser_session__account__avatar_url",
+    "browser_session__account__enabled",
+    "browser_session__account__verified",
+    "browser_session__account__session_version",
+)
+
+
 def find_code(code: str, application: Application) -> AuthorizationCode | None:
     """The code, when it is this application's, unused and unexpired. A code used before is a replay:
     the session its first use started ends (RFC 6749 4.1.2), whoever presents it."""
     if not isinstance(code, str) or not code:
         return None
-    row = (
-        AuthorizationCode.objects.select_related("browser_session__account", "application")
-        .filter(code_digest=_digest(code), application=application)
-        .first()
-    )
-    if row is None:
+    try:
+        row = (
+            AuthorizationCode.objects.select_related("browser_session__account")
+            .only(*CODE_READS)
+            .get(code_digest=_digest(code), application=application)
+        )
+    except AuthorizationCode.DoesNotExist:
         return None
+    row.application = application
     if row.used_at is not None:
         _replayed(row)
         return None
@@ -136,32 +167,38 @@ def application_claims(application: Application, *, scope: str, workspace_id: UU
 def exchange_code(row: AuthorizationCode, *, ip: str | None, user_agent: str) -> Issued:
     """Spends the code and starts its application session in one transaction: a concurrent second use
     waits for the row, finds it spent, and ends the session this one started. A refresh token comes only
-    with `offline_access`."""
+    with `offline_access`. A code whose sign-in ended (signed out or revoked since it was issued, the
+    account disabled) is refused and stays unspent."""
     browser = row.browser_session
     account = browser.account
-    with transaction.atomic():
+    if not account.enabled or not browser.is_live(account):
+        raise CodeRefused("the sign-in has ended")
+    # The session's id is the code's before the session is written: the foreign key is checked at the
+    # commit (Django's are DEFERRABLE INITIALLY DEFERRED), so spending the code and naming its session is
+    # one statement, and the session is written only by the request that spent it.
+    session_id = uuid.uuid4()
+    with transaction.atomic(savepoint=False):
         spent = AuthorizationCode.objects.filter(pk=row.pk, used_at__isnull=True).update(
-            used_at=timezone.now()
+            used_at=timezone.now(), session_id=session_id
         )
-        if not spent:
-            row.refresh_from_db()
-            _replayed(row)
-            raise CodeRefused("code already used")
-        if not account.enabled or not Session.objects.live().filter(pk=browser.pk).exists():
-            raise CodeRefused("the sign-in has ended")  # signed out (or revoked) since the code was issued
-        claims = application_claims(row.application, scope=row.scope, workspace_id=row.workspace_id)
-        try:
-            session, pair = issue_application_session(
-                browser,
-                application_id=row.application_id,
-                claims=claims,
-                with_refresh="offline_access" in row.scope.split(),
-                ip=ip,
-                user_agent=user_agent,
-            )
-        except TokenError as exc:
-            raise CodeRefused("the sign-in has ended") from exc
-        AuthorizationCode.objects.filter(pk=row.pk).update(session=session)
+        if spent:
+            claims = application_claims(row.application, scope=row.scope, workspace_id=row.workspace_id)
+            try:
+                _, pair = issue_application_session(
+                    browser,
+                    session_id=session_id,
+                    application_id=row.application_id,
+                    claims=claims,
+                    with_refresh="offline_access" in row.scope.split(),
+                    ip=ip,
+                    user_agent=user_agent,
+                )
+            except TokenError as exc:  # the request's transaction rolls back: nothing is spent
+                raise CodeRefused("the sign-in has ended") from exc
+    if not spent:
+        row.refresh_from_db(fields=["session"])
+        _replayed(row)
+        raise CodeRefused("code already used")
     return Issued(
         account=account, claims=tokens.decode(pair["access_token"], types={tokens.ACCESS}), tokens=pair
     )
@@ -245,28 +282,27 @@ def issue_machine_token(application: Application) -> dict:
     token and no ID token. It carries no session: it is checked as the service account's keys are
     (`authn.authentication.authenticate_machine_token`), refused once the service account is disabled
     or deleted."""
-    service_account = ServiceAccount.objects.filter(
-        pk=application.service_account_id, workspace_id=application.workspace_id
-    ).first()
-    if service_account is None or not service_account.enabled:
+    service_account_id = str(application.service_account_id)
+    state = service_account_state(service_account_id) if application.service_account_id else None
+    if state is None or state[0] != str(application.workspace_id) or not state[2]:
         raise MachineRefused("the application's service account is disabled or gone")
     now = timezone.now()
     client_id = application.client_id
     token, expires_at = tokens.issue(
-        service_account.pk,
+        application.service_account_id,
         type=tokens.ACCESS,
         session_version=0,
         lifetime=settings.IAM_ACCESS_TOKEN_LIFETIME,
         auth_time=int(now.timestamp()),
         extra={
-            SERVICE_ACCOUNT_CLAIM: str(service_account.pk),
+            SERVICE_ACCOUNT_CLAIM: service_account_id,
             "aud": client_id,
             "azp": client_id,
             "workspace_id": str(application.workspace_id),
             "scope": "",
         },
     )
-    ServiceAccount.objects.filter(pk=service_account.pk).update(last_used_at=now)
+    mark_service_account_used(service_account_id)
     return {
         "access_token": token,
         "token_type": "Bearer",

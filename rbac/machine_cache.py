@@ -99,17 +99,25 @@ def token_state(claims: dict, *, prefetched: object = cache.MISSING) -> KeyState
     `enabled`), the token's expiry; None when the service account is gone or the token names another
     workspace than its own."""
     service_account_id = str(claims[SERVICE_ACCOUNT_CLAIM])
-    values = cache.read_through(
+    values = service_account_state(service_account_id, prefetched=prefetched)
+    if values is None or values[0] != claims.get("workspace_id"):
+        return None
+    workspace_id, name, enabled = values
+    return KeyState("", service_account_id, workspace_id, name, enabled, claims["exp"], False)
+
+
+def service_account_state(
+    service_account_id: str, *, prefetched: object = cache.MISSING
+) -> tuple[str, str, bool] | None:
+    """The service account's workspace id, name and `enabled`, cached (purged with its keys' entries);
+    None when it is gone."""
+    return cache.read_through(
         service_account_entry(service_account_id),
         lambda: _load_service_account(service_account_id),
         settings.IAM_AUTH_CACHE_SECONDS,
         prefetched=prefetched,
         current_shape=lambda values: isinstance(values, tuple) and len(values) == 3,
     )
-    if values is None or values[0] != claims.get("workspace_id"):
-        return None
-    workspace_id, name, enabled = values
-    return KeyState("", service_account_id, workspace_id, name, enabled, claims["exp"], False)
 
 
 def _load_service_account(service_account_id: str) -> tuple | None:
@@ -159,6 +167,13 @@ def mark_used(key_id: str, service_account_id: str) -> None:
     now = timezone.now()
     ServiceAccountKey.objects.filter(pk=key_id).update(last_used_at=now)
     ServiceAccount.objects.filter(pk=service_account_id).update(last_used_at=now)
+
+
+def mark_service_account_used(service_account_id: str) -> None:
+    """`last_used_at` of a service account an application's client credentials grant acts as, kept to
+    the minute as its keys' (docs/api.md#service-accounts): written at most once a minute."""
+    if cache.add(f"service-account-used:{service_account_id}", 1, USED_EVERY_SECONDS):
+        ServiceAccount.objects.filter(pk=service_account_id).update(last_used_at=timezone.now())
 
 
 @dataclass(frozen=True)

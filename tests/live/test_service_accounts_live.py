@@ -4,7 +4,8 @@ at once by the other, on Bearer calls and in `clients/validate`, however warm ea
 with Redis flushed, and with Redis down, a revoked key stays refused (the database is the truth). An
 application's client credentials token (docs/oidc.md#client-credentials) validated by one client of the
 root workspace for the service account's workspace, refused on both once the service account is
-disabled."""
+disabled; the token endpoint, with the application cached in every worker, refusing its old secret, its
+disabled service account and its deleted application at once in both processes."""
 
 import socket
 
@@ -182,3 +183,44 @@ def test_a_client_credentials_token_and_a_root_client_across_processes(live, tie
     for base in each(tiers):
         err(live.post("/projects/list", {}, token=token, base=base), 401, UNAUTHORIZED)
         assert validate(base, workspace)["reason"] == "account_disabled"
+
+
+def test_an_applications_new_secret_and_its_delete_are_refused_at_once_by_every_process(live, tiers, machine):
+    """The token endpoint reads the application from each worker's memory (oidc/application_cache.py):
+    a secret regenerated, a service account disabled and an application deleted through one process are
+    refused at once by every worker of both."""
+    operator, workspace = machine["operator"], machine["workspace"]
+    body = {
+        "name": "ci-runner",
+        "type": "web",
+        "redirect_uris": [],
+        "grant_types": ["client_credentials"],
+        "service_account_id": machine["id"],
+        "tags": [],
+        "meta": META,
+    }
+    app = ok(live.post("/applications/create", body, token=operator, workspace=workspace))
+
+    def grant(base: str, secret: str) -> requests.Response:
+        return requests.post(
+            f"{base}/oauth2/token",
+            data={"grant_type": "client_credentials"},
+            auth=(app["client_id"], secret),
+            timeout=30,
+        )
+
+    for base in each(tiers):
+        assert grant(base, app["client_secret"]).status_code == 200
+    renewed = ok(
+        live.post("/applications/regenerate-secret", {"id": app["id"]}, token=operator, workspace=workspace)
+    )
+    for base in each(tiers):
+        assert grant(base, app["client_secret"]).status_code == 401
+        assert grant(base, renewed["client_secret"]).status_code == 200
+    disable = {"id": machine["id"], "enabled": False}
+    ok(live.post("/service-accounts/update", disable, token=operator, workspace=workspace, base=tiers[1]))
+    for base in each(tiers):
+        assert grant(base, renewed["client_secret"]).json()["error"] == "invalid_grant"
+    ok(live.post("/applications/delete", {"id": app["id"]}, token=operator, workspace=workspace))
+    for base in each(tiers):
+        assert grant(base, renewed["client_secret"]).status_code == 401
