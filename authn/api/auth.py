@@ -15,25 +15,9 @@ from iam.http.endpoint import Endpoint
 from iam.http.errors import AUTHENTICATION_REQUIRED, BEARER_CHALLENGE, ApiError
 from iam.platform.addresses import client_ip, user_agent
 
-from .. import email_links, oauth, oauth_provider, oauth_state, services, sessions, throttling
+from .. import email_links, oauth, oauth_provider, oauth_state, serializers, services, sessions, throttling
 from ..authentication import SessionTokenAuthentication
 from ..emails import CONFIRM, RESET
-from ..serializers import (
-    Confirmed,
-    EmailRequest,
-    LoginRequest,
-    Message,
-    OAuthInitiated,
-    OAuthInitiateRequest,
-    PasswordUpdated,
-    RegisterRequest,
-    Revoked,
-    RevokeRequest,
-    SessionSerializer,
-    SessionWithAccount,
-    TokenRequest,
-    UpdatePasswordRequest,
-)
 from ..tokens import TokenError
 
 
@@ -62,7 +46,7 @@ def session_payload(account, session: dict) -> dict:
             "refresh_token": session["refresh_token"],
             "account": _ACCOUNT_BRIEF.to_representation(account),
         }
-    return SessionWithAccount({**session, "account": account}).data
+    return serializers.SessionWithAccount({**session, "account": account}).data
 
 
 class Register(Endpoint):
@@ -80,8 +64,8 @@ class Register(Endpoint):
     }
 
     public = True
-    request_serializer = RegisterRequest
-    response_serializer = SessionWithAccount
+    request_serializer = serializers.RegisterRequest
+    response_serializer = serializers.SessionWithAccount
 
     def handle(self, request: Request, data: dict) -> dict:
         account, session = services.register(
@@ -106,8 +90,8 @@ class Login(Endpoint):
     example_request = {"email": "ada@example.com", "password": "correct-horse-battery-staple"}
 
     public = True
-    request_serializer = LoginRequest
-    response_serializer = SessionWithAccount
+    request_serializer = serializers.LoginRequest
+    response_serializer = serializers.SessionWithAccount
 
     def handle(self, request: Request, data: dict) -> dict:
         if not data.get("email") or not data.get("password"):
@@ -135,7 +119,7 @@ class Refresh(Endpoint):
     example_request = {}
 
     authentication_classes = [SessionTokenAuthentication]
-    response_serializer = SessionSerializer
+    response_serializer = serializers.SessionSerializer
 
     def initial(self, request: Request, *args, **kwargs) -> None:
         try:
@@ -165,8 +149,8 @@ class Revoke(Endpoint):
     example_request = {"except_current": True}
 
     authentication_classes = [SessionTokenAuthentication]
-    request_serializer = RevokeRequest
-    response_serializer = Revoked
+    request_serializer = serializers.RevokeRequest
+    response_serializer = serializers.Revoked
 
     def handle(self, request: Request, data: dict) -> dict:
         if data["except_current"]:
@@ -183,8 +167,8 @@ class EmailLink(Endpoint):
     """Mails the address a link of `kind` (when it should get one) and answers `message` either way."""
 
     public = True
-    request_serializer = EmailRequest
-    response_serializer = Message
+    request_serializer = serializers.EmailRequest
+    response_serializer = serializers.Message
     kind: ClassVar[str]
     message: ClassVar[str]
 
@@ -231,8 +215,8 @@ class UpdatePassword(Endpoint):
     }
 
     public = True
-    request_serializer = UpdatePasswordRequest
-    response_serializer = PasswordUpdated
+    request_serializer = serializers.UpdatePasswordRequest
+    response_serializer = serializers.PasswordUpdated
 
     def handle(self, request: Request, data: dict) -> dict:
         account = email_links.update_password(token=data["token"], password=data["password"])
@@ -247,8 +231,8 @@ class Confirm(Endpoint):
     example_request = {"token": "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJlNGI4ZDJmNiJ9.c2lnbmF0dXJl"}
 
     public = True
-    request_serializer = TokenRequest
-    response_serializer = Confirmed
+    request_serializer = serializers.TokenRequest
+    response_serializer = serializers.Confirmed
 
     def handle(self, request: Request, data: dict) -> dict:
         account = email_links.confirm_email(token=data["token"])
@@ -272,8 +256,8 @@ class OAuthInitiate(Endpoint):
     example_request = {"redirect_url": "http://localhost:3000/after-login?nonce=5f2b9c"}
 
     public = True
-    request_serializer = OAuthInitiateRequest
-    response_serializer = OAuthInitiated
+    request_serializer = serializers.OAuthInitiateRequest
+    response_serializer = serializers.OAuthInitiated
 
     def handle(self, request: Request, data: dict) -> dict:
         config = oauth_provider.provider_config()

@@ -6,16 +6,7 @@ from rest_framework.request import Request
 from iam.http.endpoint import Endpoint
 from iam.platform.addresses import client_ip, user_agent
 
-from .. import mfa, passkeys, sessions
-from ..serializers import (
-    CodeRequest,
-    MfaVerifyRequest,
-    RecoveryCodes,
-    SecondFactorRequest,
-    SessionWithAccount,
-    TotpDisabled,
-    TotpEnrolled,
-)
+from .. import mfa, passkeys, serializers, sessions
 from .auth import session_payload
 
 
@@ -30,7 +21,7 @@ class TotpEnroll(Endpoint):
     example_request = {}
 
     permission = None  # self-service: an account's own factors
-    response_serializer = TotpEnrolled
+    response_serializer = serializers.TotpEnrolled
 
     def handle(self, request: Request, data: dict) -> dict:
         sessions.require_recent_authentication(request.auth)
@@ -47,8 +38,8 @@ class TotpConfirm(Endpoint):
     example_request = {"code": "492039"}
 
     permission = None  # self-service: an account's own factors
-    request_serializer = CodeRequest
-    response_serializer = RecoveryCodes
+    request_serializer = serializers.CodeRequest
+    response_serializer = serializers.RecoveryCodes
 
     def handle(self, request: Request, data: dict) -> dict:
         return mfa.confirm(request.user, data["code"])
@@ -65,8 +56,8 @@ class TotpDisable(Endpoint):
     example_request = {"code": "492039"}
 
     permission = None  # self-service: an account's own factors
-    request_serializer = SecondFactorRequest
-    response_serializer = TotpDisabled
+    request_serializer = serializers.SecondFactorRequest
+    response_serializer = serializers.TotpDisabled
 
     def handle(self, request: Request, data: dict) -> dict:
         sessions.require_recent_authentication(request.auth)
@@ -93,8 +84,8 @@ class MfaVerify(Endpoint):
     }
 
     public = True
-    request_serializer = MfaVerifyRequest
-    response_serializer = SessionWithAccount
+    request_serializer = serializers.MfaVerifyRequest
+    response_serializer = serializers.SessionWithAccount
 
     def handle(self, request: Request, data: dict) -> dict:
         if "credential" in data:  # a passkey (docs/api.md#passkeys)

@@ -9,19 +9,8 @@ from iam.http.endpoint import Endpoint
 from iam.http.list_endpoint import ListEndpoint
 from iam.platform.addresses import client_ip, user_agent
 
-from .. import passkeys, sessions
+from .. import passkeys, serializers, sessions
 from ..models import Passkey
-from ..serializers import (
-    PasskeyDeleted,
-    PasskeyLoginOptionsRequest,
-    PasskeyLoginRequest,
-    PasskeyOptions,
-    PasskeyRef,
-    PasskeyRegisterRequest,
-    PasskeySerializer,
-    PasskeyUpdateRequest,
-    SessionWithAccount,
-)
 from .auth import session_payload
 
 EXAMPLE_REGISTRATION = {
@@ -62,7 +51,7 @@ class PasskeyRegisterOptions(Endpoint):
     example_request = {}
 
     permission = None  # self-service: an account's own passkeys
-    response_serializer = PasskeyOptions
+    response_serializer = serializers.PasskeyOptions
 
     def handle(self, request: Request, data: dict) -> dict:
         sessions.require_recent_authentication(request.auth)
@@ -80,8 +69,8 @@ class PasskeyRegisterVerify(Endpoint):
     example_request = {"credential": EXAMPLE_REGISTRATION, "name": "Laptop"}
 
     permission = None  # self-service: an account's own passkeys
-    request_serializer = PasskeyRegisterRequest
-    response_serializer = PasskeySerializer
+    request_serializer = serializers.PasskeyRegisterRequest
+    response_serializer = serializers.PasskeySerializer
 
     def handle(self, request: Request, data: dict) -> dict:
         passkey = passkeys.register(
@@ -102,8 +91,8 @@ class PasskeyLoginOptions(Endpoint):
     example_request = {}
 
     public = True
-    request_serializer = PasskeyLoginOptionsRequest
-    response_serializer = PasskeyOptions
+    request_serializer = serializers.PasskeyLoginOptionsRequest
+    response_serializer = serializers.PasskeyOptions
 
     def handle(self, request: Request, data: dict) -> dict:
         return passkeys.authentication_options(ip=client_ip(request), mfa_token=data.get("mfa_token"))[0]
@@ -122,8 +111,8 @@ class PasskeyLoginVerify(Endpoint):
     example_request = {"credential": EXAMPLE_ASSERTION}
 
     public = True
-    request_serializer = PasskeyLoginRequest
-    response_serializer = SessionWithAccount
+    request_serializer = serializers.PasskeyLoginRequest
+    response_serializer = serializers.SessionWithAccount
 
     def handle(self, request: Request, data: dict) -> dict:
         account, session = passkeys.login(
@@ -141,7 +130,7 @@ class PasskeyList(ListEndpoint):
 
     permission = None  # self-service: an account's own passkeys
     list_key = "passkeys"
-    response_serializer = PasskeySerializer
+    response_serializer = serializers.PasskeySerializer
     filter_fields = {"id": "id", "name": "name", "backed_up": "backed_up"}
     order_fields = ("created_at", "last_used_at")
 
@@ -156,8 +145,8 @@ class PasskeyUpdate(Endpoint):
     example_request = {"id": "3f1c9a2e-7b4d-4e8a-9c6f-2d5e8a1b7c40", "name": "Phone"}
 
     permission = None  # self-service: an account's own passkeys
-    request_serializer = PasskeyUpdateRequest
-    response_serializer = PasskeySerializer
+    request_serializer = serializers.PasskeyUpdateRequest
+    response_serializer = serializers.PasskeySerializer
 
     def handle(self, request: Request, data: dict) -> dict:
         passkey = passkeys.find_passkey(request.user, data["id"], lock=True)
@@ -172,8 +161,8 @@ class PasskeyDelete(Endpoint):
     example_request = {"id": "3f1c9a2e-7b4d-4e8a-9c6f-2d5e8a1b7c40"}
 
     permission = None  # self-service: an account's own passkeys
-    request_serializer = PasskeyRef
-    response_serializer = PasskeyDeleted
+    request_serializer = serializers.PasskeyRef
+    response_serializer = serializers.PasskeyDeleted
 
     def handle(self, request: Request, data: dict) -> dict:
         sessions.require_recent_authentication(request.auth)
