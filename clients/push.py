@@ -18,6 +18,7 @@ import hmac
 import json
 import logging
 import time
+from collections.abc import Iterator
 from datetime import timedelta
 
 from django.conf import settings
@@ -209,9 +210,8 @@ def _attempt_each(group: list[Delivery], endpoint: str) -> list[tuple[DeliveryAt
         attempt.duration_ms = duration_ms
         verdict = _Verdict.FAILED
         if isinstance(result, egress.EndpointRefused):
-            attempt.error, verdict = str(result), _Verdict.REFUSED
-            if endpoint:
-                attempt.error = f"endpoint not allowed: {result}"
+            attempt.error = f"endpoint not allowed: {result}" if endpoint else str(result)
+            verdict = _Verdict.REFUSED
         elif isinstance(result, Exception):
             attempt.error, verdict = f"{type(result).__name__}: {result}"[:2000], _Verdict.NO_ANSWER
         else:
@@ -223,7 +223,7 @@ def _attempt_each(group: list[Delivery], endpoint: str) -> list[tuple[DeliveryAt
     return verdicts
 
 
-def _groups(batch: list[Delivery]):
+def _groups(batch: list[Delivery]) -> Iterator[tuple[int, list[Delivery], str]]:
     """The batch in groups sent at once: the first delivery alone (an endpoint that is down costs the
     batch one attempt), then up to `IN_FLIGHT` at a time to the same endpoint."""
     index = 0

@@ -328,7 +328,7 @@ def post_each(url: str, requests_: list[tuple[bytes, dict[str, str]]], *, timeou
             return [exc] * len(requests_)
         tls = {"ssl_context": _tls, "server_hostname": host}
         pool = _adapter.poolmanager.connection_from_host(address, port, scheme, pool_kwargs=tls)
-        target = urlsplit(url)._replace(scheme="", netloc="", fragment="").geturl() or "/"
+        target = requests.Request("POST", url).prepare().path_url  # requoted as requests writes it
         common = {"User-Agent": _USER_AGENT, "Host": _host_header(scheme, host, port)}
         common["Content-Type"] = "application/json"
         sent = []
