@@ -1,6 +1,7 @@
 """What every part of `make bench` shares: its knobs, the table it prints, the bench database, a
 sequential HTTP client."""
 
+import contextlib
 import http.client
 import json
 import os
@@ -36,6 +37,17 @@ wrk.headers["Content-Type"] = "application/json"
 
 rows: list[tuple[str, str, str]] = []  # (figure, measured, goal): the table
 notes: list[str] = []
+
+
+def process_cpu(pid: int) -> float:
+    """CPU seconds used so far by process `pid` and its children (utime and stime, as `ps` counts them)."""
+    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    total = 0
+    for each in [pid, *map(int, children)]:
+        with contextlib.suppress(OSError):
+            fields = Path(f"/proc/{each}/stat").read_text().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])  # utime, stime
+    return total / os.sysconf("SC_CLK_TCK")
 
 
 def free_port() -> int:

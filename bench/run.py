@@ -285,7 +285,7 @@ def _bench(env: dict, workdir: Path, processes: list) -> None:
             "--without-mingle",
             "--without-heartbeat",
         ]
-        push_figures(api, token, push_space, pushed, arrivals, Workers(worker, env, processes))
+        push_figures(api, token, push_space, pushed, arrivals, Workers(worker, env, processes), receiver.pid)
     else:
         notes.append("push figures skipped: REDIS_URL is not set (Celery needs a broker)")
     receiver.terminate()

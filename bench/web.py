@@ -32,6 +32,7 @@ from bench.common import (
     free_port,
     notes,
     percentile,
+    process_cpu,
     rows,
 )
 
@@ -65,14 +66,7 @@ SERVERS: dict[str, int] = {}  # base URL -> gunicorn master's pid
 
 def server_cpu(base: str) -> float:
     """CPU seconds used so far by the server at `base`: its master and worker processes."""
-    master = SERVERS[base]
-    children = Path(f"/proc/{master}/task/{master}/children").read_text().split()
-    total = 0
-    for pid in [master, *map(int, children)]:
-        with contextlib.suppress(OSError):
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            total += int(fields[11]) + int(fields[12])  # utime, stime
-    return total / os.sysconf("SC_CLK_TCK")
+    return process_cpu(SERVERS[base])
 
 
 def load_cpu(base: str, path: str, body: str | None, workdir: Path, headers: dict | None = None) -> dict:

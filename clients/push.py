@@ -15,10 +15,10 @@ import base64
 import functools
 import hashlib
 import hmac
-import http.client
 import json
 import logging
 import time
+from collections.abc import Iterator
 from datetime import timedelta
 
 from django.conf import settings
@@ -37,6 +37,7 @@ logger = logging.getLogger(__name__)
 
 BATCH = 100  # deliveries of one client per task: a full batch hands the client's next one to the queue
 BATCH_SECONDS = 2.0  # and a slow one stops taking more after this long: the worker serves other clients
+IN_FLIGHT = 8  # requests of a batch sent at once, each on a kept-alive connection of its own
 KICK_SECONDS = 60  # how long a queued task stands for its client's new deliveries; the sweep covers more
 
 # The secret of each client in clear, per worker process: decrypting it for every delivery is a cost that
@@ -149,7 +150,7 @@ def deliver_due(client_id: str | None, delivery_id: int) -> int:
     with transaction.atomic():
         due = (
             Delivery.objects.select_for_update(skip_locked=True, of=("self",))
-            .select_related("client")
+            .annotate(client_endpoint=F("client__endpoint"), client_secret=F("client__secret_encrypted"))
             .filter(status=Delivery.Status.PENDING, next_attempt_at__lte=timezone.now())
         )
         # The client's deliveries, and the one named (its client may be gone since: a workspace delete).
@@ -175,71 +176,108 @@ class _Verdict:
     DELIVERED, FAILED, REFUSED, NO_ANSWER = "delivered", "failed", "refused", "no answer"
 
 
-def _attempt(delivery: Delivery) -> tuple[DeliveryAttempt, str]:
+def _endpoint_and_secret(delivery: Delivery) -> tuple[str, str]:
     # The client as it is now (a rotated secret signs), or as it was when its workspace was deleted.
-    client = delivery.client or Client(endpoint=delivery.endpoint, secret_encrypted=delivery.secret_encrypted)
+    if delivery.client_id is None:
+        return delivery.endpoint, delivery.secret_encrypted
+    return delivery.client_endpoint or "", delivery.client_secret
+
+
+def _signed(delivery: Delivery, secret_encrypted: str) -> tuple[bytes, dict[str, str]]:
     body = json.dumps(delivery.payload, separators=(",", ":")).encode()
     timestamp = int(time.time())
-    headers = {
-        "webhook-id": str(delivery.event_id),
+    event_id = str(delivery.event_id)
+    return body, {
+        "webhook-id": event_id,
         "webhook-timestamp": str(timestamp),
-        "webhook-signature": sign(_decrypt(client.secret_encrypted), str(delivery.event_id), timestamp, body),
+        "webhook-signature": sign(_decrypt(secret_encrypted), event_id, timestamp, body),
     }
-    attempt = DeliveryAttempt(delivery=delivery, attempted_at=timezone.now())
+
+
+def _attempt_each(group: list[Delivery], endpoint: str) -> list[tuple[DeliveryAttempt, str]]:
+    """Sends a group of deliveries to one endpoint at once (`egress.post_each`): each one's attempt, not
+    yet saved, and its verdict."""
+    attempts = [DeliveryAttempt(delivery=delivery, attempted_at=timezone.now()) for delivery in group]
     started = time.monotonic()
-    verdict = _Verdict.FAILED
-    if not client.endpoint:
-        attempt.error, verdict = "client has no endpoint", _Verdict.REFUSED
+    if not endpoint:
+        results = [egress.EndpointRefused("client has no endpoint")] * len(group)
     else:
-        try:
-            attempt.status_code = egress.post(
-                client.endpoint, body, headers, timeout=settings.IAM_WEBHOOK_TIMEOUT_SECONDS
-            )
-        except egress.EndpointRefused as exc:
-            attempt.error, verdict = f"endpoint not allowed: {exc}", _Verdict.REFUSED
-        except (OSError, http.client.HTTPException) as exc:
-            attempt.error, verdict = f"{type(exc).__name__}: {exc}"[:2000], _Verdict.NO_ANSWER
-    attempt.duration_ms = int((time.monotonic() - started) * 1000)
-    if attempt.status_code is not None and 200 <= attempt.status_code < 300:
-        verdict = _Verdict.DELIVERED
-    metrics.PUSH_ATTEMPTS.labels("delivered" if verdict == _Verdict.DELIVERED else "failed").inc()
-    return attempt, verdict
+        requests = [_signed(delivery, _endpoint_and_secret(delivery)[1]) for delivery in group]
+        results = egress.post_each(endpoint, requests, timeout=settings.IAM_WEBHOOK_TIMEOUT_SECONDS)
+    duration_ms = int((time.monotonic() - started) * 1000)
+    verdicts = []
+    for attempt, result in zip(attempts, results, strict=True):
+        attempt.duration_ms = duration_ms
+        verdict = _Verdict.FAILED
+        if isinstance(result, egress.EndpointRefused):
+            attempt.error = f"endpoint not allowed: {result}" if endpoint else str(result)
+            verdict = _Verdict.REFUSED
+        elif isinstance(result, Exception):
+            attempt.error, verdict = f"{type(result).__name__}: {result}"[:2000], _Verdict.NO_ANSWER
+        else:
+            attempt.status_code = result
+            if 200 <= result < 300:
+                verdict = _Verdict.DELIVERED
+        metrics.PUSH_ATTEMPTS.labels("delivered" if verdict == _Verdict.DELIVERED else "failed").inc()
+        verdicts.append((attempt, verdict))
+    return verdicts
+
+
+def _groups(batch: list[Delivery]) -> Iterator[tuple[int, list[Delivery], str]]:
+    """The batch in groups sent at once: the first delivery alone (an endpoint that is down costs the
+    batch one attempt), then up to `IN_FLIGHT` at a time to the same endpoint."""
+    index = 0
+    while index < len(batch):
+        endpoint = _endpoint_and_secret(batch[index])[0]
+        end = index + 1
+        while index and end < min(index + IN_FLIGHT, len(batch)):
+            if _endpoint_and_secret(batch[end])[0] != endpoint:
+                break
+            end += 1
+        yield index, batch[index:end], endpoint
+        index = end
 
 
 def _send(batch: list[Delivery]) -> tuple:
-    """Attempts the batch in order and records it: the attempts in one INSERT, the delivered in one
-    UPDATE, the others (each with its own next attempt, or given up) in one more. Returns the earliest
-    next attempt, if any is left pending, and how many of the batch it dealt with (the rest, past
-    `BATCH_SECONDS`, stay due as they were)."""
+    """Attempts the batch in order, a group at a time, and records it: the attempts in one INSERT, the
+    delivered in one UPDATE, the others (each with its own next attempt, or given up) in one more. Returns
+    the earliest next attempt, if any is left pending, and how many of the batch it dealt with (the rest,
+    past `BATCH_SECONDS`, stay due as they were)."""
     attempts, delivered, unfinished = [], [], []
     started, finished = time.monotonic(), len(batch)
-    for index, delivery in enumerate(batch):
+    for index, group, endpoint in _groups(batch):
         if index and time.monotonic() - started > BATCH_SECONDS:
             finished = index
             break
         try:
-            attempt, verdict = _attempt(delivery)
+            verdicts = _attempt_each(group, endpoint)
         except Exception as exc:  # a bug, not the endpoint: recorded, and retried with backoff like one
-            logger.exception("push: delivery %s failed", delivery.pk)
-            attempt = DeliveryAttempt(delivery=delivery, error=f"{type(exc).__name__}: {exc}"[:2000])
-            verdict = _Verdict.FAILED
-        attempts.append(attempt)
-        if verdict == _Verdict.DELIVERED:
-            delivered.append(delivery)
-            continue
-        delivery.attempts += 1
-        delivery.last_error = (attempt.error or f"status {attempt.status_code}")[:2000]
-        unfinished.append(delivery)
-        if verdict == _Verdict.REFUSED:
-            _give_up(delivery, f"permanent: {delivery.last_error}")
-            continue
-        retry_at = timezone.now() + outbox.backoff(delivery.attempts)
-        _postpone(delivery, retry_at)
-        if verdict == _Verdict.NO_ANSWER:
+            logger.exception("push: deliveries %s failed", [delivery.pk for delivery in group])
+            error = f"{type(exc).__name__}: {exc}"[:2000]
+            verdicts = [
+                (DeliveryAttempt(delivery=delivery, error=error), _Verdict.FAILED) for delivery in group
+            ]
+        no_answer = None
+        for delivery, (attempt, verdict) in zip(group, verdicts, strict=True):
+            attempts.append(attempt)
+            if verdict == _Verdict.DELIVERED:
+                delivered.append(delivery)
+                continue
+            delivery.attempts += 1
+            delivery.last_error = (attempt.error or f"status {attempt.status_code}")[:2000]
+            unfinished.append(delivery)
+            if verdict == _Verdict.REFUSED:
+                _give_up(delivery, f"permanent: {delivery.last_error}")
+                continue
+            retry_at = timezone.now() + outbox.backoff(delivery.attempts)
+            _postpone(delivery, retry_at)
+            if verdict == _Verdict.NO_ANSWER and no_answer is None:
+                no_answer = retry_at
+        if no_answer is not None:
             # No answer at all: the endpoint is down, and the rest of its batch would only wait on it too.
-            # They wait with this one, unattempted (nothing to record), and keep their own deadlines.
-            for rest in batch[index + 1 :]:
-                _postpone(rest, retry_at)
+            # They wait with this group, unattempted (nothing to record), and keep their own deadlines.
+            for rest in batch[index + len(group) :]:
+                _postpone(rest, no_answer)
                 unfinished.append(rest)
             break
     DeliveryAttempt.objects.bulk_create(attempts)

@@ -1,9 +1,22 @@
 import os
 
-from celery import Celery
+from celery import Celery, signals
+from django.db import close_old_connections
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "iam.settings")
 
 app = Celery("iam")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+
+@signals.task_prerun.connect(dispatch_uid="iam.celery.close_old_connections")
+@signals.task_postrun.connect(dispatch_uid="iam.celery.close_old_connections_after")
+def _close_old_connections(task, **kwargs: object) -> None:
+    """A task's database connection is kept by Django's rule for a request's (`CONN_MAX_AGE`, and closed
+    when an error left it unusable), not closed around every task as Celery's Django fixup does unless
+    `CELERY_DB_REUSE_MAX` (iam/settings.py): a connection per task is a PostgreSQL backend started per
+    push batch (docs/performance.md#what-keeps-the-hot-paths-fast). An eager task runs in its caller's
+    connection, and leaves it."""
+    if not task.request.is_eager:
+        close_old_connections()

@@ -269,6 +269,9 @@ CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# Celery's Django fixup closes the database connection before and after every task unless this is set (it
+# then closes it every this many tasks): Django's own rule closes it instead (iam/celery.py).
+CELERY_DB_REUSE_MAX = 1000
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # Publishing must not hang a request while the broker is down: the outbox sweeper catches up later.
 # No ack emulation: with it, kombu's Redis transport keeps unacknowledged messages in a

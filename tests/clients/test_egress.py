@@ -120,6 +120,11 @@ def test_the_connection_goes_to_the_address_the_check_vetted(serve, dns, monkeyp
     assert egress.fetch("GET", "http://hooks.example.com:8080/keys", timeout=5) == (200, b"{}")
     assert connected == [("93.184.216.34", 8080)] and asked == ["hooks.example.com"]
     assert server.hosts == ["hooks.example.com:8080"]  # the URL's host, not the address
+    # deliveries sent at once: the group is vetted once, each connection goes to that address
+    names["hooks.example.com"] = ["93.184.216.34"]
+    assert egress.post_each("http://hooks.example.com:8080/", [(b"{}", {})] * 3, timeout=5) == [200] * 3
+    assert set(connected) == {("93.184.216.34", 8080)} and len(connected) == 3
+    assert server.hosts[1:] == ["hooks.example.com:8080"] * 3
 
 
 def test_a_kept_connection_serves_one_host(serve, dns):
@@ -181,6 +186,13 @@ def test_tls_names_and_checks_the_urls_host_on_the_connection_to_the_address(
     with pytest.raises(OSError, match="certificate verify failed"):  # not a name the certificate holds
         egress.fetch("GET", f"https://other.example.test:{server.port}/", timeout=5)
     assert len(server.hosts) == 3
+    # deliveries sent at once: the same names and checks on each of their connections
+    hooks = f"https://hooks.example.test:{server.port}/"
+    assert egress.post_each(hooks, [(b"{}", {})] * 3, timeout=5) == [200] * 3
+    [refused] = egress.post_each(f"https://other.example.test:{server.port}/", [(b"{}", {})], timeout=5)
+    assert isinstance(refused, ssl.SSLCertVerificationError)
+    assert set(server.server_names[3:-1]) == {"hooks.example.test"}  # a new connection or a kept one
+    assert server.server_names[-1] == "other.example.test"
 
 
 def dripping_headers(handler):
@@ -207,6 +219,10 @@ def test_the_timeout_bounds_the_whole_request_however_the_answer_drips(serve, an
         egress.fetch("GET", server.url, timeout=0.3)
     assert time.monotonic() - started < 0.8  # the drip lasts 2 s
     assert egress.fetch("GET", serve().url, timeout=5) == (200, b"{}")  # the thread is free again
+    started = time.monotonic()  # deliveries sent at once: one deadline for them all
+    results = egress.post_each(server.url, [(b"{}", {})] * 3, timeout=0.3)
+    assert [str(result) for result in results] == ["timed out after 0.3s"] * 3
+    assert time.monotonic() - started < 0.8
 
 
 def endless(handler):

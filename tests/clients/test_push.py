@@ -43,6 +43,7 @@ class Receiver:
         self.delay = 0.0
         self.drip = False
         self.hang_up = False  # closes each connection after its answer without saying so
+        self.together: threading.Barrier | None = None  # from the second request on, answers in parties
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -53,6 +54,8 @@ class Receiver:
                 receiver.requests.append(({k.lower(): v for k, v in self.headers.items()}, body))
                 receiver.peers.append(self.client_address)
                 self.close_connection = receiver.hang_up
+                if receiver.together is not None and len(receiver.requests) > 1:
+                    receiver.together.wait()  # broken (no answer) unless a party is at the receiver at once
                 if receiver.delay:
                     time.sleep(receiver.delay)
                 if receiver.drip:  # each write comes well within the socket timeout, the whole does not

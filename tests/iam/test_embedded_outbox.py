@@ -109,13 +109,13 @@ def held_receiver():
 def calls_to_endpoints(monkeypatch):
     """The thread of every outbound webhook call."""
     threads = []
-    post = egress.post
+    post_each = egress.post_each
 
     def recording(*args, **kwargs):
         threads.append(threading.current_thread())
-        return post(*args, **kwargs)
+        return post_each(*args, **kwargs)
 
-    monkeypatch.setattr(egress, "post", recording)
+    monkeypatch.setattr(egress, "post_each", recording)
     return threads
 
 

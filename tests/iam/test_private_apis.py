@@ -69,6 +69,15 @@ def test_urllib3_connections_open_their_socket_in_new_conn():
     assert set(manager.pool_classes_by_scheme) == {"http", "https"}, moved("pool_classes_by_scheme", "egress")
 
 
+def test_urllib3_pools_lend_connections_that_send_and_answer_apart():
+    """`egress.post_each` takes several connections of one pool, sends on each, then reads each answer."""
+    for name in ("_get_conn", "_put_conn"):
+        assert callable(getattr(urllib3.HTTPConnectionPool, name, None)), moved(f"pool.{name}", "egress")
+    request = inspect.signature(urllib3.connection.HTTPConnection.request).parameters
+    assert "preload_content" in request, moved("HTTPConnection.request(preload_content=)", "egress")
+    assert callable(urllib3.connection.HTTPConnection.getresponse)
+
+
 def test_requests_adapter_asks_for_the_pool_of_each_request():
     send = inspect.getsource(requests.adapters.HTTPAdapter.send)
     assert "get_connection_with_tls_context" in send, moved("HTTPAdapter.send's pool lookup", "egress")
