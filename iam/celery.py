@@ -4,6 +4,11 @@ from celery import Celery, signals
 from django.db import close_old_connections
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "iam.settings")
+# Celery's Django fixup runs Django's system checks in every worker that starts: as long as Django's own
+# start, so half of what a worker replaced after a crash waits before it delivers again
+# (docs/performance.md#what-keeps-the-hot-paths-fast). The release step's `migrate` runs them once per
+# deploy (docs/operations.md#deploying-migrations-and-static-files), before any worker starts on the new code.
+os.environ.setdefault("CELERY_SKIP_CHECKS", "1")
 
 app = Celery("iam")
 app.config_from_object("django.conf:settings", namespace="CELERY")
