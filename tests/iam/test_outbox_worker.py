@@ -162,18 +162,3 @@ def test_a_mail_lost_to_a_broker_outage_is_delivered_after_the_sweep(worker_env,
     assert f"To: {EMAIL}" in sent
     assert f"{settings.IAM_FRONTEND_URL}/confirm-email?token=" in sent
     assert OutboxMessage.objects.get(pk=message.pk).attempts == 1
-
-
-def test_a_starting_worker_skips_djangos_system_checks(monkeypatch):
-    """Celery's Django fixup runs every system check in each worker that starts unless CELERY_SKIP_CHECKS
-    is set (iam/celery.py): as long as Django's own start, which a worker replaced after a crash would wait
-    before delivering again. `migrate`, in the release step, runs them."""
-    from celery.fixups.django import DjangoWorkerFixup
-    from django.core import checks
-
-    def run_checks(*args, **kwargs):
-        raise AssertionError("system checks ran at worker start")
-
-    monkeypatch.setattr(checks, "run_checks", run_checks)
-    monkeypatch.setattr(DjangoWorkerFixup, "django_setup", lambda self: None)
-    DjangoWorkerFixup(app).validate_models()

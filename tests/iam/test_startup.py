@@ -10,6 +10,8 @@ import sys
 import pytest
 from django.conf import settings
 
+from iam import celery
+
 REQUIRED = ("SECRET_KEY", "IAM_JWT_SIGNING_KEY", "REDIS_URL")
 PRODUCTION = {
     "SECRET_KEY": "a-real-secret-key-for-this-test-0123456789",
@@ -105,3 +107,18 @@ def test_the_wsgi_application_loads_every_endpoint_before_its_first_request():
     )
     assert process.returncode == 0, process.stderr
     assert process.stdout.split() == ["True", "True", "True"]
+
+
+def test_a_starting_worker_skips_djangos_system_checks(monkeypatch):
+    """Celery's Django fixup runs every system check in each worker that starts unless CELERY_SKIP_CHECKS
+    is set (iam/celery.py): as long as Django's own start, which a worker replaced after a crash would wait
+    before delivering again. `migrate`, in the release step, runs them."""
+    from celery.fixups.django import DjangoWorkerFixup
+    from django.core import checks
+
+    def run_checks(*args, **kwargs):
+        raise AssertionError("system checks ran at worker start")
+
+    monkeypatch.setattr(checks, "run_checks", run_checks)
+    monkeypatch.setattr(DjangoWorkerFixup, "django_setup", lambda self: None)
+    DjangoWorkerFixup(celery.app).validate_models()
