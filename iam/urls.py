@@ -4,6 +4,10 @@ from django.urls import include, path
 from iam.http import docs, pages, views
 from iam.platform import metrics
 
+# Each app's admin module registers its models and the operators' sign-in here, with the URLs that serve
+# them (iam/apps.py: not at every process's start).
+admin.autodiscover()
+
 # Patterns are tried in order: `clients/validate`, which every client service calls on every request it
 # serves, comes first.
 urlpatterns = [

@@ -1,7 +1,12 @@
 import pytest
+from django.contrib import admin
 from django.test import Client
 
 from tenancy.workspace_cache import root_workspace
+
+# The admin modules are imported with the URLconf (iam.apps.IamAdminConfig): the tests that read the site's
+# registry without a request need them imported too.
+admin.autodiscover()
 
 
 @pytest.fixture
