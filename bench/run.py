@@ -31,7 +31,7 @@ bench/machines.py (machines), bench/lists.py (lists, neighbour) and bench/push.p
 bench/common.py holds the knobs and the table. Run it as `python -m bench.run` (`make bench`).
 
 The bench database is dropped at the end (BENCH_KEEP=1 keeps it). Knobs: BENCH_SECONDS (5), BENCH_ROUNDS
-(3: ping and validate alternate, the median counts), BENCH_CONNECTIONS (16), BENCH_BURST (2000),
+(3: ping and validate alternate, the median counts), BENCH_CONNECTIONS (8), BENCH_BURST (2000),
 BENCH_LIST_REQUESTS (40), BENCH_ROWS (1000000), BENCH_PARTS
 (validate,login,totp,token,machines,lists,neighbour,push,push-recovery), BENCH_TOTP_ACCOUNTS (200),
 BENCH_WEB (a web command to measure instead of the Procfile's). Needs REDIS_URL
