@@ -156,3 +156,18 @@ def test_a_starting_worker_skips_djangos_system_checks(monkeypatch):
     monkeypatch.setattr(checks, "run_checks", run_checks)
     monkeypatch.setattr(DjangoWorkerFixup, "django_setup", lambda self: None)
     DjangoWorkerFixup(celery.app).validate_models()
+
+
+def test_a_started_worker_keeps_what_it_imported_out_of_the_collectors_scans():
+    """Celery collects garbage before it forks each pool process: with Django's setup and the tasks frozen
+    (`gc.freeze`, iam/celery.py) that scan skips them, and a worker replaced after a crash delivers
+    sooner. A process of its own: the signal also installs Celery's Django fixup."""
+    show = (
+        "import gc, django; from celery import signals; from iam.celery import app; django.setup(); "
+        "print(gc.get_freeze_count()); signals.worker_init.send(sender=None); print(gc.get_freeze_count())"
+    )
+    process = start(show, DEBUG="1")
+    assert process.returncode == 0, process.stderr
+    before, after = map(int, process.stdout.split())
+    assert before == 0
+    assert after > 10_000
