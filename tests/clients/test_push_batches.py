@@ -80,6 +80,38 @@ def test_a_clients_due_deliveries_go_in_one_batch_over_kept_alive_connections(
     assert len(writes) == 3, writes
 
 
+@pytest.mark.parametrize("vendor", ["postgresql", "sqlite"])
+def test_a_batch_records_each_attempt_in_one_insert(
+    admin,  # noqa: F811
+    workspace,  # noqa: F811
+    keep_alive_receiver,  # noqa: F811
+    held_kicks,
+    monkeypatch,
+    vendor,
+    django_capture_on_commit_callbacks,
+):
+    """One row per attempt, written from the columns at once on PostgreSQL (`bulk_create` elsewhere, as
+    SQLite in development); the attempts of a group, sent at once, began at one time."""
+    monkeypatch.setattr(connection, "vendor", vendor)
+    monkeypatch.setattr(push, "IN_FLIGHT", 3)
+    client = make_client(admin, keep_alive_receiver.url)
+    emit(workspace, django_capture_on_commit_callbacks, 4)
+    before = timezone.now()
+    with CaptureQueriesContext(connection) as queries:
+        assert push.deliver_due(client["id"], 0) == 4
+    inserts = [query["sql"] for query in queries.captured_queries if query["sql"].startswith("INSERT")]
+    assert len(inserts) == 1 and "deliveryattempt" in inserts[0]
+    attempts = list(DeliveryAttempt.objects.order_by("delivery_id").values())
+    assert [attempt["delivery_id"] for attempt in attempts] == list(
+        Delivery.objects.order_by("id").values_list("id", flat=True)
+    )
+    assert {(attempt["status_code"], attempt["error"]) for attempt in attempts} == {(204, "")}
+    assert all(before <= attempt["attempted_at"] <= timezone.now() for attempt in attempts)
+    assert all(attempt["duration_ms"] >= 0 for attempt in attempts)
+    # the first alone, then the other three together
+    assert len({attempt["attempted_at"] for attempt in attempts[1:]}) == 1
+
+
 def test_a_batch_has_several_deliveries_at_the_receiver_at_once(
     admin,  # noqa: F811
     workspace,  # noqa: F811
