@@ -14,6 +14,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+import urllib3
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -125,6 +126,36 @@ def test_the_connection_goes_to_the_address_the_check_vetted(serve, dns, monkeyp
     assert egress.post_each("http://hooks.example.com:8080/", [(b"{}", {})] * 3, timeout=5) == [200] * 3
     assert set(connected) == {("93.184.216.34", 8080)} and len(connected) == 3
     assert server.hosts[1:] == ["hooks.example.com:8080"] * 3
+
+
+def test_a_delivery_is_one_write_of_the_bytes_http_client_writes(serve, monkeypatch):
+    """Head and body go in one write (http.client writes them in two: two segments, two wake-ups of the
+    receiver), and the bytes are the ones `http.client.HTTPConnection.request` writes, header for header."""
+    server = serve()
+    writes = []
+    sendall = upstream.Socket.sendall
+
+    def recording(sock, data, *args):
+        writes.append(bytes(data))
+        return sendall(sock, data, *args)
+
+    monkeypatch.setattr(upstream.Socket, "sendall", recording)
+    body = b'{"type":"x"}'
+    headers = {"webhook-id": "e1", "webhook-timestamp": "1700000000", "webhook-signature": "v1,c2ln"}
+    url = f"{server.url}hook/1?to=%7Ea"
+    assert egress.post_each(url, [(body, headers)] * 2, timeout=5) == [200, 200]
+    head = (
+        "POST /hook/1?to=~a HTTP/1.1\r\n"  # requoted as requests writes it
+        "Accept-Encoding: identity\r\n"
+        f"User-Agent: python-urllib3/{urllib3.__version__}\r\n"
+        f"Host: 127.0.0.1:{server.port}\r\n"
+        "Content-Type: application/json\r\n"
+        "webhook-id: e1\r\n"
+        "webhook-timestamp: 1700000000\r\n"
+        "webhook-signature: v1,c2ln\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    )
+    assert writes == [head.encode() + body] * 2
 
 
 def test_a_kept_connection_serves_one_host(serve, dns):

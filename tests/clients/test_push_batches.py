@@ -8,14 +8,14 @@ import threading
 from datetime import timedelta
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from clients import push
 from clients.models import Delivery, DeliveryAttempt
-from iam.platform import egress, outbox
+from iam.platform import egress, events, outbox
 from tests.clients.test_push import (  # noqa: F401 (fixtures)
     Receiver,
     admin,
@@ -80,6 +80,38 @@ def test_a_clients_due_deliveries_go_in_one_batch_over_kept_alive_connections(
     assert len(writes) == 3, writes
 
 
+@pytest.mark.parametrize("vendor", ["postgresql", "sqlite"])
+def test_a_batch_records_each_attempt_in_one_insert(
+    admin,  # noqa: F811
+    workspace,  # noqa: F811
+    keep_alive_receiver,  # noqa: F811
+    held_kicks,
+    monkeypatch,
+    vendor,
+    django_capture_on_commit_callbacks,
+):
+    """One row per attempt, written from the columns at once on PostgreSQL (`bulk_create` elsewhere, as
+    SQLite in development); the attempts of a group, sent at once, began at one time."""
+    monkeypatch.setattr(connection, "vendor", vendor)
+    monkeypatch.setattr(push, "IN_FLIGHT", 3)
+    client = make_client(admin, keep_alive_receiver.url)
+    emit(workspace, django_capture_on_commit_callbacks, 4)
+    before = timezone.now()
+    with CaptureQueriesContext(connection) as queries:
+        assert push.deliver_due(client["id"], 0) == 4
+    inserts = [query["sql"] for query in queries.captured_queries if query["sql"].startswith("INSERT")]
+    assert len(inserts) == 1 and "deliveryattempt" in inserts[0]
+    attempts = list(DeliveryAttempt.objects.order_by("delivery_id").values())
+    assert [attempt["delivery_id"] for attempt in attempts] == list(
+        Delivery.objects.order_by("id").values_list("id", flat=True)
+    )
+    assert {(attempt["status_code"], attempt["error"]) for attempt in attempts} == {(204, "")}
+    assert all(before <= attempt["attempted_at"] <= timezone.now() for attempt in attempts)
+    assert all(attempt["duration_ms"] >= 0 for attempt in attempts)
+    # the first alone, then the other three together
+    assert len({attempt["attempted_at"] for attempt in attempts[1:]}) == 1
+
+
 def test_a_batch_has_several_deliveries_at_the_receiver_at_once(
     admin,  # noqa: F811
     workspace,  # noqa: F811
@@ -120,6 +152,28 @@ def test_a_full_batch_hands_the_rest_on(
         assert push.deliver_due(client["id"], 0) == 2  # its kick after commit takes the third
     assert Delivery.objects.filter(status="delivered").count() == 3
     assert len(keep_alive_receiver.accepted) == 3
+
+
+def test_a_batch_takes_250_of_a_clients_deliveries_in_the_statements_of_one(
+    admin,  # noqa: F811
+    workspace,  # noqa: F811
+    keep_alive_receiver,  # noqa: F811
+    held_kicks,
+    django_capture_on_commit_callbacks,
+):
+    client = make_client(admin, keep_alive_receiver.url)
+    with django_capture_on_commit_callbacks(execute=True), transaction.atomic():
+        events.emit_each("membership.updated", [(("membership", "m"), [])] * 251, workspace_id=workspace.pk)
+    with CaptureQueriesContext(connection) as queries:
+        assert push.deliver_due(client["id"], 0) == 250
+    writes = [
+        query["sql"]
+        for query in queries.captured_queries
+        if not query["sql"].startswith(("SAVEPOINT", "RELEASE"))
+    ]
+    assert len(writes) == 3, writes  # the lock and select, the attempts, the delivered
+    assert Delivery.objects.filter(status="pending").count() == 1
+    assert len(keep_alive_receiver.requests) == DeliveryAttempt.objects.count() == 250
 
 
 def test_a_slow_batch_yields_the_worker_and_hands_the_rest_on(
