@@ -36,10 +36,7 @@ from .models import Client, Delivery, DeliveryAttempt
 
 logger = logging.getLogger(__name__)
 
-# Deliveries of one client per task: a full batch hands the client's next one to the queue. A task, its
-# kick and a batch's statements cost the same for 250 as for 100 (docs/performance.md#latest-figures); a
-# worker killed mid-batch sends up to this many again.
-BATCH = 250
+BATCH = 100  # deliveries of one client per task: a full batch hands the client's next one to the queue
 BATCH_SECONDS = 2.0  # and a slow one stops taking more after this long: the worker serves other clients
 IN_FLIGHT = 8  # requests of a batch sent at once, each on a kept-alive connection of its own
 KICK_SECONDS = 60  # how long a queued task stands for its client's new deliveries; the sweep covers more

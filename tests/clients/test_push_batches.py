@@ -8,14 +8,14 @@ import threading
 from datetime import timedelta
 
 import pytest
-from django.db import connection, transaction
+from django.db import connection
 from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from clients import push
 from clients.models import Delivery, DeliveryAttempt
-from iam.platform import egress, events, outbox
+from iam.platform import egress, outbox
 from tests.clients.test_push import (  # noqa: F401 (fixtures)
     Receiver,
     admin,
@@ -152,28 +152,6 @@ def test_a_full_batch_hands_the_rest_on(
         assert push.deliver_due(client["id"], 0) == 2  # its kick after commit takes the third
     assert Delivery.objects.filter(status="delivered").count() == 3
     assert len(keep_alive_receiver.accepted) == 3
-
-
-def test_a_batch_takes_250_of_a_clients_deliveries_in_the_statements_of_one(
-    admin,  # noqa: F811
-    workspace,  # noqa: F811
-    keep_alive_receiver,  # noqa: F811
-    held_kicks,
-    django_capture_on_commit_callbacks,
-):
-    client = make_client(admin, keep_alive_receiver.url)
-    with django_capture_on_commit_callbacks(execute=True), transaction.atomic():
-        events.emit_each("membership.updated", [(("membership", "m"), [])] * 251, workspace_id=workspace.pk)
-    with CaptureQueriesContext(connection) as queries:
-        assert push.deliver_due(client["id"], 0) == 250
-    writes = [
-        query["sql"]
-        for query in queries.captured_queries
-        if not query["sql"].startswith(("SAVEPOINT", "RELEASE"))
-    ]
-    assert len(writes) == 3, writes  # the lock and select, the attempts, the delivered
-    assert Delivery.objects.filter(status="pending").count() == 1
-    assert len(keep_alive_receiver.requests) == DeliveryAttempt.objects.count() == 250
 
 
 def test_a_slow_batch_yields_the_worker_and_hands_the_rest_on(
