@@ -19,12 +19,11 @@ import json
 import logging
 import time
 from collections.abc import Iterator
-from datetime import datetime, timedelta
-from typing import NamedTuple
+from datetime import timedelta
 
 from django.conf import settings
 from django.core.cache import cache
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import F, Min, Q
 from django.utils import timezone
 
@@ -203,17 +202,7 @@ def _signed(delivery: Delivery, secret_encrypted: str) -> tuple[bytes, dict[str,
     }
 
 
-class _Attempt(NamedTuple):
-    """A `DeliveryAttempt` row to write, in its columns' order (`_write_attempts`)."""
-
-    delivery_id: int
-    attempted_at: datetime
-    status_code: int | None
-    error: str
-    duration_ms: int
-
-
-def _attempt_each(group: list[Delivery], endpoint: str) -> list[tuple[_Attempt, str]]:
+def _attempt_each(group: list[Delivery], endpoint: str) -> list[tuple[DeliveryAttempt, str]]:
     """Sends a group of deliveries to one endpoint at once (`egress.post_each`): each one's attempt, not
     yet saved, and its verdict."""
     attempted_at = timezone.now()  # the group's attempts begin together
@@ -236,31 +225,19 @@ def _attempt_each(group: list[Delivery], endpoint: str) -> list[tuple[_Attempt, 
             status_code = result
             if 200 <= result < 300:
                 verdict = _Verdict.DELIVERED
-        verdicts.append((_Attempt(delivery.pk, attempted_at, status_code, error, duration_ms), verdict))
+        attempt = DeliveryAttempt(
+            delivery=delivery,
+            attempted_at=attempted_at,
+            status_code=status_code,
+            error=error,
+            duration_ms=duration_ms,
+        )
+        verdicts.append((attempt, verdict))
     delivered = sum(verdict == _Verdict.DELIVERED for _, verdict in verdicts)
     for result, count in (("delivered", delivered), ("failed", len(verdicts) - delivered)):
         if count:
             metrics.PUSH_ATTEMPTS.labels(result).inc(count)
     return verdicts
-
-
-_INSERT_ATTEMPTS = (
-    "INSERT INTO clients_deliveryattempt (delivery_id, attempted_at, status_code, error, duration_ms) "
-    "SELECT * FROM UNNEST(%s::bigint[], %s::timestamptz[], %s::integer[], %s::text[], %s::integer[])"
-)
-
-
-def _write_attempts(attempts: list[_Attempt]) -> None:
-    """The batch's attempts in one INSERT: on PostgreSQL the statement `bulk_create` writes there, from
-    the columns at once (preparing each field of each row and a model per attempt cost 15 us of the
-    worker's CPU per delivery: docs/performance.md#latest-figures)."""
-    if not attempts:
-        return
-    if connection.vendor != "postgresql":
-        DeliveryAttempt.objects.bulk_create(DeliveryAttempt(**attempt._asdict()) for attempt in attempts)
-        return
-    with connection.cursor() as cursor:
-        cursor.execute(_INSERT_ATTEMPTS, [list(column) for column in zip(*attempts, strict=True)])
 
 
 def _groups(batch: list[Delivery]) -> Iterator[tuple[int, list[Delivery], str]]:
@@ -295,7 +272,7 @@ def _send(batch: list[Delivery]) -> tuple:
             logger.exception("push: deliveries %s failed", [delivery.pk for delivery in group])
             error = f"{type(exc).__name__}: {exc}"[:2000]
             verdicts = [
-                (_Attempt(delivery.pk, timezone.now(), None, error, 0), _Verdict.FAILED) for delivery in group
+                (DeliveryAttempt(delivery=delivery, error=error), _Verdict.FAILED) for delivery in group
             ]
         no_answer = None
         for delivery, (attempt, verdict) in zip(group, verdicts, strict=True):
@@ -320,7 +297,7 @@ def _send(batch: list[Delivery]) -> tuple:
                 _postpone(rest, no_answer)
                 unfinished.append(rest)
             break
-    _write_attempts(attempts)
+    DeliveryAttempt.objects.bulk_create(attempts)
     if delivered:
         Delivery.objects.filter(pk__in=[delivery.pk for delivery in delivered]).update(
             status=Delivery.Status.DELIVERED, delivered_at=timezone.now(), attempts=F("attempts") + 1
