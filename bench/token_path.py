@@ -1,18 +1,22 @@
 """The token endpoint in one process, for load-independent figures: `python -m bench.token_path N [GRANT]`
 serves N `POST /oauth2/token` of each grant (`code`, `refresh`, `machine`; all three when GRANT is
 omitted or `all`) through Django's handler after a warm-up, as a `web` application sends them (HTTP
-Basic), and prints the statements (SQL and transaction control) and the CPU time per grant
+Basic), and prints the statements (SQL and transaction control), the CPU time per grant, and that of
+the PostgreSQL backend serving them when PostgreSQL runs on this machine
 (docs/performance.md#latest-figures). `profile` after GRANT profiles the N grants and writes the profile
 to `token-GRANT.prof`. Settings as bench/login_path.py's (DEBUG off, a Redis database of its own); it
 writes a workspace, an account, a service account and two applications to DATABASE_URL's database."""
 
 import base64
+import contextlib
 import cProfile
 import hashlib
+import os
 import pstats
 import secrets
 import sys
 import time
+from pathlib import Path
 from urllib.parse import urlencode
 
 import django
@@ -118,6 +122,20 @@ class Grants:
             self.refresh_token = answer["refresh_token"]
 
 
+def backend_cpu() -> float | None:
+    """CPU seconds used so far by the PostgreSQL backend of this process's connection (utime and stime
+    from its /proc entry), or None: another database, or a server on another machine."""
+    if connection.vendor != "postgresql":
+        return None
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        pid = cursor.fetchone()[0]
+    with contextlib.suppress(OSError):
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return None
+
+
 def main() -> None:
     n = int(sys.argv[1])
     chosen = sys.argv[2:3] or ["code", "refresh", "machine"]
@@ -136,6 +154,7 @@ def main() -> None:
             print("   ", query["sql"][:200])
         bodies = [grants.body(grant) for _ in range(n)] if grant != "refresh" else None
         profiler = cProfile.Profile() if profile else None
+        database_before = backend_cpu()
         started = time.process_time()
         if profiler:
             profiler.enable()
@@ -144,7 +163,10 @@ def main() -> None:
         if profiler:
             profiler.disable()
         per_grant = (time.process_time() - started) / n * 1000 if n else 0
+        database_after = backend_cpu()
         print(f"{grant}: {per_grant:.2f} ms CPU per grant ({n})")
+        if database_before is not None and database_after is not None and n:
+            print(f"{grant}: {(database_after - database_before) / n * 1000:.2f} ms PostgreSQL CPU per grant")
         if profiler:
             profiler.dump_stats(f"token-{grant}.prof")
             pstats.Stats(profiler).sort_stats("cumulative").print_stats(40)
