@@ -5,6 +5,7 @@ import ipaddress
 import time
 import uuid
 from datetime import UTC, datetime
+from typing import NamedTuple
 
 from django.conf import settings
 from django.db import transaction
@@ -47,7 +48,7 @@ def issue_session(
     session_claims = {"sid": str(session.pk), "amr": session.amr}
     if sso_workspace_id is not None:
         session_claims[SSO_WORKSPACE_CLAIM] = str(sso_workspace_id)
-    return _token_pair(account, auth_time=session.auth_time, session_claims=session_claims)
+    return _token_pair(account, auth_time=session.auth_time, session_claims=session_claims).tokens
 
 
 def _new_record(
@@ -87,7 +88,16 @@ def _address(ip: str | None) -> str | None:
         return None
 
 
-def _token_pair(account: Account, *, auth_time: int, session_claims: dict, with_refresh: bool = True) -> dict:
+class Pair(NamedTuple):
+    """A session's new tokens, as answered (`access_token`, and `refresh_token` unless withheld), and the
+    claims its access token carries (`tokens.Signed.claims`), which the OpenID Provider's answer and ID
+    token repeat."""
+
+    tokens: dict
+    access_claims: dict
+
+
+def _token_pair(account: Account, *, auth_time: int, session_claims: dict, with_refresh: bool = True) -> Pair:
     """`auth_time` is the login that started the session; no token of the session outlives it by more
     than the refresh lifetime (docs/security.md#tokens), however often it is refreshed. `session_claims`:
     `sid` and `amr` (none for a session begun before sessions were records). `with_refresh` false: the access
@@ -101,11 +111,11 @@ def _token_pair(account: Account, *, auth_time: int, session_claims: dict, with_
         "not_after": session_end,
         "extra": session_claims,
     }
-    access_token, _ = tokens.issue(
+    access = tokens.sign(
         account.pk, type=tokens.ACCESS, lifetime=settings.IAM_ACCESS_TOKEN_LIFETIME, **common
     )
     if not with_refresh:
-        return {"access_token": access_token}
+        return Pair({"access_token": access.token}, access.claims)
     refresh_token, expires_at = tokens.issue(
         account.pk,
         type=tokens.REFRESH,
@@ -114,14 +124,14 @@ def _token_pair(account: Account, *, auth_time: int, session_claims: dict, with_
         **common,
     )
     RefreshToken.objects.create(jti=jti, account=account, expires_at=expires_at)
-    return {"access_token": access_token, "refresh_token": refresh_token}
+    return Pair({"access_token": access.token, "refresh_token": refresh_token}, access.claims)
 
 
 # What a refresh keeps of a session's tokens besides `sid`, `amr` and `auth_time`.
 CARRIED_CLAIMS = (SSO_WORKSPACE_CLAIM, *tokens.APPLICATION_CLAIMS)
 
 
-def _continue(account: Account, claims: dict) -> dict:
+def _continue(account: Account, claims: dict) -> Pair:
     """A new pair of the session `claims` belong to: the same `sid`, `amr`, `auth_time`, SSO workspace
     and application claims; the session records the refresh as its `last_used_at`."""
     if "sid" not in claims:
@@ -141,7 +151,7 @@ def issue_application_session(
     ip: str | None = None,
     user_agent: str = "",
     session_id: uuid.UUID | None = None,
-) -> tuple[Session, dict]:
+) -> tuple[Session, Pair]:
     """The session an application's code exchange starts (docs/security.md#application-sessions): a
     record of its own, with the browser session's `auth_time`, `amr` and SSO workspace, linked to it so
     that ending the browser session ends this one (`end_session`). `claims`: the application claims
@@ -272,11 +282,11 @@ def check_session_state(claims: dict, *, found: dict | None = None) -> AccountSt
 def refresh(account: Account, claims: dict) -> dict:
     """`/auth/refresh`: an access token gets a new pair of the same session; a refresh token is rotated."""
     if claims["type"] == tokens.ACCESS:
-        return _continue(account, claims)
-    return rotate(account, claims)
+        return _continue(account, claims).tokens
+    return rotate(account, claims).tokens
 
 
-def rotate(account: Account, claims: dict) -> dict:
+def rotate(account: Account, claims: dict) -> Pair:
     """Exchanges a refresh token for a new pair. A refresh token presented a second time means it leaked:
     every session of the account ends (RFC 9700 4.14). The reuse is committed even though the request
     answers 401: it runs in a transaction of its own, outside the request's."""

@@ -177,10 +177,11 @@ def token_figures(
     rows.append(_measured("code exchanges (ID token RS256)", run, cpu, cores, workers))
 
     claims = application_claims(application, scope="openid email profile offline_access", workspace_id=None)
-    chains = [
-        issue_application_session(browser, application_id=application.pk, claims=claims, with_refresh=True)[1]
+    started = [
+        issue_application_session(browser, application_id=application.pk, claims=claims, with_refresh=True)
         for _ in range(CONNECTIONS)
     ]
+    chains = [pair.tokens for _, pair in started]
     left = [REFRESHES] * CONNECTIONS
 
     def refresh(chain: int, answer) -> dict | None:

@@ -50,7 +50,7 @@ class Issued:
     """What a code exchange or a refresh issued, and what the ID token says about it."""
 
     account: Account
-    claims: dict  # the new access token's
+    claims: dict  # the new access token's, as signed (`sid` a string)
     tokens: dict = field(default_factory=dict)
 
 
@@ -199,9 +199,7 @@ def exchange_code(row: AuthorizationCode, *, ip: str | None, user_agent: str) ->
         row.refresh_from_db(fields=["session"])
         _replayed(row)
         raise CodeRefused("code already used")
-    return Issued(
-        account=account, claims=tokens.decode(pair["access_token"], types={tokens.ACCESS}), tokens=pair
-    )
+    return Issued(account=account, claims=pair.access_claims, tokens=pair.tokens)
 
 
 def read_access_token(token: str) -> tuple[Account, dict] | None:
@@ -226,9 +224,7 @@ def refresh(account: Account, claims: dict, *, scope: str) -> Issued:
     sessions, RFC 9700 4.14), keeping the session's claims; `scope` may narrow what the new tokens carry.
     Raises `TokenError` when refused."""
     pair = rotate(account, {**claims, "scope": scope})
-    return Issued(
-        account=account, claims=tokens.decode(pair["access_token"], types={tokens.ACCESS}), tokens=pair
-    )
+    return Issued(account=account, claims=pair.access_claims, tokens=pair.tokens)
 
 
 def read_token(token: str) -> dict | None:

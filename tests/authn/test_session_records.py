@@ -16,6 +16,7 @@ from django.utils import timezone
 from accounts.models import Account
 from authn import sessions
 from authn.models import USER_AGENT_MAX, Session
+from authn.tokens import ACCESS, decode, sign
 from iam.models import AuditEntry, Event
 from tenancy.workspace_cache import root_workspace
 from tests.authn.test_oauth import configured, provider, sign_in  # noqa: F401 (fixtures)
@@ -503,3 +504,26 @@ def test_the_revocation_purges_an_entry_cached_mid_transaction(member, django_ca
     with django_capture_on_commit_callbacks(execute=True):
         ok(revoke(first["access_token"], sid_of(second)))
     err(describe(second["access_token"], member), 401, AUTH)
+
+
+def test_a_signed_token_reports_the_claims_it_carries():
+    """`tokens.sign` answers the claims it signed (what the OpenID Provider repeats in its answer and ID
+    token without decoding the token): those `decode` reads, with `sub`, `jti` and `sid` as strings."""
+    account_id, session_id = uuid.uuid4(), uuid.uuid4()
+    signed = sign(
+        account_id,
+        type=ACCESS,
+        session_version=3,
+        lifetime=dt.timedelta(minutes=5),
+        auth_time=int(time.time()),
+        not_after=timezone.now() + dt.timedelta(minutes=1),
+        extra={"sid": str(session_id), "amr": ["pwd"], "scope": "openid"},
+    )
+    decoded = decode(signed.token, types={ACCESS})
+    assert signed.claims == {
+        **decoded,
+        "sub": str(account_id),
+        "jti": str(decoded["jti"]),
+        "sid": str(session_id),
+    }
+    assert signed.claims["exp"] == int(signed.expires_at.timestamp())  # capped by `not_after`

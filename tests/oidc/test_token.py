@@ -11,6 +11,7 @@ from django.conf import settings
 from django.test import Client
 from django.utils import timezone
 
+from authn import tokens
 from authn.models import Session
 from iam.models import AuditEntry
 from oidc.models import AuthorizationCode
@@ -73,6 +74,37 @@ def test_a_first_party_web_application_gets_tokens_and_an_id_token(client, world
     }
     assert claims["exp"] - claims["iat"] == 3600
     assert application_session.application_id == world.portal.application.pk
+
+
+def test_the_answer_and_the_id_token_say_what_the_access_token_carries(client, world):
+    """Both come from the claims the access token was signed with (`tokens.Signed.claims`), not from
+    decoding it again: they must stay what it says, after a code exchange and after a refresh."""
+    answer = signed_in_tokens(client, world.portal, world.bob)
+    again = (
+        Client()
+        .post(
+            "/oauth2/token",
+            {
+                "grant_type": "refresh_token",
+                "refresh_token": answer["refresh_token"],
+                "scope": "openid email",
+            },
+            **basic(world.portal),
+        )
+        .json()
+    )
+    for each in (answer, again):
+        access = tokens.decode(each["access_token"], types={tokens.ACCESS})
+        claims = id_token_claims(each["id_token"], world.portal)
+        assert (each["expires_in"], each["scope"]) == (access["exp"] - access["iat"], access["scope"])
+        assert (claims["sid"], claims["auth_time"], claims["amr"]) == (
+            str(access["sid"]),
+            access["auth_time"],
+            access["amr"],
+        )
+        assert claims["workspace_id"] == access["workspace_id"]
+    assert again["scope"] == "openid email"  # narrowed by the refresh, and so is its ID token
+    assert "name" not in id_token_claims(again["id_token"], world.portal)
 
 
 def test_scopes_decide_the_claims_and_offline_access_the_refresh_token(client, world):
