@@ -125,9 +125,13 @@ def find_code(code: str, application: Application) -> AuthorizationCode | None:
         row = (
             AuthorizationCode.objects.select_related("browser_session__account")
             .only(*CODE_READS)
-            .get(code_digest=_digest(code), application=application)
+            .get(code_digest=_digest(code))
         )
     except AuthorizationCode.DoesNotExist:
+        return None
+    # Read by its key alone (the application's condition cost the ORM's compiler more than this check):
+    # another application's code is unknown here, spent or not.
+    if row.application_id != application.pk:
         return None
     row.application = application
     if row.used_at is not None:

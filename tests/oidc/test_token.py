@@ -217,6 +217,20 @@ def test_a_code_is_bound_to_its_application_redirect_uri_and_challenge(client, w
     assert not AuditEntry.objects.filter(action="oauth2.code_reuse").exists()
 
 
+def test_another_applications_spent_code_is_unknown_and_ends_nothing(client, world):
+    """The code is read by its digest alone and then held to the application that authenticated: a
+    code spent by its own application and presented by another is `invalid_grant`, not a replay."""
+    asked, code = a_code(client, world.portal, world.bob)
+    first = exchange(Client(), asked, code).json()
+    from tests.oidc.conftest import Request
+
+    stolen = Request(world.globex_app, asked.verifier, asked.params)
+    grant_error(exchange(Client(), stolen, code, redirect_uri=world.portal.redirect_uri), "invalid_grant")
+    api = Client(headers={"Authorization": f"Bearer {first['access_token']}"})
+    assert api.post("/sessions/list", {}, content_type="application/json").status_code == 200
+    assert not AuditEntry.objects.filter(action="oauth2.code_reuse").exists()
+
+
 def test_a_code_of_a_browser_session_that_ended_is_refused(client, world):
     asked, code = a_code(client, world.portal, world.bob)
     from authn.sessions import end_session
