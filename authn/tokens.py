@@ -3,7 +3,7 @@
 
 import uuid
 from datetime import datetime, timedelta
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jwt
 from django.conf import settings
@@ -42,30 +42,9 @@ class Signed(NamedTuple):
     claims: dict  # as signed: `sub`, `jti` and `sid` strings, where `decode` answers UUIDs
 
 
-def issue(
-    account_id: uuid.UUID,
-    *,
-    type: str,
-    session_version: int,
-    lifetime: timedelta,
-    jti: uuid.UUID | None = None,
-    auth_time: int | None = None,
-    not_after: datetime | None = None,
-    extra: dict | None = None,
-) -> tuple[str, datetime]:
-    """`auth_time` (session tokens, docs/security.md#tokens): when the login that started the session
-    happened. `not_after` caps the expiry (a session never outlives its login by more than the refresh
-    lifetime)."""
-    token, expires_at, _ = sign(
-        account_id,
-        type=type,
-        session_version=session_version,
-        lifetime=lifetime,
-        jti=jti,
-        auth_time=auth_time,
-        not_after=not_after,
-        extra=extra,
-    )
+def issue(account_id: uuid.UUID, **claims: Any) -> tuple[str, datetime]:
+    """A token and its expiry, signed by `sign` (which says what each keyword claims)."""
+    token, expires_at, _ = sign(account_id, **claims)
     return token, expires_at
 
 
@@ -80,8 +59,10 @@ def sign(
     not_after: datetime | None = None,
     extra: dict | None = None,
 ) -> Signed:
-    """`issue`, with the claims signed: a caller that says what a token it issued carries reads them here
-    instead of decoding the token again."""
+    """A token, its expiry and its claims as signed: a caller that says what a token it issued carries
+    reads them here instead of decoding the token again. `auth_time` (session tokens,
+    docs/security.md#tokens): when the login that started the session happened. `not_after` caps the
+    expiry (a session never outlives its login by more than the refresh lifetime)."""
     now = timezone.now()
     expires_at = now + lifetime if not_after is None else min(now + lifetime, not_after)
     claims = {
