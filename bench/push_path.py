@@ -29,7 +29,7 @@ django.setup()
 from django.db import connection, transaction  # noqa: E402
 from django.test.utils import CaptureQueriesContext  # noqa: E402
 
-from bench.common import free_port  # noqa: E402
+from bench.common import free_port, process_cpu  # noqa: E402
 from bench.push import receive_pushes  # noqa: E402
 from clients import push  # noqa: E402
 from clients.models import Delivery  # noqa: E402
@@ -39,13 +39,6 @@ from tenancy.models import Workspace  # noqa: E402
 
 CLIENTS = 5
 META = {"schema_version": "1"}
-
-
-def cpu_of(pid: int) -> float:
-    """utime + stime of a process, in seconds."""
-    with open(f"/proc/{pid}/stat") as stat:
-        fields = stat.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def commit(workspace: Workspace, n: int) -> None:
@@ -116,7 +109,7 @@ def main() -> None:
 
     commit(workspace, n)
     profiler = cProfile.Profile(time.process_time) if profile else None  # CPU, not waits
-    before = time.process_time(), cpu_of(backend), cpu_of(receiver.pid)
+    before = time.process_time(), process_cpu(backend), process_cpu(receiver.pid)
     started = time.monotonic()
     if profiler:
         profiler.enable()
@@ -124,7 +117,7 @@ def main() -> None:
     if profiler:
         profiler.disable()
     took = time.monotonic() - started
-    after = time.process_time(), cpu_of(backend), cpu_of(receiver.pid)
+    after = time.process_time(), process_cpu(backend), process_cpu(receiver.pid)
     worker_us, backend_us, receiver_us = (
         (b - a) / max(done, 1) * 1e6 for a, b in zip(before, after, strict=True)
     )

@@ -11,12 +11,10 @@ import base64
 import contextlib
 import cProfile
 import hashlib
-import os
 import pstats
 import secrets
 import sys
 import time
-from pathlib import Path
 from urllib.parse import urlencode
 
 import django
@@ -28,6 +26,7 @@ from django.test.utils import CaptureQueriesContext  # noqa: E402
 
 from accounts.models import Account  # noqa: E402
 from authn.sessions import open_browser_session  # noqa: E402
+from bench.common import process_cpu  # noqa: E402
 from oidc import services  # noqa: E402
 from oidc.sessions import SignIn, new_code, save_code  # noqa: E402
 from rbac.models import Membership  # noqa: E402
@@ -131,8 +130,7 @@ def backend_cpu() -> float | None:
         cursor.execute("SELECT pg_backend_pid()")
         pid = cursor.fetchone()[0]
     with contextlib.suppress(OSError):
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return process_cpu(pid)
     return None
 
 
