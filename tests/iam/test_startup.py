@@ -3,6 +3,7 @@ IAM_JWT_SIGNING_KEY and REDIS_URL, naming the setting; DEBUG on keeps the embedd
 fresh process that loads the production settings (`iam.settings`, no IAM_TESTING), as gunicorn, celery and
 manage.py do."""
 
+import json
 import os
 import subprocess
 import sys
@@ -171,3 +172,27 @@ def test_a_started_worker_keeps_what_it_imported_out_of_the_collectors_scans():
     before, after = map(int, process.stdout.split())
     assert before == 0
     assert after > 10_000
+
+
+@pytest.mark.parametrize(
+    ("database_url", "variables", "options"),
+    [
+        ("postgres://iam@db.example:5432/iam", {}, {"server_side_binding": True, "prepare_threshold": 5}),
+        ("postgres://iam@db.example:5432/iam", {"DB_PREPARED_STATEMENTS": "false"}, {}),
+        ("sqlite:///:memory:", {}, {"transaction_mode": "IMMEDIATE"}),
+    ],
+)
+def test_postgresql_prepares_repeated_statements_unless_turned_off(database_url, variables, options):
+    """docs/operations.md#postgresql-prepared-statements: on PostgreSQL a statement a connection runs a fifth
+    time is prepared; DB_PREPARED_STATEMENTS=false (behind a pooler that cannot follow prepared statements)
+    binds on the client. SQLite has neither."""
+    show = (
+        "import django, json; django.setup(); from django.db import connection; "
+        "print(json.dumps(connection.settings_dict['OPTIONS']))"
+    )
+    process = start(show, DEBUG="1", DATABASE_URL=database_url, **variables)
+    assert process.returncode == 0, process.stderr
+    shown = json.loads(process.stdout)
+    assert {key: shown.get(key) for key in options} == options
+    if "prepare_threshold" not in options:
+        assert "server_side_binding" not in shown and "prepare_threshold" not in shown
