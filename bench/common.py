@@ -50,6 +50,21 @@ def process_cpu(pid: int) -> float:
     return total / os.sysconf("SC_CLK_TCK")
 
 
+def backend_cpu() -> float | None:
+    """CPU seconds used so far by the PostgreSQL backend of this process's connection (utime and stime
+    from its /proc entry), or None: another database, or a server on another machine."""
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        return None
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        pid = cursor.fetchone()[0]
+    with contextlib.suppress(OSError):
+        return process_cpu(pid)
+    return None
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

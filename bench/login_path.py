@@ -1,6 +1,7 @@
 """Password logins in one process, for load-independent figures: `python -m bench.login_path N` serves N
 `POST /auth/login` through Django's handler after a warm-up and prints the statements (SQL and
-transaction control) and the CPU time per login, with argon2id's verify alone beside it. Under callgrind,
+transaction control) and the CPU time per login, with argon2id's verify alone beside it, and that of the
+PostgreSQL backend serving them when PostgreSQL runs on this machine. Under callgrind,
 with `md5` after N (the password checked by Django's MD5 hasher: the instructions outside the password
 check), a login's instructions are (the run with N) minus (the run with 0), over N + 1
 (docs/performance.md#latest-figures). Settings as bench/warm_path.py's (DEBUG off, a Redis database of
@@ -21,6 +22,7 @@ from django.test.utils import CaptureQueriesContext, override_settings  # noqa: 
 
 from accounts.models import Account  # noqa: E402
 from authn.models import Credential  # noqa: E402
+from bench.common import backend_cpu  # noqa: E402
 from tenancy.models import Workspace  # noqa: E402
 
 PASSWORD = "correct-horse-battery-staple"
@@ -53,13 +55,16 @@ if n:
     print(f"{len(queries.captured_queries)} statements per login:")
     for query in queries.captured_queries:
         print("   ", query["sql"][:160])
-    started = time.process_time()
+    database_before, started = backend_cpu(), time.process_time()
     for _ in range(n):
         login()
     per_login = (time.process_time() - started) / n * 1000
+    database_after = backend_cpu()
     started = time.process_time()
     for _ in range(n):
         check_password(PASSWORD, encoded)
     verify = (time.process_time() - started) / n * 1000
     rest = per_login - verify
     print(f"login {per_login:.2f} ms CPU, argon2id verify alone {verify:.2f} ms: the rest {rest:.2f} ms")
+    if database_before is not None and database_after is not None:
+        print(f"login: {(database_after - database_before) / n * 1000:.2f} ms PostgreSQL CPU per login")

@@ -38,6 +38,7 @@ BENCH_WEB (a web command to measure instead of the Procfile's). Needs REDIS_URL
 for the push figures (Celery's broker and the shared cache).
 """
 
+import compileall
 import json
 import multiprocessing
 import os
@@ -74,6 +75,14 @@ from bench.push import Workers, push_figures, receive_pushes
 from bench.web import SYNC_COMMAND, serve, server_cpu, slow_clients_figure, validate_figures, web_command
 
 
+def compile_bytecode() -> None:
+    """The service's modules compiled before any process starts, as a built image holds them
+    (docs/operations.md#deploying-migrations-and-static-files): without, every web, worker and beat process
+    compiles them again, at each start where PYTHONDONTWRITEBYTECODE is set (as on these machines)."""
+    for package in sorted(path.parent for path in ROOT.glob("*/__init__.py")):
+        compileall.compile_dir(package, quiet=1)
+
+
 def main() -> None:
     url = bench_database_url()
     name = database_name(url)
@@ -97,6 +106,7 @@ def main() -> None:
     }
     os.environ.update(env)
     sys.path.insert(0, str(ROOT))
+    compile_bytecode()
     processes: list[subprocess.Popen] = []
     admin_sql(url, f'DROP DATABASE IF EXISTS "{name}"')
     admin_sql(url, f'CREATE DATABASE "{name}"')

@@ -8,7 +8,6 @@ to `token-GRANT.prof`. Settings as bench/login_path.py's (DEBUG off, a Redis dat
 writes a workspace, an account, a service account and two applications to DATABASE_URL's database."""
 
 import base64
-import contextlib
 import cProfile
 import hashlib
 import pstats
@@ -26,7 +25,7 @@ from django.test.utils import CaptureQueriesContext  # noqa: E402
 
 from accounts.models import Account  # noqa: E402
 from authn.sessions import open_browser_session  # noqa: E402
-from bench.common import process_cpu  # noqa: E402
+from bench.common import backend_cpu  # noqa: E402
 from oidc import services  # noqa: E402
 from oidc.sessions import SignIn, new_code, save_code  # noqa: E402
 from rbac.models import Membership  # noqa: E402
@@ -119,19 +118,6 @@ class Grants:
         answer = post(body, basic(application, secret))
         if grant == "refresh":
             self.refresh_token = answer["refresh_token"]
-
-
-def backend_cpu() -> float | None:
-    """CPU seconds used so far by the PostgreSQL backend of this process's connection (utime and stime
-    from its /proc entry), or None: another database, or a server on another machine."""
-    if connection.vendor != "postgresql":
-        return None
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_backend_pid()")
-        pid = cursor.fetchone()[0]
-    with contextlib.suppress(OSError):
-        return process_cpu(pid)
-    return None
 
 
 def main() -> None:
