@@ -61,7 +61,7 @@ openapi-check: install-dev
 # The worker and beat of the Redis mode (REDIS_URL set); development settings (DEBUG=1) unless DEBUG is
 # given, as for `make run`.
 worker: install
-	DEBUG=$${DEBUG:-1} $(BIN)/celery -A iam worker --loglevel=INFO --without-gossip --without-mingle --without-heartbeat
+	DEBUG=$${DEBUG:-1} $(BIN)/python -m iam.worker --loglevel=INFO --without-gossip --without-mingle --without-heartbeat
 
 beat: install
 	mkdir -p var

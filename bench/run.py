@@ -285,9 +285,10 @@ def _bench(env: dict, workdir: Path, processes: list) -> None:
         # beat: its push sweep hands over what no task took (the recovery figure's killed worker)
         beat = [*celery, "beat", *quiet, "--schedule", str(workdir / "beat-schedule")]
         processes.append(subprocess.Popen(beat, cwd=ROOT, env=env))
-        worker = [
-            *celery,
-            "worker",
+        worker = [  # the Procfile's `worker`, with 2 pool processes
+            str(BIN / "python"),
+            "-m",
+            "iam.worker",
             "-c",
             "2",
             *quiet,

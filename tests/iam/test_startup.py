@@ -196,3 +196,25 @@ def test_postgresql_prepares_repeated_statements_unless_turned_off(database_url,
     assert {key: shown.get(key) for key in options} == options
     if "prepare_threshold" not in options:
         assert "server_side_binding" not in shown and "prepare_threshold" not in shown
+
+
+def test_the_procfiles_worker_is_celerys_worker_command_without_the_umbrella_command():
+    """`python -m iam.worker` (the Procfile's worker) takes `celery worker`'s options and starts the same
+    worker, without importing Celery's other subcommands (`celery amqp`'s shell with prompt_toolkit):
+    about 0.1 s less before a worker started in place of a crashed one delivers again."""
+    procfile = (settings.BASE_DIR / "Procfile").read_text()
+    assert "\nworker: python -m iam.worker --loglevel=INFO " in procfile
+    umbrella = ("celery.bin.celery", "click_repl", "prompt_toolkit")
+    show = (
+        "import sys, runpy; sys.argv = ['iam.worker', '--help']\n"
+        "try:\n    runpy.run_module('iam.worker', run_name='__main__')\n"
+        "except SystemExit as exit:\n"
+        f"    print(exit.code, *(m in sys.modules for m in {umbrella!r}))"
+    )
+    process = start(show, DEBUG="1")
+    assert process.returncode == 0, process.stderr
+    *usage, last = process.stdout.splitlines()
+    assert last == "0 False False False"
+    usage = "\n".join(usage)
+    assert "Usage: python -m iam.worker [OPTIONS]" in usage
+    assert "--concurrency" in usage and "--without-mingle" in usage and "--loglevel" in usage
