@@ -21,8 +21,11 @@ def _freeze(**kwargs: object) -> None:
     """Everything a worker imported, Django's setup and the tasks, is kept out of the garbage collector's
     scans (https://docs.python.org/3/library/gc.html#gc.freeze): Celery collects before it forks each pool
     process, which scanned those 100,000 objects in 70 ms a process, in the time a worker replaced after a
-    crash waits before it delivers again; the pool processes also share their pages with it longer."""
+    crash waits before it delivers again; the pool processes also share their pages with it longer. The
+    collector is then turned on again: the Procfile's entry point (iam/worker.py) turns it off for the
+    start."""
     gc.freeze()
+    gc.enable()
 
 
 @signals.task_prerun.connect(dispatch_uid="iam.celery.close_old_connections")

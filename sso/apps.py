@@ -6,6 +6,6 @@ class SsoConfig(AppConfig):
     verbose_name = "Enterprise SSO"
 
     def ready(self) -> None:
-        from . import dns_proof
+        from . import nameservers
 
-        dns_proof.resolver()  # a malformed IAM_DNS_NAMESERVERS stops the start, not a request
+        nameservers.configured()  # a malformed IAM_DNS_NAMESERVERS stops the start, not a request
