@@ -9,6 +9,7 @@ and `GET /metrics` adds them up. The variable is set here, before any worker imp
 fresh directory when the environment does not name one."""
 
 import contextlib
+import gc
 import os
 import tempfile
 from pathlib import Path
@@ -47,6 +48,16 @@ def on_starting(server) -> None:
         if pid.isdigit() and not _alive(int(pid)):
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()
+
+
+def post_worker_init(worker) -> None:
+    """The worker has loaded the application, every endpoint with it (iam/wsgi.py): its 190,000 objects
+    live as long as the process, so they leave the garbage collector's scans (`gc.freeze`, after one
+    collection of what loading left). Each full collection scanned them all while it held the GIL, 110 to
+    160 ms during which neither of the worker's threads answered, a few times a minute under load: the
+    tail of every latency (docs/performance.md#what-keeps-the-hot-paths-fast)."""
+    gc.collect()
+    gc.freeze()
 
 
 def child_exit(server, worker) -> None:
