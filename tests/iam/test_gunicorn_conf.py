@@ -75,7 +75,7 @@ def test_a_worker_that_loaded_the_application_keeps_it_out_of_the_collectors_sca
     """Once the application is loaded (gunicorn's `post_worker_init`), its objects are frozen: a full
     collection no longer scans them, holding the GIL for 0.1 s under load. A process of its own."""
     show = (
-        "import gc, importlib.util, sys\n"
+        "import gc, importlib.util\n"
         f"spec = importlib.util.spec_from_file_location('conf', {str(CONF)!r})\n"
         "conf = importlib.util.module_from_spec(spec); spec.loader.exec_module(conf)\n"
         "from iam.wsgi import application\n"
