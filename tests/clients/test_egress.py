@@ -277,6 +277,71 @@ def test_the_answer_read_is_bounded(serve):
     assert {kept.port for kept in kept_connections()} == {exact.port, over.port}  # answered in full
 
 
+def closing(answer: bytes):
+    """An answer written, then the connection closed, as a server that ends a body by closing does."""
+
+    def write(handler):
+        handler.close_connection = True
+        handler.wfile.write(answer)
+
+    return write
+
+
+@pytest.mark.parametrize(
+    ("answer", "status", "kept"),
+    [
+        (b"HTTP/1.1 204 No Content\r\n\r\n", 204, True),
+        (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n", 200, True),
+        (b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 202 Accepted\r\nContent-Length: 2\r\n\r\n{}", 202, True),
+        (b"HTTP/1.1 200 OK\nContent-Length: 2\n\n{}", 200, True),  # bare LFs, as http.client reads them
+        (b"HTTP/1.1 500 Oops\r\nContent-Length: 0\r\nConnection: close\r\n\r\n", 500, False),
+        (b"HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\n{}", 200, False),
+        (b"HTTP/1.1 204 No Content\r\n\r\nHTTP/1.1 204 No Content\r\n\r\n", 204, False),  # one too many
+        (closing(b"HTTP/1.1 200 OK\r\n\r\nthe body ends with the connection"), 200, False),
+        (closing(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n{}"), 200, False),  # the status stands
+        (closing(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}"), 200, False),
+        (closing(b"HTTP/1.1 100 Continue\r\n\r\n"), "RemoteDisconnected", False),
+        (closing(b""), "RemoteDisconnected", False),
+        (b"SSH-2.0-OpenSSH_9.6\r\n", "BadAnswer", False),
+        (b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}", 200, False),
+        (
+            b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: upgrade\r\n\r\n",
+            "BadAnswer",
+            False,
+        ),
+    ],
+    ids=[
+        "no-content",
+        "chunked",
+        "interim-then-final",
+        "bare-lf",
+        "closing",
+        "http-1.0",
+        "two-answers",
+        "body-until-close",
+        "short-of-its-length",
+        "chunks-cut-short",
+        "interim-only",
+        "nothing",
+        "not-http",
+        "two-lengths",
+        "upgrade",
+    ],
+)
+def test_a_deliverys_answer_is_read_whole_and_its_connection_kept_only_when_it_can_carry_the_next(
+    serve, answer, status, kept
+):
+    """Each delivery's answer: its status, or what it failed with (a delivery retried later), and the
+    connection kept for the next delivery only when the answer was read in full and nothing else came."""
+    server = serve(answer)
+    [result] = egress.post_each(server.url, [(b"{}", {})], timeout=5)
+    assert (result if isinstance(status, int) else type(result).__name__) == status
+    assert [kept.port for kept in kept_connections()] == ([server.port] if kept else [])
+    if kept:  # the next delivery goes on it
+        assert egress.post_each(server.url, [(b"{}", {})], timeout=5) == [status]
+        assert server.peers[0] == server.peers[1]
+
+
 def test_no_redirect_is_followed(serve):
     elsewhere = serve()
     redirect = f"HTTP/1.1 302 Found\r\nLocation: {elsewhere.url}\r\nContent-Length: 0\r\n\r\n"

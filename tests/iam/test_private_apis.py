@@ -70,12 +70,13 @@ def test_urllib3_connections_open_their_socket_in_new_conn():
 
 
 def test_urllib3_pools_lend_connections_that_send_and_answer_apart():
-    """`egress.post_each` takes several connections of one pool, sends on each, then reads each answer."""
+    """`egress.post_each` takes several connections of one pool, writes on each one's socket (connecting
+    the ones without), then reads each answer from it."""
     for name in ("_get_conn", "_put_conn"):
         assert callable(getattr(urllib3.HTTPConnectionPool, name, None)), moved(f"pool.{name}", "egress")
-    request = inspect.signature(urllib3.connection.HTTPConnection.request).parameters
-    assert "preload_content" in request, moved("HTTPConnection.request(preload_content=)", "egress")
-    assert callable(urllib3.connection.HTTPConnection.getresponse)
+    assert urllib3.connection.HTTPConnection("example.test").sock is None, moved(
+        "HTTPConnection.sock", "egress"
+    )
 
 
 def test_requests_adapter_asks_for_the_pool_of_each_request():
