@@ -354,7 +354,7 @@ def post_each(url: str, requests_: list[tuple[bytes, dict[str, str]]], *, timeou
             try:
                 headers = {**common, **headers, "Content-Length": str(len(body))}
                 _request(conn, target, body, headers)
-            except _BROKEN as exc:
+            except (*_BROKEN, ValueError) as exc:  # ValueError: a line break in the head
                 conn.close()
                 pool._put_conn(conn)
                 conn = _failure(exc, seconds)

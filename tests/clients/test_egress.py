@@ -158,6 +158,14 @@ def test_a_delivery_is_one_write_of_the_bytes_http_client_writes(serve, monkeypa
     assert writes == [head.encode() + body] * 2
 
 
+def test_a_line_break_in_a_header_is_refused_before_anything_is_sent(serve):
+    server = serve()
+    injected = {"webhook-id": "e1\r\nX-Injected: 1"}
+    refused, sent = egress.post_each(server.url, [(b"{}", injected), (b"{}", {})], timeout=5)
+    assert isinstance(refused, ValueError) and sent == 200
+    assert server.hosts == [f"127.0.0.1:{server.port}"]  # the other one only
+
+
 def test_a_kept_connection_serves_one_host(serve, dns):
     server = serve()
     names, _ = dns
