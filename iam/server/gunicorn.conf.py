@@ -55,7 +55,14 @@ def post_worker_init(worker) -> None:
     live as long as the process, so they leave the garbage collector's scans (`gc.freeze`, after one
     collection of what loading left). Each full collection scanned them all while it held the GIL, 110 to
     160 ms during which neither of the worker's threads answered, a few times a minute under load: the
-    tail of every latency (docs/performance.md#what-keeps-the-hot-paths-fast)."""
+    tail of every latency (docs/performance.md#what-keeps-the-hot-paths-fast).
+
+    Its password hashes run at most as many at once as it has cores (its share of the machine's: one when
+    there are as many workers as cores, as the Procfile's default is on 2), not one per thread
+    (accounts/hashers.py)."""
+    from accounts import hashers
+
+    hashers.hash_at_most(max(1, len(os.sched_getaffinity(0)) // worker.cfg.workers))
     gc.collect()
     gc.freeze()
 

@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from gunicorn.app.base import Application
 from gunicorn.config import Config
 
@@ -71,23 +72,31 @@ def test_the_service_opens_no_control_socket():
     assert app.cfg.control_socket_disable is True
 
 
-def test_a_worker_that_loaded_the_application_keeps_it_out_of_the_collectors_scans():
+@pytest.mark.parametrize("workers", [1, 64])
+def test_a_worker_that_loaded_the_application_freezes_it_and_hashes_as_many_passwords_as_it_has_cores(
+    workers,
+):
     """Once the application is loaded (gunicorn's `post_worker_init`), its objects are frozen: a full
-    collection no longer scans them, holding the GIL for 0.1 s under load. A process of its own."""
+    collection no longer scans them, holding the GIL for 0.1 s under load. And the worker hashes at most
+    its share of the cores' passwords at once (one at least), not one per thread. A process of its own."""
     show = (
-        "import gc, importlib.util\n"
+        "import gc, importlib.util, os, types\n"
         f"spec = importlib.util.spec_from_file_location('conf', {str(CONF)!r})\n"
         "conf = importlib.util.module_from_spec(spec); spec.loader.exec_module(conf)\n"
         "from iam.wsgi import application\n"
-        "before = gc.get_freeze_count(); conf.post_worker_init(worker=None)\n"
-        "print(before, gc.get_freeze_count(), len(gc.get_objects()))"
+        "from accounts.hashers import OwaspArgon2PasswordHasher as hasher\n"
+        f"worker = types.SimpleNamespace(cfg=types.SimpleNamespace(workers={workers}))\n"
+        "before = gc.get_freeze_count(); conf.post_worker_init(worker=worker)\n"
+        "hashes = sum(hasher.at_once.acquire(blocking=False) for _ in range(256))\n"
+        "print(before, gc.get_freeze_count(), len(gc.get_objects()), hashes, len(os.sched_getaffinity(0)))"
     )
     env = {"PATH": os.environ.get("PATH", ""), "DEBUG": "1", "DATABASE_URL": "sqlite:///:memory:"}
     process = subprocess.run(
         [sys.executable, "-c", show], env=env, cwd=CONF.parents[2], capture_output=True, text=True
     )
     assert process.returncode == 0, process.stderr
-    before, frozen, scanned = map(int, process.stdout.split())
+    before, frozen, scanned, hashes, cores = map(int, process.stdout.split())
     assert before == 0
     assert frozen > 50_000
     assert scanned < 1_000
+    assert hashes == (cores if workers == 1 else 1)
