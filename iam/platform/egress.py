@@ -326,8 +326,9 @@ def post_each(url: str, requests_: list[tuple[bytes, dict[str, str]]], *, timeou
     9.3.2.) Follows no redirect. Answers, in order, the status of each, or the exception it failed with:
     EndpointRefused for all, or an OSError / http.client.HTTPException worth retrying (TimeoutError past
     `timeout`, which bounds the whole exchange, not each socket operation, so a receiver that drips bytes
-    cannot hold the worker), or a ValueError for a head with a line break (`_request`). A connection is kept for the next delivery only when its answer was read in
-    full (urllib3's pool replaces one the receiver closed meanwhile).
+    cannot hold the worker), or a ValueError for a head with a line break (`_request`). A connection is
+    kept for the next delivery only when its answer was read in full (urllib3's pool replaces one the
+    receiver closed meanwhile).
 
     The connections are urllib3's, from the pool of the vetted address (pinned, TLS checked for the URL's
     host). On them each request goes in one write of the bytes http.client's `request` writes (`_request`),
