@@ -23,6 +23,10 @@ def login_figures(base: str, api: Api, workdir: Path) -> None:
     hasher = get_hasher()
     encoded = make_password(PASSWORD)
     rates, ceilings, verifies, login_cpus, generators = [], [], [], [], []
+    # Two floors beside the service's login, same server and middleware (bench/urls.py): the password
+    # check alone in a view, and the whole login by hand (raw SQL, no ORM or DRF). Per path: rates per
+    # core, and server CPU per request (ms).
+    floors = {"/bench/hash": ([], []), "/bench/login-floor": ([], [])}
     with concurrent.futures.ProcessPoolExecutor(WORKERS) as pool:
         list(pool.map(_verify, [encoded] * WORKERS, [PASSWORD] * WORKERS, [2] * WORKERS))  # warm
         for _ in range(ROUNDS):  # alternate, so drifting load on a shared machine hits both alike
@@ -32,6 +36,12 @@ def login_figures(base: str, api: Api, workdir: Path) -> None:
             login_cpus.append((server_cpu(base) - server) / logins_run * 1000)
             generators.append((time.process_time() - generator) / logins_run * 1000)  # Python threads
             rates.append(result["rps"] / cores)
+            for path, (floor_rates, floor_cpus) in floors.items():
+                server = server_cpu(base)
+                floor = load(f"{base}{path}", body, workdir, connections=4)
+                assert not floor["errors"], f"{path} answered {floor['errors']} non-2xx"
+                floor_cpus.append((server_cpu(base) - server) / max(floor["rps"] * SECONDS, 1) * 1000)
+                floor_rates.append(floor["rps"] / cores)
             timed = list(pool.map(_verify, [encoded] * WORKERS, [PASSWORD] * WORKERS, [20] * WORKERS))
             ceilings.append(20 * WORKERS / max(wall for wall, _ in timed) / cores)
             verifies.append(sum(cpu for _, cpu in timed) / (20 * WORKERS) * 1000)
@@ -54,6 +64,23 @@ def login_figures(base: str, api: Api, workdir: Path) -> None:
             ">= 0.90",
         )
     )
+    for path, label in (
+        ("/bench/hash", "the password check alone, in a view"),
+        ("/bench/login-floor", "the same login by hand (raw SQL, no ORM or DRF)"),
+    ):
+        floor_rates, floor_cpus = floors[path]
+        floor = statistics.median(floor_rates)
+        floor_rounds = ", ".join(
+            f"{rate / ceiling:.2f}" for rate, ceiling in zip(floor_rates, ceilings, strict=True)
+        )
+        rows.append(
+            (
+                f"floor `{path}`: {label}, per second per core / the ceiling",
+                f"{floor:.0f} / {per_core:.0f} = {floor / per_core:.2f} (rounds: {floor_rounds}; server "
+                f"CPU {statistics.median(floor_cpus):.1f} ms each)",
+                "-",
+            )
+        )
     # The same ratio in CPU time, which the load of other processes moves less: the server's CPU per login
     # (its workers' only: PostgreSQL's and Redis's share is not in it) against one verify's.
     login_cpu, verify_cpu = statistics.median(login_cpus), statistics.median(verifies)

@@ -9,7 +9,9 @@ same run:
   Python load generator when wrk is missing, said in the output), under the Procfile's `web` command and
   under plain sync gunicorn beside it (what reading requests whole costs), and one at a time beside 50
   connections that trickle their bodies;
-- password logins per second per core, and unknown e-mail against wrong password (enumeration timing);
+- password logins per second per core beside argon2id's own ceiling and two floors (the password check
+  alone in a view, and the same login by hand in raw SQL: bench/urls.py), and unknown e-mail against
+  wrong password (enumeration timing);
 - logins with TOTP per second per core (the password step and the code step, one account each, since a
   code works once);
 - the token endpoint: code exchanges and refresh grants per second per core (bench/token_endpoint.py);
