@@ -67,7 +67,18 @@ def post_worker_init(worker) -> None:
     gc.freeze()
 
 
+def pre_fork(server, worker) -> None:
+    """The worker's slot in the table of open connections by which the workers take turns at the
+    listening socket (iam/server/turns.py)."""
+    from iam.server import turns
+
+    turns.give_slot(worker, server.WORKERS.values())
+
+
 def child_exit(server, worker) -> None:
     from prometheus_client import multiprocess
 
+    from iam.server import turns
+
     multiprocess.mark_process_dead(worker.pid)
+    turns.free_slot(worker)

@@ -34,6 +34,7 @@ import termios
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from iam.server import turns
 from iam.server.responses import error_bytes
 
 REQUEST_TIMEOUT = 10.0  # seconds: "a request not received whole within 10 seconds is dropped"
@@ -117,6 +118,7 @@ class HttpProtocol(HttpToolsProtocol):
         if per_address[self.address] <= 0:
             del per_address[self.address]
         super().connection_lost(exc)
+        turns.publish(len(self.connections))  # the other workers take the next turns accordingly
 
     # The request's deadline
 

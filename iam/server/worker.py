@@ -2,8 +2,10 @@
 
 import sys
 
+from gunicorn.arbiter import Arbiter
 from uvicorn_worker import UvicornWorker
 
+from iam.server import turns
 from iam.server.app import ReadWhole
 from iam.server.protocol import CONNECTIONS_PER_ADDRESS, HttpProtocol
 
@@ -80,3 +82,13 @@ class Worker(UvicornWorker):
             return
         self.stuck_reported = False  # it ended before the master acted: the next one is said again
         self.notify()
+
+    async def _serve(self) -> None:
+        """`UvicornWorker._serve`, with the server whose workers take turns at the listening socket."""
+        self.config.app = self.wsgi
+        turns.own_slot = getattr(self, "turn_slot", None)  # given by the master (`turns.give_slot`)
+        server = turns.TurnTakingServer(config=self.config)
+        self._install_sigquit_handler()
+        await server.serve(sockets=self.sockets)
+        if not server.started:
+            sys.exit(Arbiter.WORKER_BOOT_ERROR)

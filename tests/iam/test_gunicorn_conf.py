@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from gunicorn.app.base import Application
@@ -59,6 +60,32 @@ def test_an_exited_worker_is_marked_dead(tmp_path, monkeypatch):
 
     conf.child_exit(server=None, worker=Worker())
     assert marked == [4242]
+
+
+def test_each_worker_takes_a_slot_of_the_turns_table_before_it_is_forked_and_frees_it_once_it_exited(
+    tmp_path, monkeypatch
+):
+    """iam/server/turns.py: the master gives a forked worker its slot in the shared table of open
+    connections, -1 (not yet accepting) until the worker serves, and frees it (-1) when it exits."""
+    from iam.server import turns
+
+    monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(tmp_path))
+    conf = load_conf()
+    monkeypatch.setattr("prometheus_client.multiprocess.mark_process_dead", lambda pid: None)
+    saved = list(turns.held)
+    try:
+        turns.held[:] = [-1] * turns.WORKER_SLOTS
+        first, second = SimpleNamespace(pid=1), SimpleNamespace(pid=2)
+        server = SimpleNamespace(WORKERS={})
+        conf.pre_fork(server, first)
+        server.WORKERS[first.pid] = first
+        conf.pre_fork(server, second)
+        assert (first.turn_slot, second.turn_slot) == (0, 1)
+        turns.held[0], turns.held[1] = 3, 4  # both serve
+        conf.child_exit(server, first)
+        assert turns.held[0] == -1 and turns.held[1] == 4
+    finally:
+        turns.held[:] = saved
 
 
 def test_the_service_opens_no_control_socket():
