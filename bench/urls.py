@@ -29,7 +29,7 @@ def hash_only(request):
     return JsonResponse({"success": True, "status": 200, "data": "checked"})
 
 
-@functools.cache
+@functools.lru_cache(maxsize=4)  # any password a client sends: bounded
 def _encoded(password: str) -> str:
     """The bench's password, hashed once per process (`bench.common.PASSWORD` is drawn per run)."""
     return make_password(password)
