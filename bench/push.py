@@ -1,6 +1,7 @@
 """The `push` part: a change to its first delivery, and a burst's deliveries per second, at a local
 receiver."""
 
+import itertools
 import os
 import signal
 import subprocess
@@ -134,21 +135,36 @@ def recovery_figure(push_space, pushed, workers: "Workers", arrived: "Arrivals")
         for quarter in range(1, faults + 1):
             arrived.drain(committed + 600, want * quarter // 4)
             workers.kill()
-            kills.append(time.time() - committed)
+            kills.append(time.time())
             workers.start()
         arrived.drain(committed + 600, want)
         took[faults] = arrived.last(committed) - committed
     missing = want - len(arrived.seen)
+    stopped = silences(sorted(arrived.seen.values()), kills)
     rows.append(
         (
             f"push recovery: {want:,} deliveries of one change, worker killed (-9) and restarted 3 times",
             f"{took[3]:.1f} s against {took[0]:.1f} s fault-free = {took[3] / max(took[0], 0.001):.1f}x; "
-            f"{missing:,} missing, {arrived.twice:,} delivered twice (kills at "
-            + ", ".join(f"{at:.1f}" for at in kills)
-            + " s)",
+            f"{missing:,} missing, {arrived.twice:,} delivered twice; kills at "
+            + ", ".join(f"{at - committed:.1f}" for at in kills)
+            + " s, after which no new delivery arrived for "
+            + ", ".join(f"{seconds:.2f}" for seconds in stopped)
+            + " s",
             "<= 2x",
         )
     )
+
+
+def silences(arrivals: list[float], kills: list[float]) -> list[float]:
+    """For each kill, the longest time without a new delivery from it to the next kill (or to the last
+    arrival): what the worker's absence, its start again included, cost the burst. `arrivals` and `kills`
+    are sorted times (`time.time()`); a delivery sent before the kill that lands just after it does not
+    hide the silence that follows."""
+    stopped = []
+    for kill, until in zip(kills, [*kills[1:], float("inf")], strict=True):
+        between = [kill, *(at for at in arrivals if kill < at < until)]
+        stopped.append(max((after - before for before, after in itertools.pairwise(between)), default=0.0))
+    return stopped
 
 
 def change_at_once(push_space, pushed) -> float:

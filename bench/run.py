@@ -26,7 +26,8 @@ same run:
   deliveries per second for a burst of changes to 5 clients, with 2 Celery worker processes (paused while
   the burst is committed, so the figure is theirs and not the committing loop's);
 - push recovery: one change of BENCH_BURST events to the 5 clients committed at once, delivered without a
-  fault, then with the worker killed (-9) and restarted three times (beat's sweep runs beside it).
+  fault, then with the worker killed (-9) and restarted three times (beat's sweep runs beside it), with
+  how long each kill stopped new deliveries.
 
 The parts live in bench/web.py (validate), bench/logins.py (login, totp), bench/token_endpoint.py (token),
 bench/machines.py (machines), bench/lists.py (lists, neighbour) and bench/push.py (push, push-recovery);
