@@ -1,6 +1,6 @@
 """A Celery worker's start, exec to `ready`, beside two floors: `python -m bench.worker_start [N]` starts
-each of three workers N times (5), in turn, with the Procfile's options and 2 pool processes, and
-prints the seconds from exec to the worker's `ready` line, their median first, with the median CPU time its
+each of three workers N times (5), in turn, with the Procfile's options and 2 pool processes, and prints
+the seconds from exec to the worker's `ready` line, their median first, with the median CPU time its
 processes had used by then (which the machine's other load distorts less):
 
 - `celery`: a Celery app of one task and nothing else (Celery's own start, with its Redis transport);

@@ -8,7 +8,8 @@ from bench.push import silences
 
 def test_each_kill_reports_the_longest_wait_for_a_new_delivery_before_the_next_kill():
     arrivals = [0.1, 0.2, 0.3, 0.95, 1.0, 1.1, 2.0, 2.6, 2.7]
-    # From 0.3 to 0.95; from 1.1 to 2.0 (not 2.0 to 2.6, nor past the next kill).
+    # The first kill's: 0.3 to 0.95, not 1.1 to 2.0 (0.9), which follows the next kill.
+    # The second's: 1.1 to 2.0.
     assert silences(arrivals, [0.3, 1.1]) == pytest.approx([0.65, 0.9])
 
 
