@@ -19,6 +19,7 @@ for the `django` floor's backend; no query is made)."""
 import gc
 import os
 import secrets
+import signal
 import subprocess
 import sys
 import time
@@ -68,16 +69,19 @@ def serve(kind: str) -> None:
 
 def measure(command: list[str], env: dict) -> tuple[float, float]:
     """Seconds from starting `command` to its worker's `ready` line, and the CPU seconds its processes
-    (the main one and its pool) had used by then; the worker is then killed."""
+    (the main one and its pool) had used by then; the worker is then killed with its pool, as a group: a
+    pool process killed before it asked for its parent's death signal would outlive the main one."""
     started = time.perf_counter()
-    worker = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+    worker = subprocess.Popen(
+        command, env=env, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, start_new_session=True
+    )
     try:
         for line in worker.stderr:
             if line.rstrip().endswith(" ready."):
                 return time.perf_counter() - started, process_cpu(worker.pid)
         raise RuntimeError(f"{command} ended before it was ready")
     finally:
-        worker.kill()
+        os.killpg(worker.pid, signal.SIGKILL)
         worker.wait()
 
 
